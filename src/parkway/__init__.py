@@ -1,0 +1,67 @@
+"""parkway: durable, event-driven workflows for Python.
+
+A run parks on a wait (a timer, a signal, an event, a message) with zero
+compute, survives restarts, and is resumed by exactly the input it waits for.
+"""
+
+from parkway.context import ChildHandle, WorkflowContext
+from parkway.durations import Duration
+from parkway.engine import Engine
+from parkway.errors import (
+    CorrelationError,
+    DuplicateSubscriptionError,
+    DuplicateWorkflowError,
+    FlowDefinitionError,
+    InvalidDurationError,
+    InvalidInputError,
+    NonDeterminismError,
+    ParkwayError,
+    ResultTimeoutError,
+    RoutingError,
+    RunCancelledError,
+    RunClosedError,
+    RunNotFoundError,
+    SerializationError,
+    StepFailedError,
+    UnknownWorkflowError,
+    WaitTimeoutError,
+    WorkflowFailedError,
+)
+from parkway.events import Event
+from parkway.handle import RunHandle
+from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChildHandle",
+    "CorrelationError",
+    "DuplicateSubscriptionError",
+    "DuplicateWorkflowError",
+    "Duration",
+    "Engine",
+    "ErrorInfo",
+    "Event",
+    "FlowDefinitionError",
+    "HistoryEntry",
+    "InvalidDurationError",
+    "InvalidInputError",
+    "NonDeterminismError",
+    "ParkwayError",
+    "Retry",
+    "ResultTimeoutError",
+    "RoutingError",
+    "RunCancelledError",
+    "RunClosedError",
+    "RunHandle",
+    "RunInfo",
+    "RunNotFoundError",
+    "RunStatus",
+    "SerializationError",
+    "StepFailedError",
+    "UnknownWorkflowError",
+    "WaitTimeoutError",
+    "WorkflowContext",
+    "WorkflowFailedError",
+    "__version__",
+]

@@ -1,0 +1,74 @@
+"""The operations a workflow asks of the engine, as plain data.
+
+A workflow coroutine never touches the store: every ``ctx`` operation yields
+one of these commands up through the workflow's ``await`` chain to the
+executor (see :mod:`parkway.replay`), which answers it from the journal or
+carries it out, and sends the result back in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from parkway.models import Retry
+
+
+class Command:
+    """Base of every command; ``kind`` and ``name`` identify it in the journal."""
+
+    kind: ClassVar[str] = ""
+    name: str
+
+    def __await__(self) -> Generator[Command, Any, Any]:
+        return (yield self)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.name!r}"
+
+
+@dataclass
+class StepCmd(Command):
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    name: str
+    retry: Retry | None
+    kind: ClassVar[str] = "step"
+
+
+@dataclass
+class SleepCmd(Command):
+    seconds: float | None = None
+    until: float | None = None
+    name: str = "sleep"
+    kind: ClassVar[str] = "sleep"
+
+
+@dataclass
+class SignalCmd(Command):
+    name: str
+    timeout: float | None
+    kind: ClassVar[str] = "signal"
+
+
+@dataclass
+class StartChildCmd(Command):
+    name: str  # the child's workflow name
+    input: Any
+    run_id: str | None
+    kind: ClassVar[str] = "child.start"
+
+
+@dataclass
+class ChildResultCmd(Command):
+    name: str  # the child's run id
+    kind: ClassVar[str] = "child.result"
+
+
+@dataclass
+class ContinueAsNew(BaseException):
+    """Raised by ``ctx.continue_as_new``; a BaseException so ``except Exception`` keeps out."""
+
+    input: Any = field(default=None)

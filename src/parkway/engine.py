@@ -1,0 +1,516 @@
+"""The Engine: workflow registry, client API and lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from parkway import _json
+from parkway.clock import Clock, SystemClock
+from parkway.durations import Duration, to_seconds
+from parkway.errors import (
+    InvalidInputError,
+    ParkwayError,
+    ResultTimeoutError,
+    RunCancelledError,
+    RunClosedError,
+    RunNotFoundError,
+    SerializationError,
+    WorkflowFailedError,
+)
+from parkway.handle import RunHandle
+from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
+from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
+from parkway.replay import rebuild_error
+from parkway.store import Store, open_store
+from parkway.store.base import NewTask, RunRecord, Tx
+from parkway.transitions import TERMINAL, cancel
+from parkway.worker import Worker
+
+log = logging.getLogger("parkway")
+
+F = TypeVar("F", bound=WorkflowFn)
+
+DEFAULT_URL = "sqlite:///parkway.db"
+
+
+class Engine:
+    """A parkway engine: register workflows, start and steer runs, and (optionally) work.
+
+    Args:
+        url: ``"memory://"``, ``"sqlite:///path/to.db"`` or ``"postgresql://..."``;
+            ``None`` reads ``PARKWAY_URL``, else ``sqlite:///parkway.db``.
+        event_extractor: ``event -> (domain, subject)`` for events without routing.
+        node_models: Node types available to JSON flows.
+        clock: A :class:`parkway.testing.ManualClock` in tests; real time otherwise.
+        worker: Run a worker in this process while the engine is open.
+        concurrency: Runs the in-process worker advances at once.
+        message_ttl: How long an unmatched message stays buffered.
+        event_retention: How long event ids are remembered for de-duplication.
+        lease: How long a worker owns a run it advances before another may take it
+            over (renewed while the worker lives).
+
+    Use it as ``async with Engine(...) as engine:`` or with :meth:`open`/:meth:`close`.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        event_extractor: Callable[[Any], tuple[str | None, str | None]] | None = None,
+        node_models: dict[str, Any] | None = None,
+        clock: Clock | None = None,
+        worker: bool = True,
+        concurrency: int = 16,
+        message_ttl: Duration = "1h",
+        event_retention: Duration = "24h",
+        lease: Duration = "30s",
+    ) -> None:
+        resolved = url if url is not None else os.environ.get("PARKWAY_URL") or DEFAULT_URL
+        if not isinstance(resolved, str):
+            raise ParkwayError(f"url must be a string such as 'sqlite:///app.db', got {url!r}")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ParkwayError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+        self.url = resolved
+        self.event_extractor = event_extractor
+        self.node_models = node_models
+        self.message_ttl = to_seconds(message_ttl, "message_ttl")
+        self.event_retention = to_seconds(event_retention, "event_retention")
+        self.lease = to_seconds(lease, "lease")
+        if self.lease <= 0:
+            raise ParkwayError("lease must be longer than zero")
+        self.concurrency = concurrency
+        self.run_worker = worker
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._store: Store = open_store(resolved)
+        self._registry = Registry()
+        self._worker: Worker | None = None
+        self._open = False
+        self._terminal: dict[str, asyncio.Event] = {}
+
+    # -- registration ------------------------------------------------------------------------
+
+    def workflow(
+        self,
+        name: str | None = None,
+        *,
+        version: str = "1",
+        on_event: str | Sequence[str] | None = None,
+        on_message: str | None = None,
+        debounce: Any = None,
+        batch: Any = None,
+        validate_input: Callable[[Any], Any] | None = None,
+        unique_per_subject: bool = False,
+    ) -> Callable[[F], F]:
+        """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
+
+        Args:
+            name: The workflow's name (default: the function's name).
+            version: Runs keep the version they started with; new runs take the
+                version registered last.
+            on_event: Event names that start a run with the payload as input.
+            on_message: A message name that starts a run per correlation key.
+            debounce: One run per quiet window, with the last payload.
+            batch: One run per batch of events.
+            validate_input: Called with the input; its return value becomes the
+                input, and an exception it raises rejects the run.
+            unique_per_subject: At most one active run per (domain, subject).
+
+        Raises:
+            DuplicateWorkflowError: ``name`` and ``version`` are already registered.
+        """
+
+        def register(fn: F) -> F:
+            wf_name = name if name is not None else getattr(fn, "__name__", None)
+            events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
+            wf = WorkflowDef(
+                name=wf_name,  # type: ignore[arg-type]
+                version=version,
+                fn=fn,
+                validate_input=validate_input,
+                on_event=events,
+                on_message=on_message,
+                debounce=debounce,
+                batch=batch,
+                unique_per_subject=unique_per_subject,
+                model=input_model(fn) if callable(fn) else None,
+            )
+            if validate_input is not None and not callable(validate_input):
+                raise ParkwayError(f"validate_input of {wf_name!r} must be callable")
+            self._registry.add(wf)
+            fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]
+            return fn
+
+        if callable(name):  # used bare: @engine.workflow
+            fn, name = name, None
+            return register(fn)  # type: ignore[return-value]
+        return register
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the store (creating or migrating its schema) and start the worker."""
+        if self._open:
+            return
+        await self._store.open()
+        self._open = True
+        self._clock.attach(self)
+        if self.run_worker:
+            self._worker = Worker(self, concurrency=self.concurrency, lease=self.lease)
+            self._worker.start()
+
+    async def close(self, *, grace: float = 30.0) -> None:
+        """Stop the worker gracefully (in-flight runs finish or are released), close the store."""
+        if not self._open:
+            return
+        if self._worker is not None:
+            await self._worker.stop(grace)
+            self._worker = None
+        self._clock.detach(self)
+        await self._store.close()
+        self._open = False
+
+    async def __aenter__(self) -> Engine:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def idle(self, timeout: float = 10) -> None:
+        """Return once no task is due and no run is in flight.
+
+        Args:
+            timeout: Wall-clock seconds to wait at most.
+
+        Raises:
+            TimeoutError: Work was still due or in flight after ``timeout``.
+        """
+        self._require_open()
+        deadline = time.monotonic() + timeout
+        while True:
+            busy = self._worker is not None and self._worker.busy
+            if not busy and not await self._store.has_due(self._clock.now()):
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the engine was still busy after {timeout:g}s")
+            if self._worker is not None:
+                await self._worker.wait_progress(0.005)
+            else:
+                await asyncio.sleep(0.005)
+
+    # -- client operations -------------------------------------------------------------------
+
+    async def start(
+        self,
+        workflow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        id: str | None = None,
+        subject: str | None = None,
+        domain: str | None = None,
+    ) -> RunHandle:
+        """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
+
+        Raises:
+            UnknownWorkflowError: No workflow has that name.
+            InvalidInputError: The input was rejected or is not JSON-serialisable.
+        """
+        self._require_open()
+        wf = self._registry.latest(_name_of(workflow))
+        run_id = _check_id(id)
+        _check_optional_str(subject, "subject")
+        _check_optional_str(domain, "domain")
+        data = _encode_input(wf, input)
+        async with self._store.transaction() as tx:
+            existing = await tx.get_run(run_id)
+            if existing is None:
+                await self._insert_run(tx, wf, run_id, data, domain=domain, subject=subject)
+        self._poke()
+        return RunHandle(self, run_id)
+
+    async def _insert_run(
+        self,
+        tx: Tx,
+        wf: WorkflowDef,
+        run_id: str,
+        data: bytes,
+        *,
+        domain: str | None = None,
+        subject: str | None = None,
+        parent_id: str | None = None,
+        trigger: bytes | None = None,
+    ) -> None:
+        now = self._clock.now()
+        await tx.insert_run(
+            RunRecord(
+                id=run_id, workflow=wf.name, version=wf.version,
+                status=RunStatus.PENDING.value, input=data, output=None, error=None,
+                domain=domain or "default", subject=subject, parent_id=parent_id,
+                trigger=trigger, generation=0, created_at=now, updated_at=now,
+            )
+        )  # fmt: skip
+        await tx.add_tasks([NewTask(run_id, now, "start")])
+
+    def handle(self, run_id: str) -> RunHandle:
+        """A handle on an existing run (not checked until used)."""
+        return RunHandle(self, run_id)
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """The run's :class:`RunInfo`.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        return _info(await self._record(run_id))
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: RunStatus | str | None = None,
+        subject: str | None = None,
+        domain: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """Runs, newest first, filtered by any of the arguments.
+
+        Internal runs (the engine's own helpers) are listed only by their own name.
+        """
+        self._require_open()
+        status_value = _status(status)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ParkwayError(f"limit must be a whole number >= 1, got {limit!r}")
+        async with self._store.transaction() as tx:
+            records = await tx.list_runs(
+                workflow=workflow, status=status_value, subject=subject,
+                domain=domain, parent_id=None, limit=limit,
+            )  # fmt: skip
+        if workflow is None:
+            internal = {wf.name for wf in self._registry.all() if wf.internal}
+            records = [r for r in records if r.workflow not in internal]
+        return [_info(r) for r in records]
+
+    async def history(self, run_id: str) -> list[HistoryEntry]:
+        """The run's journal (current generation), in order.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        async with self._store.transaction() as tx:
+            if await tx.get_run(run_id) is None:
+                raise RunNotFoundError(run_id)
+            entries = await tx.journal(run_id)
+        out = []
+        for e in entries:
+            value = _json.loads(e.value)
+            error = None
+            if e.state == "error":
+                error, value = ErrorInfo.from_dict(value), None
+            out.append(HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, _dt(e.at)))
+        return out
+
+    async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
+        """Send a signal to a run; it waits in the run's mailbox until consumed.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunClosedError: The run has finished.
+        """
+        self._require_open()
+        _check_name(name, "signal name")
+        data = _json.dumps(payload, f"the payload of signal {name!r}")
+        async with self._store.transaction() as tx:
+            run = await tx.get_run(run_id)
+            if run is None:
+                raise RunNotFoundError(run_id)
+            if run.status in TERMINAL:
+                raise RunClosedError(run_id, run.status, f"signal {name!r}")
+            await self._push_signal(tx, run_id, name, data)
+        self._poke()
+
+    async def _push_signal(self, tx: Tx, run_id: str, name: str, data: bytes) -> None:
+        now = self._clock.now()
+        await tx.add_signal(run_id, name, data, now)
+        await tx.add_tasks([NewTask(run_id, now, "signal")])
+
+    async def signal_with_start(
+        self,
+        workflow: str | Callable[..., Any],
+        id: str,
+        signal: str,
+        payload: Any = None,
+        *,
+        input: Any = None,
+    ) -> RunHandle:
+        """Signal run ``id``, starting it first (with ``input``) if it does not exist.
+
+        Both happen in one transaction, so the signal is never lost to a race
+        with the run's start.
+        """
+        self._require_open()
+        wf = self._registry.latest(_name_of(workflow))
+        if not isinstance(id, str) or not id:
+            raise ParkwayError(f"signal_with_start needs a run id, got {id!r}")
+        _check_name(signal, "signal name")
+        data = _json.dumps(payload, f"the payload of signal {signal!r}")
+        input_data = _encode_input(wf, input)
+        async with self._store.transaction() as tx:
+            run = await tx.get_run(id)
+            if run is None:
+                await self._insert_run(tx, wf, id, input_data)
+            elif run.status in TERMINAL:
+                raise RunClosedError(id, run.status, f"signal {signal!r}")
+            await self._push_signal(tx, id, signal, data)
+        self._poke()
+        return RunHandle(self, id)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run and its active children; a finished run is left as it is.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        now = self._clock.now()
+        async with self._store.transaction() as tx:
+            run = await tx.get_run(run_id)
+            if run is None:
+                raise RunNotFoundError(run_id)
+            if run.status in TERMINAL:
+                return
+            if run.lease_owner is None:
+                await cancel(tx, run, now)
+            else:  # a worker is advancing it: it will see this task next
+                await tx.add_tasks([NewTask(run_id, now, "cancel")])
+        self._notify_terminal(run_id)
+        self._poke()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _require_open(self) -> None:
+        if not self._open:
+            raise ParkwayError(
+                "the engine is not open; use `async with engine:` or `await engine.open()` first"
+            )
+
+    async def _record(self, run_id: str) -> RunRecord:
+        self._require_open()
+        async with self._store.transaction() as tx:
+            run = await tx.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        return run
+
+    async def _result(self, run_id: str, timeout: float | None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # In-process completions are announced; another process's are polled.
+        poll = 0.002 if "shared" in self._store.capabilities else 0.05
+        while True:
+            run = await self._record(run_id)
+            if run.status == RunStatus.COMPLETED:
+                return _json.loads(run.output)
+            if run.status == RunStatus.FAILED:
+                raise WorkflowFailedError(run_id, ErrorInfo.from_dict(_json.loads(run.error)))
+            if run.status == RunStatus.CANCELLED:
+                raise RunCancelledError(run_id)
+            if run.error is not None:
+                error = _json.loads(run.error)
+                if error.get("type") == "NonDeterminismError":
+                    raise rebuild_error(error)
+            wait = poll
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ResultTimeoutError(run_id, timeout or 0.0)
+                wait = min(wait, remaining)
+            event = self._terminal.setdefault(run_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), wait)
+            except TimeoutError:
+                pass
+            finally:
+                self._terminal.pop(run_id, None)
+            poll = min(poll * 2, 0.05)
+
+    def _notify_terminal(self, run_id: str) -> None:
+        event = self._terminal.get(run_id)
+        if event is not None:
+            event.set()
+
+    def _poke(self) -> None:
+        if self._worker is not None:
+            self._worker.poke()
+
+    async def _next_due(self, *, after: float | None = None) -> float | None:
+        return await self._store.next_due(after=after)
+
+
+def _name_of(workflow: str | Callable[..., Any]) -> str:
+    if isinstance(workflow, str):
+        if not workflow:
+            raise ParkwayError("workflow name must not be empty")
+        return workflow
+    name = getattr(workflow, "__parkway_workflow__", None)
+    if isinstance(name, str):
+        return name
+    raise ParkwayError(f"{workflow!r} is neither a workflow name nor a registered workflow")
+
+
+def _check_id(run_id: str | None) -> str:
+    if run_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(run_id, str) or not run_id:
+        raise ParkwayError(f"run id must be a non-empty string, got {run_id!r}")
+    return run_id
+
+
+def _check_name(name: object, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ParkwayError(f"{what} must be a non-empty string, got {name!r}")
+
+
+def _check_optional_str(value: object, what: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ParkwayError(f"{what} must be a non-empty string or None, got {value!r}")
+
+
+def _encode_input(wf: WorkflowDef, value: Any) -> bytes:
+    checked = wf.check_input(value)
+    try:
+        return _json.dumps(checked, f"the input of workflow {wf.name!r}")
+    except SerializationError as exc:
+        raise InvalidInputError(str(exc), workflow=wf.name, field=exc.path) from exc
+
+
+def _status(status: RunStatus | str | None) -> str | None:
+    if status is None:
+        return None
+    try:
+        return RunStatus(status).value
+    except ValueError:
+        valid = ", ".join(s.value for s in RunStatus)
+        raise ParkwayError(f"unknown run status {status!r}; use one of: {valid}") from None
+
+
+def _info(run: RunRecord) -> RunInfo:
+    return RunInfo(
+        id=run.id,
+        workflow=run.workflow,
+        version=run.version,
+        status=RunStatus(run.status),
+        input=_json.loads(run.input),
+        output=_json.loads(run.output),
+        error=ErrorInfo.from_dict(_json.loads(run.error)),
+        domain=run.domain,
+        subject=run.subject,
+        parent_id=run.parent_id,
+        created_at=_dt(run.created_at),
+        updated_at=_dt(run.updated_at),
+    )

@@ -1,0 +1,171 @@
+"""Every error parkway raises derives from :class:`ParkwayError`.
+
+An error's default message is its docstring; subclasses that know more (a run
+id, a message key, a position in the journal) say it, and say what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ParkwayError(Exception):
+    """Base class of every error raised by parkway."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or type(self).__name__).strip())
+
+
+class InvalidDurationError(ParkwayError, ValueError):
+    """A duration could not be understood."""
+
+    def __init__(self, value: object, field: str = "duration") -> None:
+        super().__init__(
+            f"{field}: {value!r} is not a duration; use a timedelta, a number of seconds, "
+            'or a string such as "250ms", "10s", "1m", "2h", "1d" or "1w"'
+        )
+        self.value, self.field = value, field
+
+
+class InvalidInputError(ParkwayError, ValueError):
+    """The input given to a workflow was rejected."""
+
+    def __init__(self, message: str, *, workflow: str | None = None, field: str | None = None):
+        prefix = f"invalid input for workflow {workflow!r}: " if workflow else "invalid input: "
+        super().__init__(prefix + message)
+        self.workflow, self.field = workflow, field
+
+
+class SerializationError(ParkwayError, TypeError):
+    """A value that must be stored is not JSON-serialisable."""
+
+    def __init__(self, what: str, path: str, detail: str) -> None:
+        super().__init__(
+            f"{what} is not JSON-serialisable at {path}: {detail}; "
+            "pass plain dicts, lists, strings, numbers, booleans or None"
+        )
+        self.what, self.path = what, path
+
+
+class UnknownWorkflowError(ParkwayError, LookupError):
+    """No workflow is registered under this name."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        hint = ", ".join(sorted(known)) or "none"
+        super().__init__(
+            f"no workflow named {name!r} is registered (registered: {hint}); "
+            "decorate it with @engine.workflow() before starting it"
+        )
+        self.name = name
+
+
+class DuplicateWorkflowError(ParkwayError, ValueError):
+    """A workflow with this name and version is already registered."""
+
+    def __init__(self, name: str, version: str) -> None:
+        super().__init__(
+            f"workflow {name!r} version {version!r} is already registered; "
+            "give the new one another name, or another version= to run both side by side"
+        )
+        self.name, self.version = name, version
+
+
+class RunNotFoundError(ParkwayError, LookupError):
+    """No run exists with this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}; list runs with engine.list_runs()")
+        self.run_id = run_id
+
+
+class RunClosedError(ParkwayError):
+    """The run has already finished and takes no more input."""
+
+    def __init__(self, run_id: str, status: str, what: str) -> None:
+        super().__init__(f"run {run_id!r} is {status}; it can no longer receive {what}")
+        self.run_id, self.status = run_id, status
+
+
+class WorkflowFailedError(ParkwayError):
+    """The workflow run ended with an error."""
+
+    def __init__(self, run_id: str, error: Any) -> None:
+        self.run_id = run_id
+        self.error = error
+        self.type: str = getattr(error, "type", "Exception")
+        self.error_message: str = getattr(error, "message", str(error))
+        super().__init__(f"run {run_id!r} failed: {self.type}: {self.error_message}")
+
+
+class RunCancelledError(ParkwayError):
+    """The workflow run was cancelled."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} was cancelled")
+        self.run_id = run_id
+
+
+class NonDeterminismError(ParkwayError):
+    """Replaying a run diverged from its journal; the run is held unchanged."""
+
+    def __init__(self, run_id: str, position: int, expected: str, got: str) -> None:
+        super().__init__(
+            f"run {run_id!r} diverged from its journal at position {position}: "
+            f"the journal has {expected} but the workflow now does {got}. The run is held; "
+            "deploy code that replays the same operations in the same order, or register the "
+            "change under a new version= so new runs use it"
+        )
+        self.run_id, self.position, self.expected, self.got = run_id, position, expected, got
+
+
+class StepFailedError(ParkwayError):
+    """A step failed on its last attempt."""
+
+    def __init__(self, step: str, attempts: int, error_type: str, error_message: str) -> None:
+        super().__init__(
+            f"step {step!r} failed after {attempts} attempt(s): {error_type}: {error_message}"
+        )
+        self.step, self.attempts = step, attempts
+        self.error_type, self.error_message = error_type, error_message
+
+
+class WaitTimeoutError(ParkwayError, TimeoutError):
+    """A wait's deadline passed before its input arrived."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        super().__init__(f"{what} timed out after {timeout:g}s")
+        self.what, self.timeout = what, timeout
+
+
+class CorrelationError(ParkwayError):
+    """A message could not be correlated to any receiver."""
+
+
+class DuplicateSubscriptionError(ParkwayError):
+    """Another run is already waiting for this message name and key."""
+
+    def __init__(self, name: str, key: str, holder: str) -> None:
+        super().__init__(
+            f"run {holder} already waits for message {name!r} with key {key!r}; "
+            "correlation would be ambiguous"
+        )
+        self.name, self.key, self.holder = name, key, holder
+
+
+class FlowDefinitionError(ParkwayError, ValueError):
+    """A JSON flow definition is malformed."""
+
+
+class RoutingError(ParkwayError):
+    """An event could not be routed to a domain and subject."""
+
+
+class ResultTimeoutError(ParkwayError, TimeoutError):
+    """The run did not finish within the time the caller was willing to wait."""
+
+    def __init__(self, run_id: str, timeout: float) -> None:
+        super().__init__(
+            f"run {run_id!r} did not finish within {timeout:g}s; it goes on in the background "
+            "(check it with engine.get_run)"
+        )
+        self.run_id, self.timeout = run_id, timeout

@@ -1,0 +1,169 @@
+"""Public value types: run status and info, errors as data, retry policy, journal entries."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from parkway.durations import Duration, to_seconds
+
+
+class _Subscriptable:
+    """Lets a record be read as ``info.status`` or ``info["status"]`` alike."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:  # type: ignore[arg-type]
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a plain JSON-friendly dict."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, ErrorInfo):
+                value = value.to_dict()
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            out[f.name] = value
+        return out
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run is in its life. Compares equal to its string value."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PARKED = "parked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run has finished for good."""
+        return self in _TERMINAL
+
+
+_TERMINAL = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class ErrorInfo(str):
+    """An error as stored with a run: reads as ``"Type: message"``.
+
+    Also exposes ``.type``, ``.message`` and ``.traceback`` (and ``info["type"]``).
+    """
+
+    type: str
+    message: str
+    traceback: str | None
+
+    def __new__(cls, type: str, message: str, traceback: str | None = None) -> ErrorInfo:
+        self = super().__new__(cls, f"{type}: {message}" if message else type)
+        self.type, self.message, self.traceback = type, message, traceback
+        return self
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            if key in ("type", "message", "traceback"):
+                return getattr(self, key)
+            raise KeyError(key)
+        return str.__getitem__(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as ``{"type", "message", "traceback"}``."""
+        return {"type": self.type, "message": self.message, "traceback": self.traceback}
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, traceback: str | None = None) -> ErrorInfo:
+        """Describe an exception."""
+        return cls(type(exc).__name__, str(exc), traceback)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> ErrorInfo | None:
+        """Rebuild from :meth:`to_dict` output (``None`` stays ``None``)."""
+        if data is None:
+            return None
+        return cls(data.get("type", "Exception"), data.get("message", ""), data.get("traceback"))
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+@dataclass(frozen=True)
+class RunInfo(_Subscriptable):
+    """A snapshot of one run."""
+
+    id: str
+    workflow: str
+    version: str
+    status: RunStatus
+    input: Any
+    output: Any
+    error: ErrorInfo | None
+    domain: str
+    subject: str | None
+    parent_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class HistoryEntry(_Subscriptable):
+    """One journaled operation of a run, in order.
+
+    ``status`` is ``done`` (result recorded), ``error`` (the operation raised) or
+    ``pending`` (the run waits here now).
+    """
+
+    position: int
+    kind: str
+    name: str
+    status: str
+    result: Any
+    error: ErrorInfo | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often, and how patiently, a failing step is tried again.
+
+    Args:
+        max_attempts: Attempts in all, the first included (``1`` = no retry).
+        backoff: Delay before the second attempt; later delays grow by ``factor``.
+        factor: Multiplier applied to the delay after each failed attempt.
+        max_backoff: Upper bound of any one delay.
+    """
+
+    max_attempts: int = 3
+    backoff: Duration = 1.0
+    factor: float = 2.0
+    max_backoff: Duration = 60.0
+    _delays: tuple[float, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from parkway.errors import ParkwayError
+
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ParkwayError(
+                f"Retry.max_attempts must be a whole number >= 1, got {self.max_attempts!r}"
+            )
+        if not isinstance(self.factor, int | float) or self.factor < 1:
+            raise ParkwayError(f"Retry.factor must be a number >= 1, got {self.factor!r}")
+        base = to_seconds(self.backoff, "Retry.backoff")
+        cap = to_seconds(self.max_backoff, "Retry.max_backoff")
+        object.__setattr__(self, "_delays", (base, cap))
+
+    def delay(self, failed_attempts: int) -> float:
+        """Seconds to wait after the ``failed_attempts``-th failure."""
+        base, cap = self._delays
+        return float(min(cap, base * self.factor ** (failed_attempts - 1)))

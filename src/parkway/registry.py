@@ -1,0 +1,166 @@
+"""Registered workflows: names, versions, and how their input is validated."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from parkway.errors import (
+    DuplicateWorkflowError,
+    InvalidInputError,
+    ParkwayError,
+    UnknownWorkflowError,
+)
+
+WorkflowFn = Callable[..., typing.Awaitable[Any]]
+
+
+@dataclass
+class WorkflowDef:
+    """One registered workflow version."""
+
+    name: str
+    version: str
+    fn: WorkflowFn
+    validate_input: Callable[[Any], Any] | None = None
+    on_event: tuple[str, ...] = ()
+    on_message: str | None = None
+    debounce: Any = None
+    batch: Any = None
+    unique_per_subject: bool = False
+    internal: bool = False
+    model: Any = field(default=None, repr=False)
+
+    def check_input(self, value: Any) -> Any:
+        """Validate ``value`` for a new run; return what is stored as the run's input.
+
+        Raises:
+            InvalidInputError: The validator or the annotated model rejected it.
+        """
+        if self.validate_input is not None:
+            try:
+                value = self.validate_input(value)
+            except InvalidInputError:
+                raise
+            except Exception as exc:
+                raise InvalidInputError(
+                    _describe(exc), workflow=self.name, field=_field_of(exc)
+                ) from exc
+        if self.model is not None:
+            value = _dump(self.model_validate(value))
+        return _dump(value)
+
+    def model_validate(self, value: Any) -> Any:
+        """Turn stored input into what the workflow function expects."""
+        if self.model is None:
+            return value
+        try:
+            if hasattr(self.model, "model_validate"):
+                return self.model.model_validate(value)
+            if dataclasses.is_dataclass(self.model):
+                if isinstance(value, self.model):
+                    return value
+                if not isinstance(value, dict):
+                    raise TypeError(f"expected an object with fields of {self.model.__name__}")
+                return self.model(**value)
+        except InvalidInputError:
+            raise
+        except Exception as exc:
+            raise InvalidInputError(
+                _describe(exc), workflow=self.name, field=_field_of(exc)
+            ) from exc
+        return value
+
+
+def _dump(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def _describe(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic.ValidationError: name each field at fault
+        try:
+            parts = [
+                f"{'.'.join(str(p) for p in e.get('loc', ())) or '$'}: {e.get('msg')}"
+                for e in errors()
+            ]
+            return "; ".join(parts)
+        except Exception:  # pragma: no cover - defensive, fall back to str()
+            pass
+    return str(exc) or type(exc).__name__
+
+
+def _field_of(exc: Exception) -> str | None:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            return ".".join(str(p) for p in first.get("loc", ())) or None
+        except Exception:  # pragma: no cover
+            return None
+    return None
+
+
+def input_model(fn: WorkflowFn) -> Any:
+    """The pydantic model or dataclass annotated on the workflow's input parameter."""
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) < 2:
+        return None
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return None
+    hint = hints.get(params[1].name)
+    if isinstance(hint, type) and (
+        hasattr(hint, "model_validate") or dataclasses.is_dataclass(hint)
+    ):
+        return hint
+    return None
+
+
+class Registry:
+    """Workflows by name and version; the last registered version is the one started."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, dict[str, WorkflowDef]] = {}
+        self._latest: dict[str, str] = {}
+
+    def add(self, wf: WorkflowDef) -> None:
+        if not isinstance(wf.name, str) or not wf.name:
+            raise ParkwayError(f"workflow name must be a non-empty string, got {wf.name!r}")
+        if not isinstance(wf.version, str) or not wf.version:
+            raise ParkwayError(f"workflow version must be a non-empty string, got {wf.version!r}")
+        if not inspect.iscoroutinefunction(wf.fn):
+            raise ParkwayError(
+                f"workflow {wf.name!r} must be an `async def` function taking (ctx, input); "
+                "plain functions are welcome as steps"
+            )
+        versions = self._by_name.setdefault(wf.name, {})
+        if wf.version in versions:
+            raise DuplicateWorkflowError(wf.name, wf.version)
+        versions[wf.version] = wf
+        self._latest[wf.name] = wf.version
+
+    def latest(self, name: str) -> WorkflowDef:
+        if name not in self._latest:
+            raise UnknownWorkflowError(name, self.names())
+        return self._by_name[name][self._latest[name]]
+
+    def get(self, name: str, version: str) -> WorkflowDef | None:
+        return self._by_name.get(name, {}).get(version)
+
+    def names(self, *, internal: bool = False) -> list[str]:
+        return [
+            n for n in self._latest if internal or not self.latest(n).internal
+        ]
+
+    def all(self) -> list[WorkflowDef]:
+        return [wf for versions in self._by_name.values() for wf in versions.values()]

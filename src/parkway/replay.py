@@ -1,0 +1,500 @@
+"""Deterministic replay: drive a workflow coroutine against its journal.
+
+A run is advanced by re-running its workflow function from the top. Each
+``ctx`` operation takes the next journal position: an operation already in
+the journal returns its recorded result without doing anything; the first
+operation past the journal is carried out (a step runs, a wait checks its
+input) and recorded. When the workflow reaches a wait whose input is not
+there yet, the coroutine is closed and the run parks; the next wake-up
+replays it again. Workflows are therefore cheap to park (no coroutine, no
+thread) and the store is the only truth.
+
+Writes accumulate in a buffer and are committed together: before a step's
+function runs (so every result before it is durable before its side effect
+starts), and at the end, with the run's new status. Every commit is fenced by
+the worker's lease, so a worker that lost its lease can never write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import traceback as tb
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from parkway import _json
+from parkway.commands import (
+    ChildResultCmd,
+    Command,
+    ContinueAsNew,
+    SignalCmd,
+    SleepCmd,
+    StartChildCmd,
+    StepCmd,
+)
+from parkway.context import WorkflowContext
+from parkway.errors import (
+    NonDeterminismError,
+    ParkwayError,
+    RunCancelledError,
+    RunNotFoundError,
+    SerializationError,
+    StepFailedError,
+    WaitTimeoutError,
+    WorkflowFailedError,
+)
+from parkway.events import Event
+from parkway.models import ErrorInfo, Retry, RunStatus
+from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
+
+if TYPE_CHECKING:
+    from parkway.engine import Engine
+    from parkway.registry import WorkflowDef
+    from parkway.store.base import Tx
+
+log = logging.getLogger("parkway.replay")
+
+NO_RETRY = Retry(max_attempts=1, backoff=0)
+
+
+class Park(Exception):
+    """Internal: the workflow reached a wait whose input has not arrived."""
+
+
+class LeaseLostError(ParkwayError):
+    """This worker's lease on the run expired and another worker took it over."""
+
+
+@dataclass
+class Outcome:
+    """How an execution ended."""
+
+    status: str  # a RunStatus value, or "held" / "continued"
+    output: bytes | None = None
+    error: dict[str, Any] | None = None
+    new_input: bytes | None = None
+
+
+@dataclass
+class Writes:
+    """Buffered changes of one run, committed in one transaction."""
+
+    run_id: str
+    journal: dict[int, JournalEntry] = field(default_factory=dict)
+    tasks: list[NewTask] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+    consumed_signals: list[int] = field(default_factory=list)
+    finished_waits: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.journal or self.tasks or self.runs or self.consumed_signals or self.finished_waits
+        )
+
+    async def apply(self, tx: Tx) -> None:
+        for run in self.runs:
+            if await tx.get_run(run.id) is None:
+                await tx.insert_run(run)
+        if self.journal:
+            await tx.put_journal(self.run_id, list(self.journal.values()))
+        for pos in self.finished_waits:
+            await tx.delete_wait_tasks(self.run_id, pos)
+        if self.tasks:
+            await tx.add_tasks(self.tasks)
+        if self.consumed_signals:
+            await tx.delete_signals(self.consumed_signals)
+
+
+def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
+    """Describe an exception so that :func:`rebuild_error` can raise it again on replay."""
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, StepFailedError):
+        data["args"] = [exc.step, exc.attempts, exc.error_type, exc.error_message]
+    elif isinstance(exc, WaitTimeoutError):
+        data["args"] = [exc.what, exc.timeout]
+    elif isinstance(exc, WorkflowFailedError):
+        data["args"] = [exc.run_id, exc.error.to_dict() if exc.error else None]
+    elif isinstance(exc, RunCancelledError):
+        data["args"] = [exc.run_id]
+    elif isinstance(exc, NonDeterminismError):
+        data["args"] = [exc.run_id, exc.position, exc.expected, exc.got]
+    if with_traceback:
+        data["traceback"] = "".join(tb.format_exception(exc))
+    return data
+
+
+def rebuild_error(data: dict[str, Any]) -> Exception:
+    """The exception :func:`error_dict` described (a ParkwayError when unknown)."""
+    kind, args = data.get("type"), data.get("args")
+    if args is not None:
+        if kind == "StepFailedError":
+            return StepFailedError(*args)
+        if kind == "WaitTimeoutError":
+            return WaitTimeoutError(*args)
+        if kind == "WorkflowFailedError":
+            return WorkflowFailedError(args[0], ErrorInfo.from_dict(args[1]))
+        if kind == "RunCancelledError":
+            return RunCancelledError(*args)
+        if kind == "NonDeterminismError":
+            return NonDeterminismError(*args)
+    return ParkwayError(f"{kind}: {data.get('message')}")
+
+
+class Execution:
+    """One advance of one run by one worker."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        run: RunRecord,
+        wf: WorkflowDef,
+        journal: list[JournalEntry],
+        tasks: list[TaskRecord],
+        owner: str,
+    ) -> None:
+        self.engine = engine
+        self.store = engine._store
+        self.run = run
+        self.wf = wf
+        self.entries = {e.pos: e for e in journal}
+        self.journal_len = max(self.entries, default=-1) + 1
+        self.tasks = tasks
+        self.owner = owner
+        self.pos = 0
+        self.writes = Writes(run.id)
+        self.park_status = RunStatus.PARKED.value
+        self.held: NonDeterminismError | None = None
+        self._mailbox: list[SignalRecord] | None = None
+
+    # -- what ctx.now()/uuid()/random() call -------------------------------------------------
+
+    def clock_now(self) -> float:
+        return self.engine._clock.now()
+
+    def side(self, name: str, produce: Any) -> Any:
+        pos, entry = self._begin("value", name)
+        if entry is not None:
+            return _json.loads(entry.value)
+        value = produce()
+        self._record(pos, "value", name, "done", _json.dumps(value))
+        return value
+
+    # -- driving the coroutine ---------------------------------------------------------------
+
+    async def execute(self) -> Outcome:
+        trigger = _json.loads(self.run.trigger)
+        ctx = WorkflowContext(
+            run_id=self.run.id,
+            workflow=self.run.workflow,
+            version=self.run.version,
+            domain=self.run.domain,
+            subject=self.run.subject,
+            trigger=Event.from_dict(trigger) if trigger else None,
+            sides=self,
+        )
+        try:
+            arg = self.wf.model_validate(_json.loads(self.run.input))
+            coro = self.wf.fn(ctx, arg)
+        except Exception as exc:
+            return self._failed(exc)
+        if not inspect.iscoroutine(coro):
+            return self._failed(ParkwayError(f"workflow {self.wf.name!r} did not return a coroutine"))
+        try:
+            return await self._drive(coro)
+        finally:
+            coro.close()
+
+    async def _drive(self, coro: Coroutine[Any, Any, Any]) -> Outcome:
+        send: Any = None
+        throw: BaseException | None = None
+        while True:
+            try:
+                yielded = coro.throw(throw) if throw is not None else coro.send(send)
+            except StopIteration as stop:
+                return self._completed(stop.value)
+            except ContinueAsNew as cont:
+                if self.held:
+                    return self._held()
+                try:
+                    data = _json.dumps(cont.input, "the input passed to ctx.continue_as_new")
+                except SerializationError as exc:
+                    return self._failed(exc)
+                return Outcome("continued", new_input=data)
+            except Exception as exc:
+                return self._held() if self.held else self._failed(exc)
+            send, throw = None, None
+            if self.held:
+                return self._held()
+            if isinstance(yielded, Command):
+                try:
+                    send = await self._handle(yielded)
+                except Park:
+                    return Outcome(self.park_status)
+                except NonDeterminismError as exc:
+                    self.held = exc
+                    return self._held()
+                except Exception as exc:  # errors meant for the workflow (StepFailedError...)
+                    throw = exc
+            elif yielded is None:  # a bare `await asyncio.sleep(0)`
+                await asyncio.sleep(0)
+            elif isinstance(yielded, asyncio.Future):
+                # The workflow awaited a plain future (a lock, asyncio.sleep): let it finish.
+                # It is not journaled, so it must not decide what the workflow does.
+                yielded._asyncio_future_blocking = False
+                await asyncio.wait([yielded])
+            else:
+                throw = ParkwayError(
+                    f"workflow {self.wf.name!r} awaited {yielded!r}; workflows may only await "
+                    "ctx operations (put other I/O inside ctx.step)"
+                )
+
+    async def _handle(self, cmd: Command) -> Any:
+        if isinstance(cmd, StepCmd):
+            return await self._step(cmd)
+        if isinstance(cmd, SleepCmd):
+            return self._sleep(cmd)
+        if isinstance(cmd, SignalCmd):
+            return await self._signal(cmd)
+        if isinstance(cmd, StartChildCmd):
+            return self._start_child(cmd)
+        if isinstance(cmd, ChildResultCmd):
+            return await self._child_result(cmd)
+        raise ParkwayError(f"unknown command {cmd!r}")
+
+    # -- journal helpers ---------------------------------------------------------------------
+
+    def _begin(self, kind: str, name: str) -> tuple[int, JournalEntry | None]:
+        pos = self.pos
+        self.pos += 1
+        entry = self.entries.get(pos)
+        if entry is not None and (entry.kind != kind or entry.name != name):
+            self.held = NonDeterminismError(
+                self.run.id, pos, f"{entry.kind} {entry.name!r}", f"{kind} {name!r}"
+            )
+            raise self.held
+        return pos, entry
+
+    def _record(
+        self,
+        pos: int,
+        kind: str,
+        name: str,
+        state: str,
+        value: bytes | None,
+        deadline: float | None = None,
+    ) -> None:
+        entry = JournalEntry(pos, kind, name, state, value, deadline, self.clock_now())
+        self.entries[pos] = entry
+        self.writes.journal[pos] = entry
+
+    def _replayed(self, entry: JournalEntry) -> Any:
+        if entry.state == "done":
+            return _json.loads(entry.value)
+        raise rebuild_error(_json.loads(entry.value))
+
+    def _fail_op(self, pos: int, kind: str, name: str, exc: Exception, waited: bool) -> Exception:
+        self._record(pos, kind, name, "error", _json.dumps(error_dict(exc)))
+        if waited:
+            self.writes.finished_waits.append(pos)
+        return exc
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def _step(self, cmd: StepCmd) -> Any:
+        pos, entry = self._begin("step", cmd.name)
+        attempt = 1
+        if entry is not None:
+            if entry.state != "pending":
+                return self._replayed(entry)
+            if entry.deadline is not None and self.clock_now() < entry.deadline:
+                self.park_status = RunStatus.RUNNING.value  # waiting out a retry backoff
+                raise Park
+            attempt = _json.loads(entry.value)["attempt"] + 1
+        retry = cmd.retry or NO_RETRY
+        while True:
+            await self.flush()
+            try:
+                result = await _call(cmd)
+                data = _json.dumps(result, f"the result of step {cmd.name!r}")
+            except SerializationError as exc:
+                # Deterministic: retrying would give the same value again.
+                raise self._fail_op(
+                    pos, "step", cmd.name,
+                    StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc)),
+                    entry is not None,
+                ) from exc  # fmt: skip
+            except Exception as exc:
+                log.info("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
+                if attempt < retry.max_attempts:
+                    delay = retry.delay(attempt)
+                    if delay <= 0:
+                        attempt += 1
+                        continue
+                    deadline = self.clock_now() + delay
+                    info = {"attempt": attempt, "error": error_dict(exc)}
+                    self._record(pos, "step", cmd.name, "pending", _json.dumps(info), deadline)
+                    self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+                    self.park_status = RunStatus.RUNNING.value
+                    raise Park from None
+                failure = StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc))
+                raise self._fail_op(pos, "step", cmd.name, failure, entry is not None) from exc
+            self._record(pos, "step", cmd.name, "done", data)
+            if entry is not None:
+                self.writes.finished_waits.append(pos)
+            return _json.loads(data)
+
+    def _sleep(self, cmd: SleepCmd) -> None:
+        pos, entry = self._begin("sleep", "sleep")
+        if entry is not None and entry.state != "pending":
+            return self._replayed(entry)  # type: ignore[no-any-return]
+        now = self.clock_now()
+        if entry is not None and entry.deadline is not None:
+            deadline = entry.deadline
+        else:
+            deadline = cmd.until if cmd.until is not None else now + (cmd.seconds or 0.0)
+        if now >= deadline:
+            self._record(pos, "sleep", "sleep", "done", b"null")
+            if entry is not None:
+                self.writes.finished_waits.append(pos)
+            return None
+        if entry is None:
+            self._record(pos, "sleep", "sleep", "pending", None, deadline)
+            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+        raise Park
+
+    async def _signal(self, cmd: SignalCmd) -> Any:
+        pos, entry = self._begin("signal", cmd.name)
+        if entry is not None and entry.state != "pending":
+            return self._replayed(entry)
+        now = self.clock_now()
+        if entry is not None:
+            deadline, timeout = entry.deadline, _json.loads(entry.value)["timeout"]
+        else:
+            timeout = cmd.timeout
+            deadline = None if timeout is None else now + timeout
+        signal = await self._take_signal(cmd.name)
+        if signal is not None:
+            self._record(pos, "signal", cmd.name, "done", signal.payload or b"null")
+            self.writes.consumed_signals.append(signal.id)
+            if entry is not None:
+                self.writes.finished_waits.append(pos)
+            return _json.loads(signal.payload)
+        if deadline is not None and now >= deadline:
+            error = WaitTimeoutError(f"wait_for_signal({cmd.name!r})", timeout or 0.0)
+            raise self._fail_op(pos, "signal", cmd.name, error, entry is not None)
+        if entry is None:
+            value = _json.dumps({"timeout": timeout})
+            self._record(pos, "signal", cmd.name, "pending", value, deadline)
+            if deadline is not None:
+                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+        raise Park
+
+    async def _take_signal(self, name: str) -> SignalRecord | None:
+        if self._mailbox is None:
+            async with self.store.transaction() as tx:
+                self._mailbox = await tx.signals(self.run.id)
+        for signal in self._mailbox:
+            if signal.name == name:
+                self._mailbox.remove(signal)
+                return signal
+        return None
+
+    def _start_child(self, cmd: StartChildCmd) -> str:
+        pos, entry = self._begin("child.start", cmd.name)
+        if entry is not None:
+            return self._replayed(entry)  # type: ignore[no-any-return]
+        wf = self.engine._registry.latest(cmd.name)
+        data = _json.dumps(wf.check_input(cmd.input), f"the input of child workflow {cmd.name!r}")
+        child_id = cmd.run_id or (
+            f"{self.run.id}/{pos}" if not self.run.generation
+            else f"{self.run.id}/g{self.run.generation}/{pos}"
+        )  # fmt: skip
+        now = self.clock_now()
+        self.writes.runs.append(
+            RunRecord(
+                id=child_id, workflow=wf.name, version=wf.version,
+                status=RunStatus.PENDING.value, input=data, output=None, error=None,
+                domain=self.run.domain, subject=self.run.subject, parent_id=self.run.id,
+                trigger=None, generation=0, created_at=now, updated_at=now,
+            )
+        )  # fmt: skip
+        self.writes.tasks.append(NewTask(child_id, now, "start"))
+        self._record(pos, "child.start", cmd.name, "done", _json.dumps(child_id))
+        return child_id
+
+    async def _child_result(self, cmd: ChildResultCmd) -> Any:
+        pos, entry = self._begin("child.result", cmd.name)
+        if entry is not None and entry.state != "pending":
+            return self._replayed(entry)
+        child = next((r for r in self.writes.runs if r.id == cmd.name), None)
+        if child is None:
+            async with self.store.transaction() as tx:
+                child = await tx.get_run(cmd.name)
+        if child is None:
+            raise RunNotFoundError(cmd.name)
+        if child.status == RunStatus.COMPLETED:
+            self._record(pos, "child.result", cmd.name, "done", child.output or b"null")
+            return _json.loads(child.output)
+        if child.status == RunStatus.FAILED:
+            error = ErrorInfo.from_dict(_json.loads(child.error))
+            raise self._fail_op(
+                pos, "child.result", cmd.name, WorkflowFailedError(child.id, error), False
+            )
+        if child.status == RunStatus.CANCELLED:
+            raise self._fail_op(pos, "child.result", cmd.name, RunCancelledError(child.id), False)
+        if entry is None:
+            self._record(pos, "child.result", cmd.name, "pending", None)
+        raise Park
+
+    # -- endings -----------------------------------------------------------------------------
+
+    def _completed(self, value: Any) -> Outcome:
+        if self.held:
+            return self._held()
+        if self.pos < self.journal_len:
+            entry = self.entries[self.pos]
+            self.held = NonDeterminismError(
+                self.run.id, self.pos, f"{entry.kind} {entry.name!r}", "the workflow returning"
+            )
+            return self._held()
+        try:
+            data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
+        except SerializationError as exc:
+            return self._failed(exc)
+        return Outcome(RunStatus.COMPLETED.value, output=data)
+
+    def _failed(self, exc: BaseException) -> Outcome:
+        return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
+
+    def _held(self) -> Outcome:
+        assert self.held is not None
+        log.error("%s", self.held)
+        return Outcome("held", error=error_dict(self.held))
+
+    # -- commits -----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Commit buffered writes (fenced by the lease) before a side effect runs."""
+        if not self.writes:
+            return
+        async with self.store.transaction() as tx:
+            changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
+            if not await tx.update_run(self.run.id, changes, owner=self.owner, release=False):
+                raise LeaseLostError(f"lost the lease on run {self.run.id!r}")
+            await self.writes.apply(tx)
+        self.writes = Writes(self.run.id)
+        self.engine._poke()
+
+
+async def _call(cmd: StepCmd) -> Any:
+    if inspect.iscoroutinefunction(cmd.fn):
+        result = await cmd.fn(*cmd.args, **cmd.kwargs)
+    else:
+        # A sync step may block (requests, file I/O): keep it off the event loop.
+        result = await asyncio.to_thread(cmd.fn, *cmd.args, **cmd.kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

@@ -1,0 +1,181 @@
+"""The storage protocol every backend implements, and the records it moves.
+
+The engine holds all workflow logic; a store offers atomic transactions over a
+handful of primitive operations (runs, journal, tasks, mailbox) plus the
+worker's claim/lease calls. Every state change of a run is one transaction, so
+a crash leaves all of it or none of it.
+
+Times are floats: engine time (``clock.now()``) for due times and timestamps,
+wall-clock time for leases (a lease must expire in real time even under a
+manual test clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass
+class RunRecord:
+    """One row of ``runs``. JSON columns hold encoded bytes."""
+
+    id: str
+    workflow: str
+    version: str
+    status: str
+    input: bytes | None
+    output: bytes | None
+    error: bytes | None
+    domain: str
+    subject: str | None
+    parent_id: str | None
+    trigger: bytes | None
+    generation: int
+    created_at: float
+    updated_at: float
+    lease_owner: str | None = None
+    lease_until: float | None = None
+
+
+@dataclass
+class JournalEntry:
+    """One operation of a run at ``pos``; ``state`` is ``done``, ``error`` or ``pending``."""
+
+    pos: int
+    kind: str
+    name: str
+    state: str
+    value: bytes | None
+    deadline: float | None
+    at: float
+
+
+@dataclass
+class NewTask:
+    """A task to insert: wakes ``run_id`` at ``due_at`` (``pos``: the wait it targets)."""
+
+    run_id: str
+    due_at: float
+    kind: str
+    pos: int | None = None
+    payload: bytes | None = None
+
+
+@dataclass
+class TaskRecord:
+    """A stored task."""
+
+    id: int
+    run_id: str
+    due_at: float
+    kind: str
+    pos: int | None
+    payload: bytes | None
+
+
+@dataclass
+class SignalRecord:
+    """A signal buffered in a run's mailbox, consumed in ``id`` order per name."""
+
+    id: int
+    run_id: str
+    name: str
+    payload: bytes | None
+    at: float
+
+
+# Columns of ``runs`` that ``update_run`` may change.
+RUN_MUTABLE = frozenset(
+    {"status", "input", "output", "error", "generation", "updated_at", "workflow", "version"}
+)
+
+
+class Tx(Protocol):
+    """Primitive operations inside one atomic transaction."""
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+    async def insert_run(self, run: RunRecord) -> None: ...
+    async def update_run(
+        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        release: bool = True,
+    ) -> bool:
+        """Apply ``changes``; with ``owner``, only while that worker holds the lease.
+
+        With ``owner`` and ``release`` the lease is also dropped. Returns whether
+        the row changed (``False`` = the lease was lost: roll back).
+        """
+        ...
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        subject: str | None,
+        domain: str | None,
+        parent_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]: ...
+    async def journal(self, run_id: str) -> list[JournalEntry]: ...
+    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None: ...
+    async def clear_journal(self, run_id: str) -> None: ...
+    async def add_tasks(self, tasks: Sequence[NewTask]) -> None: ...
+    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]: ...
+    async def delete_tasks(self, ids: Sequence[int]) -> None: ...
+    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
+        """Delete the run's timer and delivery tasks (those aimed at a wait), or one wait's."""
+        ...
+
+    async def delete_all_tasks(self, run_id: str) -> None: ...
+    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None: ...
+    async def signals(self, run_id: str) -> list[SignalRecord]: ...
+    async def delete_signals(self, ids: Sequence[int]) -> None: ...
+
+
+class Store(Protocol):
+    """A storage backend.
+
+    Attributes:
+        capabilities: What the backend can do beyond the protocol, e.g.
+            ``"shared"`` (several processes may open it) or ``"persistent"``.
+    """
+
+    capabilities: frozenset[str]
+
+    async def open(self) -> None:
+        """Connect, and create or migrate the schema."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        """One atomic transaction: committed on clean exit, rolled back on error."""
+        ...
+
+    async def claim(
+        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+    ) -> list[str]:
+        """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease."""
+        ...
+
+    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
+        ...
+
+    async def release_leases(self, owner: str) -> None:
+        """Drop every lease ``owner`` holds (graceful shutdown)."""
+        ...
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        """The earliest task due time (strictly after ``after`` when given)."""
+        ...
+
+    async def has_due(self, now: float) -> bool:
+        """Whether any task is due at ``now``."""
+        ...
+
+    async def changed(self) -> bool:
+        """Whether another process committed since the last call (cheap; polled)."""
+        ...

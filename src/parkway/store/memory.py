@@ -1,0 +1,262 @@
+"""In-process store: dicts behind the same protocol, for tests and experiments.
+
+Transactions keep an undo log, so a failure inside one leaves nothing behind,
+as on the SQL backends. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from parkway.store.base import (
+    RUN_MUTABLE,
+    JournalEntry,
+    NewTask,
+    RunRecord,
+    SignalRecord,
+    TaskRecord,
+)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.runs: dict[str, RunRecord] = {}
+        self.journal: dict[str, dict[int, JournalEntry]] = {}
+        self.tasks: dict[int, TaskRecord] = {}
+        self.run_tasks: dict[str, set[int]] = {}
+        self.signals: dict[int, SignalRecord] = {}
+        self.run_signals: dict[str, list[int]] = {}
+        self.next_task = 1
+        self.next_signal = 1
+
+
+class MemoryTx:
+    """A transaction over :class:`_State` with an undo log."""
+
+    def __init__(self, state: _State) -> None:
+        self._s = state
+        self._undo: list[Callable[[], None]] = []
+
+    def rollback(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        run = self._s.runs.get(run_id)
+        return dataclasses.replace(run) if run else None
+
+    async def insert_run(self, run: RunRecord) -> None:
+        if run.id in self._s.runs:
+            raise KeyError(f"run {run.id!r} exists")
+        self._s.runs[run.id] = dataclasses.replace(run)
+        self._undo.append(lambda: self._s.runs.pop(run.id, None))
+
+    async def update_run(
+        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        release: bool = True,
+    ) -> bool:
+        run = self._s.runs.get(run_id)
+        if run is None or (owner is not None and run.lease_owner != owner):
+            return False
+        assert set(changes) <= RUN_MUTABLE, set(changes) - RUN_MUTABLE
+        before = dataclasses.replace(run)
+        for key, value in changes.items():
+            setattr(run, key, value)
+        if owner is not None and release:
+            run.lease_owner, run.lease_until = None, None
+        self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
+        return True
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        subject: str | None,
+        domain: str | None,
+        parent_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        out = [
+            dataclasses.replace(r)
+            for r in self._s.runs.values()
+            if (workflow is None or r.workflow == workflow)
+            and (status is None or r.status == status)
+            and (subject is None or r.subject == subject)
+            and (domain is None or r.domain == domain)
+            and (parent_id is None or r.parent_id == parent_id)
+        ]
+        out.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        return out[:limit]
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        entries = self._s.journal.get(run_id, {})
+        return [dataclasses.replace(entries[p]) for p in sorted(entries)]
+
+    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        book = self._s.journal.setdefault(run_id, {})
+        for entry in entries:
+            previous = book.get(entry.pos)
+            book[entry.pos] = dataclasses.replace(entry)
+            self._undo.append(_restore(book, entry.pos, previous))
+
+    async def clear_journal(self, run_id: str) -> None:
+        old = self._s.journal.pop(run_id, None)
+        if old is not None:
+            self._undo.append(lambda: self._s.journal.__setitem__(run_id, old))
+
+    async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
+        for task in tasks:
+            task_id = self._s.next_task
+            self._s.next_task += 1
+            record = TaskRecord(task_id, task.run_id, task.due_at, task.kind, task.pos, task.payload)
+            self._s.tasks[task_id] = record
+            self._s.run_tasks.setdefault(task.run_id, set()).add(task_id)
+            self._undo.append(lambda tid=task_id: self._drop_task(tid))
+
+    def _drop_task(self, task_id: int) -> TaskRecord | None:
+        task = self._s.tasks.pop(task_id, None)
+        if task is not None:
+            self._s.run_tasks.get(task.run_id, set()).discard(task_id)
+        return task
+
+    def _restore_task(self, task: TaskRecord) -> None:
+        self._s.tasks[task.id] = task
+        self._s.run_tasks.setdefault(task.run_id, set()).add(task.id)
+
+    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
+        ids = self._s.run_tasks.get(run_id, ())
+        due = [self._s.tasks[i] for i in ids if self._s.tasks[i].due_at <= now]
+        return sorted(due, key=lambda t: t.id)
+
+    async def delete_tasks(self, ids: Sequence[int]) -> None:
+        for task_id in ids:
+            task = self._drop_task(task_id)
+            if task is not None:
+                self._undo.append(lambda t=task: self._restore_task(t))
+
+    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
+        ids = [
+            i
+            for i in self._s.run_tasks.get(run_id, ())
+            if self._s.tasks[i].pos is not None and (pos is None or self._s.tasks[i].pos == pos)
+        ]
+        await self.delete_tasks(ids)
+
+    async def delete_all_tasks(self, run_id: str) -> None:
+        await self.delete_tasks(list(self._s.run_tasks.get(run_id, ())))
+
+    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
+        signal_id = self._s.next_signal
+        self._s.next_signal += 1
+        self._s.signals[signal_id] = SignalRecord(signal_id, run_id, name, payload, at)
+        self._s.run_signals.setdefault(run_id, []).append(signal_id)
+
+        def undo() -> None:
+            self._s.signals.pop(signal_id, None)
+            self._s.run_signals[run_id].remove(signal_id)
+
+        self._undo.append(undo)
+
+    async def signals(self, run_id: str) -> list[SignalRecord]:
+        return [self._s.signals[i] for i in self._s.run_signals.get(run_id, ())]
+
+    async def delete_signals(self, ids: Sequence[int]) -> None:
+        for signal_id in ids:
+            signal = self._s.signals.pop(signal_id, None)
+            if signal is None:
+                continue
+            queue = self._s.run_signals[signal.run_id]
+            queue.remove(signal_id)
+
+            def undo(s: SignalRecord = signal, q: list[int] = queue) -> None:
+                self._s.signals[s.id] = s
+                bisect.insort(q, s.id)
+
+            self._undo.append(undo)
+
+
+def _restore(book: dict[int, JournalEntry], pos: int, previous: JournalEntry | None) -> Any:
+    def undo() -> None:
+        if previous is None:
+            book.pop(pos, None)
+        else:
+            book[pos] = previous
+
+    return undo
+
+
+class MemoryStore:
+    """Everything in this process's memory (``memory://``)."""
+
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self._state = _State()
+        # Store calls never suspend inside a transaction, but a lock keeps that
+        # an invariant rather than an accident.
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[MemoryTx]:
+        async with self._lock:
+            tx = MemoryTx(self._state)
+            try:
+                yield tx
+            except BaseException:
+                tx.rollback()
+                raise
+
+    async def claim(
+        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+    ) -> list[str]:
+        async with self._lock:
+            due = sorted(
+                (t for t in self._state.tasks.values() if t.due_at <= now),
+                key=lambda t: (t.due_at, t.id),
+            )
+            claimed: list[str] = []
+            for task in due:
+                if len(claimed) >= limit:
+                    break
+                run = self._state.runs.get(task.run_id)
+                if run is None or task.run_id in claimed:
+                    continue
+                if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
+                    continue
+                run.lease_owner, run.lease_until = owner, lease_until
+                claimed.append(task.run_id)
+            return claimed
+
+    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
+        for run_id in run_ids:
+            run = self._state.runs.get(run_id)
+            if run is not None and run.lease_owner == owner:
+                run.lease_until = lease_until
+
+    async def release_leases(self, owner: str) -> None:
+        for run in self._state.runs.values():
+            if run.lease_owner == owner:
+                run.lease_owner, run.lease_until = None, None
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        times = [t.due_at for t in self._state.tasks.values() if after is None or t.due_at > after]
+        return min(times, default=None)
+
+    async def has_due(self, now: float) -> bool:
+        return any(t.due_at <= now for t in self._state.tasks.values())
+
+    async def changed(self) -> bool:
+        return False

@@ -1,0 +1,73 @@
+-- Named queries of the SQLite store. Parameters are positional (?).
+
+-- name: get_run
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until
+FROM runs WHERE id = ?
+
+-- name: insert_run
+INSERT INTO runs (id, workflow, version, status, input, output, error, domain, subject,
+                  parent_id, trigger, generation, created_at, updated_at, lease_owner, lease_until)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: journal
+SELECT pos, kind, name, state, value, deadline, at FROM journal WHERE run_id = ? ORDER BY pos
+
+-- name: put_journal
+INSERT OR REPLACE INTO journal (run_id, pos, kind, name, state, value, deadline, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: clear_journal
+DELETE FROM journal WHERE run_id = ?
+
+-- name: add_task
+INSERT INTO tasks (run_id, due_at, kind, pos, payload) VALUES (?, ?, ?, ?, ?)
+
+-- name: due_tasks
+SELECT id, run_id, due_at, kind, pos, payload FROM tasks
+WHERE run_id = ? AND due_at <= ? ORDER BY id
+
+-- name: delete_task
+DELETE FROM tasks WHERE id = ?
+
+-- name: delete_wait_tasks
+DELETE FROM tasks WHERE run_id = ? AND pos IS NOT NULL
+
+-- name: delete_wait_tasks_at
+DELETE FROM tasks WHERE run_id = ? AND pos = ?
+
+-- name: delete_all_tasks
+DELETE FROM tasks WHERE run_id = ?
+
+-- name: add_signal
+INSERT INTO mailbox (run_id, name, payload, at) VALUES (?, ?, ?, ?)
+
+-- name: signals
+SELECT id, run_id, name, payload, at FROM mailbox WHERE run_id = ? ORDER BY id
+
+-- name: delete_signal
+DELETE FROM mailbox WHERE id = ?
+
+-- name: claim_candidates
+SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.due_at <= ? AND (r.lease_owner IS NULL OR r.lease_until < ?)
+ORDER BY t.due_at, t.id LIMIT ?
+
+-- name: lease
+UPDATE runs SET lease_owner = ?, lease_until = ?
+WHERE id = ? AND (lease_owner IS NULL OR lease_until < ?)
+
+-- name: extend_lease
+UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?
+
+-- name: release_leases
+UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?
+
+-- name: next_due
+SELECT min(due_at) FROM tasks
+
+-- name: next_due_after
+SELECT min(due_at) FROM tasks WHERE due_at > ?
+
+-- name: has_due
+SELECT 1 FROM tasks WHERE due_at <= ? LIMIT 1

@@ -1,0 +1,283 @@
+"""SQLite store: the embedded default (``sqlite:///path/to.db``).
+
+One connection per process, used from the event loop thread: every statement
+is short, and a thread hop per statement would cost more than the statement.
+WAL mode lets readers in other processes proceed while one writer commits;
+``BEGIN IMMEDIATE`` takes the write lock up front so two processes never
+deadlock upgrading a read transaction. ``synchronous=NORMAL`` in WAL mode
+keeps every commit atomic and consistent after a crash of the process; only
+an OS crash or power loss can roll back the last transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from parkway.errors import ParkwayError
+from parkway.store.base import (
+    RUN_MUTABLE,
+    JournalEntry,
+    NewTask,
+    RunRecord,
+    SignalRecord,
+    TaskRecord,
+)
+from parkway.store.sql import load_migrations, load_queries
+
+Q = load_queries("sqlite.sql")
+MIGRATIONS = load_migrations("sqlite_migrations")
+
+
+class SQLiteTx:
+    """Primitive operations on an open SQLite transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
+        return RunRecord(*row) if row else None
+
+    async def insert_run(self, run: RunRecord) -> None:
+        self._c.execute(
+            Q["insert_run"],
+            (
+                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+                run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+            ),
+        )  # fmt: skip
+
+    async def update_run(
+        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        release: bool = True,
+    ) -> bool:
+        if not set(changes) <= RUN_MUTABLE:
+            raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
+        # Column names come from RUN_MUTABLE above, never from the caller's data.
+        sets = [f"{key} = ?" for key in changes]
+        params: list[Any] = list(changes.values())
+        where = "id = ?"
+        params.append(run_id)
+        if owner is not None:
+            if release:
+                sets += ["lease_owner = NULL", "lease_until = NULL"]
+            where += " AND lease_owner = ?"
+            params.append(owner)
+        cursor = self._c.execute(f"UPDATE runs SET {', '.join(sets)} WHERE {where}", params)
+        return cursor.rowcount == 1
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        subject: str | None,
+        domain: str | None,
+        parent_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        clauses, params = [], []
+        for column, value in (
+            ("workflow", workflow),
+            ("status", status),
+            ("subject", subject),
+            ("domain", domain),
+            ("parent_id", parent_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = Q["get_run"].replace("WHERE id = ?", where)
+        rows = self._c.execute(
+            f"{sql} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
+        ).fetchall()
+        return [RunRecord(*row) for row in rows]
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]
+
+    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._c.executemany(
+            Q["put_journal"],
+            [(run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at) for e in entries],
+        )
+
+    async def clear_journal(self, run_id: str) -> None:
+        self._c.execute(Q["clear_journal"], (run_id,))
+
+    async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
+        self._c.executemany(
+            Q["add_task"], [(t.run_id, t.due_at, t.kind, t.pos, t.payload) for t in tasks]
+        )
+
+    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
+        return [TaskRecord(*row) for row in self._c.execute(Q["due_tasks"], (run_id, now))]
+
+    async def delete_tasks(self, ids: Sequence[int]) -> None:
+        self._c.executemany(Q["delete_task"], [(i,) for i in ids])
+
+    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
+        if pos is None:
+            self._c.execute(Q["delete_wait_tasks"], (run_id,))
+        else:
+            self._c.execute(Q["delete_wait_tasks_at"], (run_id, pos))
+
+    async def delete_all_tasks(self, run_id: str) -> None:
+        self._c.execute(Q["delete_all_tasks"], (run_id,))
+
+    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
+        self._c.execute(Q["add_signal"], (run_id, name, payload, at))
+
+    async def signals(self, run_id: str) -> list[SignalRecord]:
+        return [SignalRecord(*row) for row in self._c.execute(Q["signals"], (run_id,))]
+
+    async def delete_signals(self, ids: Sequence[int]) -> None:
+        self._c.executemany(Q["delete_signal"], [(i,) for i in ids])
+
+
+class SQLiteStore:
+    """A SQLite database file, shared safely by several processes on one machine."""
+
+    capabilities: frozenset[str] = frozenset({"persistent", "shared"})
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._data_version = -1
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``."""
+        prefix = "sqlite:///"
+        if not url.startswith(prefix) or len(url) == len(prefix):
+            raise ParkwayError(
+                f"bad SQLite url {url!r}: write sqlite:///path/to.db (relative) "
+                "or sqlite:////absolute/path/to.db"
+            )
+        return cls(url[len(prefix) :])
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ParkwayError("the store is not open; use `async with engine:` first")
+        return self._conn
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if self.path != ":memory:" and not os.path.isdir(folder):
+            raise ParkwayError(
+                f"cannot open SQLite database {self.path!r}: folder {folder!r} does not exist"
+            )
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise ParkwayError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        self._conn = conn
+        self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        # BEGIN IMMEDIATE serialises processes that open a fresh file together.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            latest = MIGRATIONS[-1][0]
+            if current > latest:
+                raise ParkwayError(
+                    f"database schema version {current} is newer than this parkway "
+                    f"(knows up to {latest}); upgrade parkway"
+                )
+            for version, script in MIGRATIONS:
+                if version > current:
+                    for statement in _statements(script):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {version:d}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            async with self._lock:
+                self._conn.close()
+                self._conn = None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SQLiteTx]:
+        async with self._lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield SQLiteTx(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    async def claim(
+        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+    ) -> list[str]:
+        async with self.transaction():
+            conn = self.conn
+            rows = conn.execute(Q["claim_candidates"], (now, wall_now, limit * 4)).fetchall()
+            claimed: list[str] = []
+            for (run_id,) in rows:
+                if run_id in claimed:
+                    continue
+                cursor = conn.execute(Q["lease"], (owner, lease_until, run_id, wall_now))
+                if cursor.rowcount:
+                    claimed.append(run_id)
+                    if len(claimed) >= limit:
+                        break
+            return claimed
+
+    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
+        async with self.transaction():
+            self.conn.executemany(Q["extend_lease"], [(lease_until, r, owner) for r in run_ids])
+
+    async def release_leases(self, owner: str) -> None:
+        async with self.transaction():
+            self.conn.execute(Q["release_leases"], (owner,))
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        async with self._lock:
+            if after is None:
+                row = self.conn.execute(Q["next_due"]).fetchone()
+            else:
+                row = self.conn.execute(Q["next_due_after"], (after,)).fetchone()
+            return row[0] if row else None
+
+    async def has_due(self, now: float) -> bool:
+        async with self._lock:
+            return self.conn.execute(Q["has_due"], (now,)).fetchone() is not None
+
+    async def changed(self) -> bool:
+        async with self._lock:
+            if self._conn is None:
+                return False
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._data_version = version
+            return True
+        return False
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (comments dropped: they may hold semicolons)."""
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in code.split(";") if s.strip()]

@@ -1,0 +1,30 @@
+"""Run state changes shared by the client API and the worker, each inside a transaction."""
+
+from __future__ import annotations
+
+from parkway.models import RunStatus
+from parkway.store.base import NewTask, RunRecord, Tx
+
+TERMINAL = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+
+
+async def finish(tx: Tx, run: RunRecord, now: float) -> None:
+    """What follows a run's end: its timers go, its parent wakes up."""
+    await tx.delete_all_tasks(run.id)
+    if run.parent_id is not None:
+        await tx.add_tasks([NewTask(run.parent_id, now, "child")])
+
+
+async def cancel(tx: Tx, run: RunRecord, now: float, *, owner: str | None = None) -> bool:
+    """Cancel ``run`` and, through tasks, its active children. Returns whether it changed."""
+    changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
+    if not await tx.update_run(run.id, changes, owner=owner):
+        return False
+    await finish(tx, run, now)
+    children = await tx.list_runs(
+        workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
+    )
+    await tx.add_tasks(
+        [NewTask(child.id, now, "cancel") for child in children if child.status not in TERMINAL]
+    )
+    return True

@@ -1,0 +1,265 @@
+"""The worker: claim runs with due tasks, advance each under a lease, commit.
+
+One asyncio task per claimed run, up to ``concurrency`` at once. A run is
+advanced by one worker at a time (the lease), and all its due tasks are
+handled by one replay, so a run's inputs are applied in order. Leases are
+renewed by a heartbeat while a run is in flight; the lease of a worker that
+died expires and another worker takes the run over, replaying from the last
+commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from parkway import _json
+from parkway.models import RunStatus
+from parkway.replay import Execution, LeaseLostError, Outcome
+from parkway.store.base import NewTask, RunRecord, TaskRecord
+from parkway.transitions import TERMINAL, cancel, finish
+
+if TYPE_CHECKING:
+    from parkway.engine import Engine
+
+log = logging.getLogger("parkway.worker")
+
+# How long an idle worker waits between cheap checks for work committed by
+# another process (SQLite: one PRAGMA; nothing else is read unless it changed).
+CROSS_PROCESS_POLL = 0.002
+# A full claim attempt at least this often, to pick up expired leases and due timers.
+FULL_POLL = 1.0
+# A run whose worker raised unexpectedly is retried after this long.
+RETRY_DELAY = 5.0
+
+
+class Worker:
+    """Advances runs of one engine; started by ``async with engine`` or ``parkway worker``."""
+
+    def __init__(self, engine: Engine, *, concurrency: int, lease: float) -> None:
+        self.engine = engine
+        self.concurrency = concurrency
+        self.lease = lease
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.inflight: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._progress = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        self._beat_task: asyncio.Task[None] | None = None
+        self.advanced = 0  # runs advanced, for stats and tests
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
+        self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
+
+    def poke(self) -> None:
+        """Something was committed in this process: look for work now."""
+        self._wake.set()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.inflight)
+
+    async def wait_progress(self, timeout: float) -> None:
+        """Return when a run finished an advance, or after ``timeout`` seconds."""
+        self._progress.clear()
+        try:
+            await asyncio.wait_for(self._progress.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Stop claiming; let in-flight advances finish (up to ``grace``); release the rest."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        if self.inflight:
+            _, pending = await asyncio.wait(list(self.inflight.values()), timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._beat_task is not None:
+            self._beat_task.cancel()
+            await asyncio.gather(self._beat_task, return_exceptions=True)
+        try:
+            await self.engine._store.release_leases(self.owner)
+        except Exception:  # the store may already be gone; leases then expire on their own
+            log.warning("could not release leases of %s", self.owner, exc_info=True)
+
+    # -- the claim loop ----------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        store, clock = self.engine._store, self.engine._clock
+        shared = "shared" in store.capabilities
+        last_full = 0.0
+        while not self._stopping:
+            self._wake.clear()
+            free = self.concurrency - len(self.inflight)
+            claimed: list[str] = []
+            if free > 0:
+                try:
+                    wall = time.time()
+                    claimed = await store.claim(
+                        self.owner, now=clock.now(), wall_now=wall,
+                        lease_until=wall + self.lease, limit=free,
+                    )  # fmt: skip
+                    last_full = time.monotonic()
+                except Exception:
+                    log.exception("claim failed; retrying")
+                    await asyncio.sleep(0.5)
+                    continue
+                for run_id in claimed:
+                    task = asyncio.create_task(self._advance(run_id), name=f"parkway-run-{run_id}")
+                    self.inflight[run_id] = task
+                    task.add_done_callback(lambda _t, r=run_id: self._done(r))
+            if claimed and len(claimed) == free:
+                # Full: wait for a slot rather than spinning.
+                await self._sleep(FULL_POLL)
+                continue
+            if claimed:
+                continue  # there may be more due work right away
+            await self._idle_wait(shared, last_full)
+
+    async def _idle_wait(self, shared: bool, last_full: float) -> None:
+        store, clock = self.engine._store, self.engine._clock
+        budget = FULL_POLL
+        if not clock.is_manual:
+            next_due = await store.next_due()
+            if next_due is not None:
+                budget = max(0.0, min(budget, next_due - clock.now()))
+        deadline = time.monotonic() + budget
+        while not self._stopping and not self._wake.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if shared:
+                if await store.changed():
+                    return
+                await self._sleep(min(CROSS_PROCESS_POLL, remaining))
+            else:
+                await self._sleep(remaining)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _done(self, run_id: str) -> None:
+        self.inflight.pop(run_id, None)
+        self.advanced += 1
+        self._progress.set()
+        self._wake.set()
+
+    async def _heartbeat(self) -> None:
+        store = self.engine._store
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            if self.inflight:
+                try:
+                    await store.extend_leases(
+                        self.owner, list(self.inflight), time.time() + self.lease
+                    )
+                except Exception:
+                    log.warning("lease heartbeat failed", exc_info=True)
+
+    # -- advancing one run -------------------------------------------------------------------
+
+    async def _advance(self, run_id: str) -> None:
+        engine, store = self.engine, self.engine._store
+        now = engine._clock.now()
+        async with store.transaction() as tx:
+            run = await tx.get_run(run_id)
+            if run is None or run.lease_owner != self.owner:
+                return
+            tasks = await tx.due_tasks(run_id, now)
+            journal = [] if run.status in TERMINAL else await tx.journal(run_id)
+        try:
+            if run.status in TERMINAL:
+                await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
+                return
+            if any(t.kind == "cancel" for t in tasks):
+                async with store.transaction() as tx:
+                    if await cancel(tx, run, engine._clock.now(), owner=self.owner):
+                        await tx.delete_tasks([t.id for t in tasks])
+                engine._notify_terminal(run_id)
+                return
+            wf = engine._registry.get(run.workflow, run.version)
+            if wf is None:
+                log.warning(
+                    "run %s needs workflow %r version %r, which this worker does not have; "
+                    "retrying in %ss", run_id, run.workflow, run.version, RETRY_DELAY,
+                )  # fmt: skip
+                await self._postpone(run, tasks)
+                return
+            execution = Execution(engine, run, wf, journal, tasks, self.owner)
+            outcome = await execution.execute()
+            await self._commit(run, tasks, execution, outcome)
+        except LeaseLostError:
+            log.warning("run %s: lease lost; another worker has taken it over", run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run %s: unexpected error while advancing; retrying later", run_id)
+            try:
+                await self._postpone(run, tasks)
+            except Exception:
+                log.exception("run %s: could not postpone", run_id)
+
+    async def _commit(
+        self, run: RunRecord, tasks: list[TaskRecord], execution: Execution, outcome: Outcome
+    ) -> None:
+        engine, store = self.engine, self.engine._store
+        now = engine._clock.now()
+        changes: dict[str, object] = {"updated_at": now}
+        status = outcome.status
+        if status == "held":
+            changes["error"] = _json.dumps(outcome.error)
+        elif status == "continued":
+            changes.update(
+                status=RunStatus.RUNNING.value, input=outcome.new_input,
+                generation=run.generation + 1, output=None, error=None,
+            )  # fmt: skip
+        else:
+            changes["status"] = status
+            if status == RunStatus.COMPLETED.value:
+                changes["output"] = outcome.output
+            elif status == RunStatus.FAILED.value:
+                changes["error"] = _json.dumps(outcome.error)
+        async with store.transaction() as tx:
+            if not await tx.update_run(run.id, changes, owner=self.owner):
+                raise LeaseLostError(f"lost the lease on run {run.id!r}")
+            await execution.writes.apply(tx)
+            await tx.delete_tasks([t.id for t in tasks])
+            if status in TERMINAL:
+                await finish(tx, run, now)
+            elif status == "continued":
+                await tx.clear_journal(run.id)
+                await tx.delete_wait_tasks(run.id)
+                await tx.add_tasks([NewTask(run.id, now, "start")])
+        if status in TERMINAL or status == "held":
+            engine._notify_terminal(run.id)
+        engine._poke()
+
+    async def _commit_simple(
+        self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
+    ) -> None:
+        async with self.engine._store.transaction() as tx:
+            if await tx.update_run(run.id, changes, owner=self.owner):
+                await tx.delete_tasks([t.id for t in tasks])
+
+    async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
+        later = self.engine._clock.now() + RETRY_DELAY
+        async with self.engine._store.transaction() as tx:
+            if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
+                await tx.delete_tasks([t.id for t in tasks])
+                await tx.add_tasks(
+                    [NewTask(t.run_id, later, t.kind, t.pos, t.payload) for t in tasks]
+                )

@@ -286,7 +286,7 @@ class Engine:
         status_value = _status(status)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ParkwayError(f"limit must be a whole number >= 1, got {limit!r}")
-        async with self._store.transaction() as tx:
+        async with self._store.transaction(readonly=True) as tx:
             records = await tx.list_runs(
                 workflow=workflow, status=status_value, subject=subject,
                 domain=domain, parent_id=None, limit=limit,
@@ -303,7 +303,7 @@ class Engine:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        async with self._store.transaction() as tx:
+        async with self._store.transaction(readonly=True) as tx:
             if await tx.get_run(run_id) is None:
                 raise RunNotFoundError(run_id)
             entries = await tx.journal(run_id)
@@ -402,7 +402,7 @@ class Engine:
 
     async def _record(self, run_id: str) -> RunRecord:
         self._require_open()
-        async with self._store.transaction() as tx:
+        async with self._store.transaction(readonly=True) as tx:
             run = await tx.get_run(run_id)
         if run is None:
             raise RunNotFoundError(run_id)

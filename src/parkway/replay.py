@@ -394,7 +394,7 @@ class Execution:
 
     async def _take_signal(self, name: str) -> SignalRecord | None:
         if self._mailbox is None:
-            async with self.store.transaction() as tx:
+            async with self.store.transaction(readonly=True) as tx:
                 self._mailbox = await tx.signals(self.run.id)
         for signal in self._mailbox:
             if signal.name == name:
@@ -431,7 +431,7 @@ class Execution:
             return self._replayed(entry)
         child = next((r for r in self.writes.runs if r.id == cmd.name), None)
         if child is None:
-            async with self.store.transaction() as tx:
+            async with self.store.transaction(readonly=True) as tx:
                 child = await tx.get_run(cmd.name)
         if child is None:
             raise RunNotFoundError(cmd.name)

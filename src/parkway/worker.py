@@ -131,9 +131,12 @@ class Worker:
         store, clock = self.engine._store, self.engine._clock
         budget = FULL_POLL
         if not clock.is_manual:
-            next_due = await store.next_due()
+            # Tasks due now but not claimed belong to leased runs: their worker's
+            # progress (or the lease's expiry) wakes us, not a spin.
+            now = clock.now()
+            next_due = await store.next_due(after=now)
             if next_due is not None:
-                budget = max(0.0, min(budget, next_due - clock.now()))
+                budget = min(budget, next_due - now)
         deadline = time.monotonic() + budget
         while not self._stopping and not self._wake.is_set():
             remaining = deadline - time.monotonic()
@@ -175,7 +178,7 @@ class Worker:
     async def _advance(self, run_id: str) -> None:
         engine, store = self.engine, self.engine._store
         now = engine._clock.now()
-        async with store.transaction() as tx:
+        async with store.transaction(readonly=True) as tx:
             run = await tx.get_run(run_id)
             if run is None or run.lease_owner != self.owner:
                 return

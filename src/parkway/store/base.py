@@ -151,8 +151,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    def transaction(self) -> AbstractAsyncContextManager[Tx]:
-        """One atomic transaction: committed on clean exit, rolled back on error."""
+    def transaction(self, *, readonly: bool = False) -> AbstractAsyncContextManager[Tx]:
+        """One atomic transaction: committed on clean exit, rolled back on error.
+
+        ``readonly`` promises no writes, so the backend may skip the write lock.
+        """
         ...
 
     async def claim(

@@ -210,7 +210,7 @@ class MemoryStore:
         pass
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[MemoryTx]:
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[MemoryTx]:
         async with self._lock:
             tx = MemoryTx(self._state)
             try:

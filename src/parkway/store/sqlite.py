@@ -218,10 +218,11 @@ class SQLiteStore:
                 self._conn = None
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SQLiteTx]:
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[SQLiteTx]:
         async with self._lock:
             conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
+            # A read-only transaction reads one consistent WAL snapshot without the write lock.
+            conn.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
             try:
                 yield SQLiteTx(conn)
             except BaseException:

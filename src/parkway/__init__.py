@@ -27,15 +27,18 @@ from parkway.errors import (
     WaitTimeoutError,
     WorkflowFailedError,
 )
-from parkway.events import Event
+from parkway.events import Batch, Debounce, Delivery, Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
     "ChildHandle",
     "CorrelationError",
+    "Debounce",
+    "Delivery",
     "DuplicateSubscriptionError",
     "DuplicateWorkflowError",
     "Duration",
@@ -48,8 +51,9 @@ __all__ = [
     "InvalidInputError",
     "NonDeterminismError",
     "ParkwayError",
-    "Retry",
+    "PublishResult",
     "ResultTimeoutError",
+    "Retry",
     "RoutingError",
     "RunCancelledError",
     "RunClosedError",
@@ -59,6 +63,7 @@ __all__ = [
     "RunStatus",
     "SerializationError",
     "StepFailedError",
+    "SubscriptionInfo",
     "UnknownWorkflowError",
     "WaitTimeoutError",
     "WorkflowContext",

@@ -9,6 +9,7 @@ import orjson
 
 from parkway.errors import SerializationError
 
+
 def dumps(value: Any, what: str = "value") -> bytes:
     """Encode ``value`` as JSON bytes, or raise :class:`SerializationError` naming the path."""
     try:

@@ -58,7 +58,28 @@ class StartChildCmd(Command):
     name: str  # the child's workflow name
     input: Any
     run_id: str | None
+    # Internal (accumulators): a top-level run started by an event, not a child.
+    trigger: dict[str, Any] | None = None
     kind: ClassVar[str] = "child.start"
+
+
+@dataclass
+class EventCmd(Command):
+    name: str
+    match: dict[str, Any] | None
+    subject: str | None
+    timeout: float | None
+    since_start: bool
+    kind: ClassVar[str] = "event"
+
+
+@dataclass
+class PublishCmd(Command):
+    name: str
+    payload: Any
+    event_id: str | None
+    subject: str | None
+    kind: ClassVar[str] = "publish"
 
 
 @dataclass

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from parkway.commands import (
     ChildResultCmd,
     ContinueAsNew,
+    EventCmd,
+    PublishCmd,
     SignalCmd,
     SleepCmd,
     StartChildCmd,
@@ -21,7 +23,7 @@ from parkway.errors import ParkwayError
 from parkway.models import Retry
 
 if TYPE_CHECKING:
-    from parkway.events import Event
+    from parkway.events import Event, PublishResult
 
 T = TypeVar("T")
 
@@ -153,6 +155,64 @@ class WorkflowContext:
             raise ParkwayError(f"signal name must be a non-empty string, got {name!r}")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await SignalCmd(name, seconds)
+
+    async def wait_for_event(
+        self,
+        name: str,
+        *,
+        match: dict[str, Any] | None = None,
+        subject: str | None = None,
+        timeout: Duration | None = None,
+        since_start: bool = False,
+    ) -> Any:
+        """Park until an event called ``name`` matching ``match`` is published; return its payload.
+
+        Args:
+            name: The event name.
+            match: Payload fields that must deep-equal these values (``None``: any payload).
+            subject: Omitted: this run's own subject (any subject if the run has
+                none). A subject such as ``"product:456"``: a cross-subject
+                subscription. ``"*"``: any subject in the run's domain.
+            timeout: Give up after this long.
+            since_start: Also accept the earliest matching event published since
+                this run was created that it has not consumed yet (within
+                ``event_retention``), decided atomically with parking.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` passed first.
+        """
+        from parkway.matching import check_match
+
+        if not isinstance(name, str) or not name.strip():
+            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
+        check_match(match)
+        if subject is not None and (not isinstance(subject, str) or not subject):
+            raise ParkwayError(f"subject must be a non-empty string or '*', got {subject!r}")
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        return await EventCmd(name, match, subject, seconds, bool(since_start))
+
+    async def publish(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        id: str | None = None,
+        subject: str | None = None,
+    ) -> PublishResult:
+        """Publish an event from this run, exactly once (it is journaled with its effects).
+
+        The event is in this run's domain; its subject is ``subject``, else the
+        engine's extractor's, else this run's.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
+        result: PublishResult = await PublishCmd(name, payload, id, subject)
+        return result
+
+    async def _start_run(self, workflow: str, input: Any, *, trigger: dict[str, Any]) -> str:
+        """Internal: start a top-level run of ``workflow`` as if ``trigger`` had started it."""
+        run_id: str = await StartChildCmd(workflow, input, None, trigger=trigger)
+        return run_id
 
     async def start_child(
         self, workflow: str | Callable[..., Any], input: Any = None, *, id: str | None = None

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from parkway import _json
+from parkway import _json, accumulate
 from parkway.clock import Clock, SystemClock
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
@@ -23,7 +23,9 @@ from parkway.errors import (
     SerializationError,
     WorkflowFailedError,
 )
+from parkway.events import Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
+from parkway.intake import prepare, publish_in_tx
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
@@ -128,6 +130,21 @@ class Engine:
         def register(fn: F) -> F:
             wf_name = name if name is not None else getattr(fn, "__name__", None)
             events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
+            for event_name in events:
+                if not isinstance(event_name, str) or not event_name.strip():
+                    raise ParkwayError(
+                        f"on_event of workflow {wf_name!r} must hold event names, "
+                        f"got {event_name!r}"
+                    )
+            if on_message is not None and (not isinstance(on_message, str) or not on_message):
+                raise ParkwayError(
+                    f"on_message of workflow {wf_name!r} must be a message name, got {on_message!r}"
+                )
+            deb, bat = accumulate.normalise(debounce, batch, str(wf_name))
+            if (deb or bat) and not events:
+                raise ParkwayError(
+                    f"workflow {wf_name!r} has debounce/batch but no on_event to feed it"
+                )
             wf = WorkflowDef(
                 name=wf_name,  # type: ignore[arg-type]
                 version=version,
@@ -135,14 +152,16 @@ class Engine:
                 validate_input=validate_input,
                 on_event=events,
                 on_message=on_message,
-                debounce=debounce,
-                batch=batch,
+                debounce=deb,
+                batch=bat,
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
             )
             if validate_input is not None and not callable(validate_input):
                 raise ParkwayError(f"validate_input of {wf_name!r} must be callable")
             self._registry.add(wf)
+            if (deb or bat) and self._registry.get(accumulate.accumulator_name(wf), "1") is None:
+                self._registry.add(accumulate.accumulator_for(wf))
             fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]
             return fn
 
@@ -391,6 +410,66 @@ class Engine:
                 await tx.add_tasks([NewTask(run_id, now, "cancel")])
         self._notify_terminal(run_id)
         self._poke()
+
+    async def publish(
+        self,
+        name: str | Event,
+        payload: Any = None,
+        *,
+        id: str | None = None,
+        domain: str | None = None,
+        subject: str | None = None,
+    ) -> PublishResult:
+        """Publish an event: start its subscribed workflows, resume its matching waiters.
+
+        All of it is one transaction. Pass a name and fields, or an :class:`Event`.
+
+        Raises:
+            ParkwayError: A field is malformed (the message names it).
+            SerializationError: The payload is not JSON-serialisable.
+            RoutingError: The engine's event extractor failed on this event.
+        """
+        self._require_open()
+        if isinstance(name, Event):
+            event = name
+        else:
+            event = Event(name, payload, id=id, domain=domain, subject=subject)
+        event, data = prepare(self, event)
+        async with self._store.transaction() as tx:
+            result = await publish_in_tx(self, tx, event, data, self._clock.now())
+        if result.touched:
+            self._poke()
+        return result
+
+    async def subscriptions(
+        self, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionInfo]:
+        """Live subscriptions (one per waiting run), oldest first."""
+        self._require_open()
+        async with self._store.transaction(readonly=True) as tx:
+            subs = await tx.list_subscriptions(run_id=run_id, name=name)
+        out = []
+        for sub in subs:
+            is_message = sub.kind == "message"
+            out.append(
+                SubscriptionInfo(
+                    run_id=sub.run_id, kind=sub.kind, domain=sub.domain, name=sub.name,
+                    subject=None if is_message else sub.subject,
+                    match=_json.loads(sub.match), key=sub.subject if is_message else None,
+                    expires_at=_dt(sub.expires_at),
+                )
+            )  # fmt: skip
+        return out
+
+    async def _sweep(self) -> int:
+        """Drop expired subscriptions and events past retention."""
+        now = self._clock.now()
+        async with self._store.transaction() as tx:
+            count = await tx.sweep_subscriptions(now)
+            await tx.prune_events(now - self.event_retention)
+        if count:
+            log.info("swept %d expired subscriptions", count)
+        return count
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from parkway.durations import Duration
 
 
 @dataclass
@@ -44,3 +47,121 @@ class Event:
             domain=data.get("domain"),
             subject=data.get("subject"),
         )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """An event copy on its way to one parked run.
+
+    Attributes:
+        run_id: The run it resumes.
+        wait: Which wait of that run it is for (``wait_for_event:<name>#<position>``).
+        source_subject: The subject the event was published about.
+    """
+
+    run_id: str
+    wait: str
+    source_subject: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "wait": self.wait, "source_subject": self.source_subject}
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What one publish did.
+
+    Attributes:
+        started: Ids of the runs it started.
+        resumed: Ids of the parked runs it resumes.
+        deliveries: One :class:`Delivery` per resumed wait.
+        duplicate: The event id was seen within ``event_retention``; nothing was done.
+        touched: Runs started plus runs resumed.
+    """
+
+    started: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    duplicate: bool = False
+    touched: int = 0
+    event_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "started": list(self.started),
+            "resumed": list(self.resumed),
+            "deliveries": [d.to_dict() for d in self.deliveries],
+            "duplicate": self.duplicate,
+            "touched": self.touched,
+            "event_id": self.event_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PublishResult:
+        return cls(
+            started=list(data.get("started", [])),
+            resumed=list(data.get("resumed", [])),
+            deliveries=[Delivery(**d) for d in data.get("deliveries", [])],
+            duplicate=bool(data.get("duplicate")),
+            touched=int(data.get("touched", 0)),
+            event_id=data.get("event_id"),
+        )
+
+
+@dataclass(frozen=True)
+class SubscriptionInfo:
+    """A live subscription: one parked run waiting for an event or a message.
+
+    Attributes:
+        run_id: The waiting run.
+        kind: ``"event"`` or ``"message"``.
+        domain: The domain it listens in.
+        name: The event or message name.
+        subject: The subject it listens to (``"*"`` for any); ``None`` for messages.
+        match: The payload fields it requires, or ``None``.
+        key: The correlation key (messages), else ``None``.
+        expires_at: When the safety-net TTL removes it.
+    """
+
+    run_id: str
+    kind: str
+    domain: str
+    name: str
+    subject: str | None
+    match: dict[str, Any] | None
+    key: str | None
+    expires_at: datetime
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class Debounce:
+    """Start one run per quiet window, with the last payload.
+
+    Args:
+        window: Quiet time after the last event before the run starts.
+        key: A payload field: debounce separately per value of it.
+        max_wait: Start at the latest this long after the first event, even if
+            events keep coming.
+    """
+
+    window: Duration
+    key: str | None = None
+    max_wait: Duration | None = None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Start one run per batch: ``{"events": [payloads in publish order]}``.
+
+    Args:
+        max_size: Start as soon as this many events are collected.
+        within: Start at the latest this long after the batch's first event.
+        key: A payload field: batch separately per value of it.
+    """
+
+    max_size: int
+    within: Duration
+    key: str | None = None

@@ -33,7 +33,7 @@ class _Subscriptable:
         return out
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     """Where a run is in its life. Compares equal to its string value."""
 
     PENDING = "pending"

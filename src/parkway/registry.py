@@ -132,6 +132,7 @@ class Registry:
     def __init__(self) -> None:
         self._by_name: dict[str, dict[str, WorkflowDef]] = {}
         self._latest: dict[str, str] = {}
+        self._subscribers: dict[str, list[str]] = {}
 
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
@@ -148,6 +149,19 @@ class Registry:
             raise DuplicateWorkflowError(wf.name, wf.version)
         versions[wf.version] = wf
         self._latest[wf.name] = wf.version
+        for event_name in wf.on_event:
+            names = self._subscribers.setdefault(event_name, [])
+            if wf.name not in names:
+                names.append(wf.name)
+
+    def subscribers(self, event_name: str) -> list[WorkflowDef]:
+        """Latest versions of the workflows started by ``event_name``, in registration order."""
+        out = []
+        for name in self._subscribers.get(event_name, ()):
+            wf = self.latest(name)
+            if event_name in wf.on_event:
+                out.append(wf)
+        return out
 
     def latest(self, name: str) -> WorkflowDef:
         if name not in self._latest:
@@ -158,9 +172,7 @@ class Registry:
         return self._by_name.get(name, {}).get(version)
 
     def names(self, *, internal: bool = False) -> list[str]:
-        return [
-            n for n in self._latest if internal or not self.latest(n).internal
-        ]
+        return [n for n in self._latest if internal or not self.latest(n).internal]
 
     def all(self) -> list[WorkflowDef]:
         return [wf for versions in self._by_name.values() for wf in versions.values()]

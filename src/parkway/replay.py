@@ -30,6 +30,8 @@ from parkway.commands import (
     ChildResultCmd,
     Command,
     ContinueAsNew,
+    EventCmd,
+    PublishCmd,
     SignalCmd,
     SleepCmd,
     StartChildCmd,
@@ -46,9 +48,18 @@ from parkway.errors import (
     WaitTimeoutError,
     WorkflowFailedError,
 )
-from parkway.events import Event
+from parkway.events import Event, PublishResult
+from parkway.intake import prepare, publish_in_tx
+from parkway.matching import match_digest, matches, shape_of
 from parkway.models import ErrorInfo, Retry, RunStatus
-from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
+from parkway.store.base import (
+    JournalEntry,
+    NewTask,
+    RunRecord,
+    SignalRecord,
+    SubscriptionRecord,
+    TaskRecord,
+)
 
 if TYPE_CHECKING:
     from parkway.engine import Engine
@@ -88,13 +99,21 @@ class Writes:
     runs: list[RunRecord] = field(default_factory=list)
     consumed_signals: list[int] = field(default_factory=list)
     finished_waits: list[int] = field(default_factory=list)
+    subscriptions: list[Lookback] = field(default_factory=list)
+    publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.journal or self.tasks or self.runs or self.consumed_signals or self.finished_waits
-        )
+            self.journal or self.tasks or self.runs or self.consumed_signals
+            or self.finished_waits or self.subscriptions or self.publishes
+        )  # fmt: skip
 
-    async def apply(self, tx: Tx) -> None:
+    async def apply(self, tx: Tx, engine: Engine) -> None:
+        now = engine._clock.now()
+        for pos, event, payload in self.publishes:
+            result = await publish_in_tx(engine, tx, event, payload, now)
+            value = _json.dumps(result.to_dict())
+            self.journal[pos] = JournalEntry(pos, "publish", event.name, "done", value, None, now)
         for run in self.runs:
             if await tx.get_run(run.id) is None:
                 await tx.insert_run(run)
@@ -102,10 +121,46 @@ class Writes:
             await tx.put_journal(self.run_id, list(self.journal.values()))
         for pos in self.finished_waits:
             await tx.delete_wait_tasks(self.run_id, pos)
+            await tx.delete_subscription(self.run_id, pos)
+        for lookback in self.subscriptions:
+            await lookback.register(tx, now)
         if self.tasks:
             await tx.add_tasks(self.tasks)
         if self.consumed_signals:
             await tx.delete_signals(self.consumed_signals)
+
+
+@dataclass
+class Lookback:
+    """A subscription to register at commit, with the ``since_start`` look-back if asked.
+
+    The look-back runs in the same transaction as the registration: an event
+    committed before it is found by the look-back, one committed after it finds
+    the subscription. Nothing falls between the two.
+    """
+
+    sub: SubscriptionRecord
+    since: float | None = None
+    consumed: frozenset[str] = frozenset()
+
+    async def register(self, tx: Tx, now: float) -> None:
+        sub = self.sub
+        if self.since is not None:
+            match = _json.loads(sub.match)
+            for event in await tx.events_since(sub.domain, sub.name, self.since):
+                if event.id in self.consumed:
+                    continue
+                if sub.subject != "*" and event.subject != sub.subject:
+                    continue
+                if matches(match, _json.loads(event.payload)):
+                    envelope = Event(
+                        event.name, _json.loads(event.payload), id=event.id,
+                        domain=event.domain, subject=event.subject,
+                    )  # fmt: skip
+                    payload = _json.dumps(envelope.to_dict())
+                    await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, payload)])
+                    return
+        await tx.add_subscription(sub)
 
 
 def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
@@ -167,6 +222,8 @@ class Execution:
         self.writes = Writes(run.id)
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
+        self.delivered: set[int] = set()
+        self._last_publish: JournalEntry | None = None
         self._mailbox: list[SignalRecord] | None = None
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
@@ -201,7 +258,9 @@ class Execution:
         except Exception as exc:
             return self._failed(exc)
         if not inspect.iscoroutine(coro):
-            return self._failed(ParkwayError(f"workflow {self.wf.name!r} did not return a coroutine"))
+            return self._failed(
+                ParkwayError(f"workflow {self.wf.name!r} did not return a coroutine")
+            )
         try:
             return await self._drive(coro)
         finally:
@@ -262,6 +321,10 @@ class Execution:
             return self._start_child(cmd)
         if isinstance(cmd, ChildResultCmd):
             return await self._child_result(cmd)
+        if isinstance(cmd, EventCmd):
+            return self._event(cmd)
+        if isinstance(cmd, PublishCmd):
+            return await self._publish(cmd)
         raise ParkwayError(f"unknown command {cmd!r}")
 
     # -- journal helpers ---------------------------------------------------------------------
@@ -327,7 +390,9 @@ class Execution:
                     entry is not None,
                 ) from exc  # fmt: skip
             except Exception as exc:
-                log.info("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
+                log.info(
+                    "run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc
+                )
                 if attempt < retry.max_attempts:
                     delay = retry.delay(attempt)
                     if delay <= 0:
@@ -403,27 +468,108 @@ class Execution:
         return None
 
     def _start_child(self, cmd: StartChildCmd) -> str:
-        pos, entry = self._begin("child.start", cmd.name)
+        kind = "child.start" if cmd.trigger is None else "run.start"
+        pos, entry = self._begin(kind, cmd.name)
         if entry is not None:
             return self._replayed(entry)  # type: ignore[no-any-return]
         wf = self.engine._registry.latest(cmd.name)
-        data = _json.dumps(wf.check_input(cmd.input), f"the input of child workflow {cmd.name!r}")
-        child_id = cmd.run_id or (
-            f"{self.run.id}/{pos}" if not self.run.generation
-            else f"{self.run.id}/g{self.run.generation}/{pos}"
-        )  # fmt: skip
+        data = _json.dumps(wf.check_input(cmd.input), f"the input of workflow {cmd.name!r}")
+        domain, subject, parent, trigger = self.run.domain, self.run.subject, self.run.id, None
+        if cmd.trigger is not None:
+            child_id = f"evt:{cmd.trigger['id']}:{wf.name}"
+            domain, subject = cmd.trigger["domain"], cmd.trigger["subject"]
+            parent, trigger = None, _json.dumps(cmd.trigger)
+        else:
+            child_id = cmd.run_id or (
+                f"{self.run.id}/{pos}" if not self.run.generation
+                else f"{self.run.id}/g{self.run.generation}/{pos}"
+            )  # fmt: skip
         now = self.clock_now()
         self.writes.runs.append(
             RunRecord(
                 id=child_id, workflow=wf.name, version=wf.version,
                 status=RunStatus.PENDING.value, input=data, output=None, error=None,
-                domain=self.run.domain, subject=self.run.subject, parent_id=self.run.id,
-                trigger=None, generation=0, created_at=now, updated_at=now,
+                domain=domain, subject=subject, parent_id=parent,
+                trigger=trigger, generation=0, created_at=now, updated_at=now,
             )
         )  # fmt: skip
         self.writes.tasks.append(NewTask(child_id, now, "start"))
-        self._record(pos, "child.start", cmd.name, "done", _json.dumps(child_id))
+        self._record(pos, kind, cmd.name, "done", _json.dumps(child_id))
         return child_id
+
+    def _event(self, cmd: EventCmd) -> Any:
+        pos, entry = self._begin("event", cmd.name)
+        if entry is not None and entry.state == "done":
+            return _json.loads(entry.value)["event"]["payload"]
+        if entry is not None and entry.state == "error":
+            return self._replayed(entry)
+        now = self.clock_now()
+        if entry is not None:
+            deadline, timeout = entry.deadline, _json.loads(entry.value)["timeout"]
+        else:
+            timeout = cmd.timeout
+            deadline = None if timeout is None else now + timeout
+        for task in self.tasks:
+            if task.kind == "delivery" and task.pos == pos and pos not in self.delivered:
+                self.delivered.add(pos)
+                envelope = _json.loads(task.payload)
+                self._record(pos, "event", cmd.name, "done", _json.dumps({"event": envelope}))
+                if entry is not None:
+                    self.writes.finished_waits.append(pos)
+                return envelope["payload"]
+        if deadline is not None and now >= deadline:
+            error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
+            raise self._fail_op(pos, "event", cmd.name, error, True)
+        if entry is None:
+            subject = cmd.subject or self.run.subject or "*"
+            value = {"timeout": timeout, "subject": subject, "match": cmd.match}
+            self._record(pos, "event", cmd.name, "pending", _json.dumps(value), deadline)
+            if deadline is not None:
+                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+            ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
+            sub = SubscriptionRecord(
+                run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
+                name=cmd.name, subject=subject, shape=shape_of(cmd.match),
+                digest=match_digest(cmd.match),
+                match=None if cmd.match is None else _json.dumps(cmd.match),
+                wait=f"wait_for_event:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+            )  # fmt: skip
+            since = None
+            if cmd.since_start:
+                since = max(self.run.created_at, now - self.engine.event_retention)
+            self.writes.subscriptions.append(Lookback(sub, since, self._consumed_events()))
+        raise Park
+
+    def _consumed_events(self) -> frozenset[str]:
+        ids = set()
+        trigger = _json.loads(self.run.trigger)
+        if trigger:
+            ids.add(trigger.get("id"))
+        for entry in self.entries.values():
+            if entry.kind == "event" and entry.state == "done":
+                ids.add(_json.loads(entry.value)["event"]["id"])
+        return frozenset(i for i in ids if i)
+
+    async def _publish(self, cmd: PublishCmd) -> PublishResult:
+        pos, entry = self._begin("publish", cmd.name)
+        if entry is not None:
+            return PublishResult.from_dict(_json.loads(entry.value))
+        event_id = cmd.event_id or f"{self.run.id}:{self.run.generation}:{pos}"
+        event, payload = prepare(
+            self.engine,
+            Event(cmd.name, cmd.payload, id=event_id, domain=self.run.domain, subject=cmd.subject),
+        )
+        if event.subject is None and self.run.subject is not None:
+            event = Event(
+                event.name, event.payload, id=event.id, domain=event.domain,
+                subject=self.run.subject,
+            )  # fmt: skip
+        self.writes.publishes.append((pos, event, payload))
+        await self.flush()
+        committed = self._last_publish
+        assert committed is not None
+        self.entries[pos] = committed
+        return PublishResult.from_dict(_json.loads(committed.value))
 
     async def _child_result(self, cmd: ChildResultCmd) -> Any:
         pos, entry = self._begin("child.result", cmd.name)
@@ -484,7 +630,9 @@ class Execution:
             changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
             if not await tx.update_run(self.run.id, changes, owner=self.owner, release=False):
                 raise LeaseLostError(f"lost the lease on run {self.run.id!r}")
-            await self.writes.apply(tx)
+            await self.writes.apply(tx, self.engine)
+        for pos, _event, _payload in self.writes.publishes:
+            self._last_publish = self.writes.journal[pos]
         self.writes = Writes(self.run.id)
         self.engine._poke()
 

@@ -11,6 +11,7 @@ TERMINAL = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStat
 async def finish(tx: Tx, run: RunRecord, now: float) -> None:
     """What follows a run's end: its timers go, its parent wakes up."""
     await tx.delete_all_tasks(run.id)
+    await tx.delete_run_subscriptions(run.id)
     if run.parent_id is not None:
         await tx.add_tasks([NewTask(run.parent_id, now, "child")])
 

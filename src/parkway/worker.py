@@ -11,6 +11,7 @@ commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -34,6 +35,8 @@ log = logging.getLogger("parkway.worker")
 CROSS_PROCESS_POLL = 0.002
 # A full claim attempt at least this often, to pick up expired leases and due timers.
 FULL_POLL = 1.0
+# How often (engine time) expired subscriptions and old events are swept.
+SWEEP_INTERVAL = 60.0
 # A run whose worker raised unexpectedly is retried after this long.
 RETRY_DELAY = 5.0
 
@@ -69,10 +72,8 @@ class Worker:
     async def wait_progress(self, timeout: float) -> None:
         """Return when a run finished an advance, or after ``timeout`` seconds."""
         self._progress.clear()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._progress.wait(), timeout)
-        except TimeoutError:
-            pass
 
     async def stop(self, grace: float = 30.0) -> None:
         """Stop claiming; let in-flight advances finish (up to ``grace``); release the rest."""
@@ -99,7 +100,14 @@ class Worker:
         store, clock = self.engine._store, self.engine._clock
         shared = "shared" in store.capabilities
         last_full = 0.0
+        last_sweep = clock.now()
         while not self._stopping:
+            if clock.now() - last_sweep >= SWEEP_INTERVAL:
+                last_sweep = clock.now()
+                try:
+                    await self.engine._sweep()
+                except Exception:
+                    log.warning("sweep failed", exc_info=True)
             self._wake.clear()
             free = self.concurrency - len(self.inflight)
             claimed: list[str] = []
@@ -150,10 +158,8 @@ class Worker:
                 await self._sleep(remaining)
 
     async def _sleep(self, seconds: float) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            pass
 
     def _done(self, run_id: str) -> None:
         self.inflight.pop(run_id, None)
@@ -239,13 +245,14 @@ class Worker:
         async with store.transaction() as tx:
             if not await tx.update_run(run.id, changes, owner=self.owner):
                 raise LeaseLostError(f"lost the lease on run {run.id!r}")
-            await execution.writes.apply(tx)
+            await execution.writes.apply(tx, engine)
             await tx.delete_tasks([t.id for t in tasks])
             if status in TERMINAL:
                 await finish(tx, run, now)
             elif status == "continued":
                 await tx.clear_journal(run.id)
                 await tx.delete_wait_tasks(run.id)
+                await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])
         if status in TERMINAL or status == "held":
             engine._notify_terminal(run.id)

@@ -87,6 +87,40 @@ class SignalRecord:
     at: float
 
 
+@dataclass
+class EventRecord:
+    """One published event in the event log."""
+
+    id: str
+    name: str
+    domain: str
+    subject: str | None
+    payload: bytes | None
+    published_at: float
+
+
+@dataclass
+class SubscriptionRecord:
+    """A parked wait, indexed so a publish finds it by key rather than by scanning.
+
+    ``subject`` is the subject waited on or ``"*"``; ``shape``/``digest`` index
+    the match (see :mod:`parkway.matching`); ``wait`` labels the wait for people.
+    """
+
+    run_id: str
+    pos: int
+    kind: str
+    domain: str
+    name: str
+    subject: str
+    shape: str
+    digest: str
+    match: bytes | None
+    wait: str
+    expires_at: float
+    created_at: float
+
+
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
     {"status", "input", "output", "error", "generation", "updated_at", "workflow", "version"}
@@ -99,7 +133,11 @@ class Tx(Protocol):
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...
     async def update_run(
-        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        self,
+        run_id: str,
+        changes: dict[str, Any],
+        *,
+        owner: str | None = None,
         release: bool = True,
     ) -> bool:
         """Apply ``changes``; with ``owner``, only while that worker holds the lease.
@@ -130,9 +168,36 @@ class Tx(Protocol):
         ...
 
     async def delete_all_tasks(self, run_id: str) -> None: ...
-    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None: ...
+    async def add_signal(
+        self, run_id: str, name: str, payload: bytes | None, at: float
+    ) -> None: ...
     async def signals(self, run_id: str) -> list[SignalRecord]: ...
     async def delete_signals(self, ids: Sequence[int]) -> None: ...
+    async def get_event(self, event_id: str) -> EventRecord | None: ...
+    async def insert_event(self, event: EventRecord) -> None: ...
+    async def delete_event(self, event_id: str) -> None: ...
+    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]: ...
+    async def prune_events(self, before: float) -> int: ...
+    async def add_subscription(self, sub: SubscriptionRecord) -> None: ...
+    async def shapes(self, domain: str, name: str) -> list[str]: ...
+    async def find_subscriptions(
+        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
+    ) -> list[SubscriptionRecord]:
+        """Waits indexed under exactly this key, on ``subject`` or on ``"*"``."""
+        ...
+
+    async def list_subscriptions(
+        self, *, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionRecord]: ...
+    async def delete_subscription(self, run_id: str, pos: int) -> None: ...
+    async def delete_run_subscriptions(self, run_id: str) -> None: ...
+    async def sweep_subscriptions(self, now: float) -> int:
+        """Delete subscriptions past their TTL (and shapes no wait uses); return how many."""
+        ...
+
+    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
+        """The id of an unfinished run of ``workflow`` in this domain and subject, if any."""
+        ...
 
 
 class Store(Protocol):
@@ -164,8 +229,9 @@ class Store(Protocol):
         """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease."""
         ...
 
-    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
-        ...
+    async def extend_leases(
+        self, owner: str, run_ids: Sequence[str], lease_until: float
+    ) -> None: ...
 
     async def release_leases(self, owner: str) -> None:
         """Drop every lease ``owner`` holds (graceful shutdown)."""

@@ -15,10 +15,12 @@ from typing import Any
 
 from parkway.store.base import (
     RUN_MUTABLE,
+    EventRecord,
     JournalEntry,
     NewTask,
     RunRecord,
     SignalRecord,
+    SubscriptionRecord,
     TaskRecord,
 )
 
@@ -33,6 +35,12 @@ class _State:
         self.run_signals: dict[str, list[int]] = {}
         self.next_task = 1
         self.next_signal = 1
+        self.events: dict[str, EventRecord] = {}
+        self.subs: dict[tuple[str, int], SubscriptionRecord] = {}
+        # (domain, name, shape, digest, subject) -> keys of subs: the publish index.
+        self.sub_index: dict[tuple[str, str, str, str, str], set[tuple[str, int]]] = {}
+        self.shapes: dict[tuple[str, str], set[str]] = {}
+        self.run_subs: dict[str, set[int]] = {}
 
 
 class MemoryTx:
@@ -58,7 +66,11 @@ class MemoryTx:
         self._undo.append(lambda: self._s.runs.pop(run.id, None))
 
     async def update_run(
-        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        self,
+        run_id: str,
+        changes: dict[str, Any],
+        *,
+        owner: str | None = None,
         release: bool = True,
     ) -> bool:
         run = self._s.runs.get(run_id)
@@ -115,7 +127,9 @@ class MemoryTx:
         for task in tasks:
             task_id = self._s.next_task
             self._s.next_task += 1
-            record = TaskRecord(task_id, task.run_id, task.due_at, task.kind, task.pos, task.payload)
+            record = TaskRecord(
+                task_id, task.run_id, task.due_at, task.kind, task.pos, task.payload
+            )
             self._s.tasks[task_id] = record
             self._s.run_tasks.setdefault(task.run_id, set()).add(task_id)
             self._undo.append(lambda tid=task_id: self._drop_task(tid))
@@ -180,6 +194,118 @@ class MemoryTx:
                 bisect.insort(q, s.id)
 
             self._undo.append(undo)
+
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        return self._s.events.get(event_id)
+
+    async def insert_event(self, event: EventRecord) -> None:
+        if event.id in self._s.events:
+            raise KeyError(f"event {event.id!r} exists")
+        self._s.events[event.id] = event
+        self._undo.append(lambda: self._s.events.pop(event.id, None))
+
+    async def delete_event(self, event_id: str) -> None:
+        old = self._s.events.pop(event_id, None)
+        if old is not None:
+            self._undo.append(lambda: self._s.events.__setitem__(event_id, old))
+
+    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
+        # dicts keep insertion order, which is publish order.
+        out = [
+            e
+            for e in self._s.events.values()
+            if e.domain == domain and e.name == name and e.published_at >= since
+        ]
+        return sorted(out, key=lambda e: e.published_at)
+
+    async def prune_events(self, before: float) -> int:
+        old = [e for e in self._s.events.values() if e.published_at < before]
+        for event in old:
+            await self.delete_event(event.id)
+        return len(old)
+
+    async def add_subscription(self, sub: SubscriptionRecord) -> None:
+        key = (sub.run_id, sub.pos)
+        if key in self._s.subs:
+            await self.delete_subscription(*key)
+        self._s.subs[key] = sub
+        index = (sub.domain, sub.name, sub.shape, sub.digest, sub.subject)
+        self._s.sub_index.setdefault(index, set()).add(key)
+        self._s.run_subs.setdefault(sub.run_id, set()).add(sub.pos)
+        shapes = self._s.shapes.setdefault((sub.domain, sub.name), set())
+        new_shape = sub.shape not in shapes
+        shapes.add(sub.shape)
+
+        def undo() -> None:
+            self._s.subs.pop(key, None)
+            self._s.sub_index[index].discard(key)
+            self._s.run_subs[sub.run_id].discard(sub.pos)
+            if new_shape:
+                shapes.discard(sub.shape)
+
+        self._undo.append(undo)
+
+    async def shapes(self, domain: str, name: str) -> list[str]:
+        return sorted(self._s.shapes.get((domain, name), ()))
+
+    async def find_subscriptions(
+        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
+    ) -> list[SubscriptionRecord]:
+        keys: set[tuple[str, int]] = set()
+        for candidate in {subject or "*", "*"}:
+            keys |= self._s.sub_index.get((domain, name, shape, digest, candidate), set())
+        found = [self._s.subs[k] for k in keys if self._s.subs[k].kind == kind]
+        return sorted(found, key=lambda s: (s.created_at, s.run_id))
+
+    async def list_subscriptions(
+        self, *, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionRecord]:
+        out = [
+            s
+            for s in self._s.subs.values()
+            if (run_id is None or s.run_id == run_id) and (name is None or s.name == name)
+        ]
+        return sorted(out, key=lambda s: s.created_at)
+
+    async def delete_subscription(self, run_id: str, pos: int) -> None:
+        key = (run_id, pos)
+        sub = self._s.subs.pop(key, None)
+        if sub is None:
+            return
+        index = (sub.domain, sub.name, sub.shape, sub.digest, sub.subject)
+        self._s.sub_index[index].discard(key)
+        self._s.run_subs[run_id].discard(pos)
+
+        def undo() -> None:
+            self._s.subs[key] = sub
+            self._s.sub_index.setdefault(index, set()).add(key)
+            self._s.run_subs.setdefault(run_id, set()).add(pos)
+
+        self._undo.append(undo)
+
+    async def delete_run_subscriptions(self, run_id: str) -> None:
+        for pos in list(self._s.run_subs.get(run_id, ())):
+            await self.delete_subscription(run_id, pos)
+
+    async def sweep_subscriptions(self, now: float) -> int:
+        expired = [k for k, s in self._s.subs.items() if s.expires_at < now]
+        for key in expired:
+            await self.delete_subscription(*key)
+        used = {(s.domain, s.name, s.shape) for s in self._s.subs.values()}
+        for (domain, name), shapes in self._s.shapes.items():
+            shapes.intersection_update({sh for d, n, sh in used if d == domain and n == name})
+        return len(expired)
+
+    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
+        for run in self._s.runs.values():
+            if (
+                run.workflow == workflow
+                and run.domain == domain
+                and run.subject == subject
+                and run.status not in ("completed", "failed", "cancelled")
+            ):
+                return run.id
+        return None
 
 
 def _restore(book: dict[int, JournalEntry], pos: int, previous: JournalEntry | None) -> Any:

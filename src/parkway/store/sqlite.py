@@ -21,10 +21,12 @@ from typing import Any
 from parkway.errors import ParkwayError
 from parkway.store.base import (
     RUN_MUTABLE,
+    EventRecord,
     JournalEntry,
     NewTask,
     RunRecord,
     SignalRecord,
+    SubscriptionRecord,
     TaskRecord,
 )
 from parkway.store.sql import load_migrations, load_queries
@@ -54,7 +56,11 @@ class SQLiteTx:
         )  # fmt: skip
 
     async def update_run(
-        self, run_id: str, changes: dict[str, Any], *, owner: str | None = None,
+        self,
+        run_id: str,
+        changes: dict[str, Any],
+        *,
+        owner: str | None = None,
         release: bool = True,
     ) -> bool:
         if not set(changes) <= RUN_MUTABLE:
@@ -140,6 +146,77 @@ class SQLiteTx:
 
     async def delete_signals(self, ids: Sequence[int]) -> None:
         self._c.executemany(Q["delete_signal"], [(i,) for i in ids])
+
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        row = self._c.execute(Q["get_event"], (event_id,)).fetchone()
+        return EventRecord(*row) if row else None
+
+    async def insert_event(self, event: EventRecord) -> None:
+        self._c.execute(
+            Q["insert_event"],
+            (event.id, event.name, event.domain, event.subject, event.payload, event.published_at),
+        )
+
+    async def delete_event(self, event_id: str) -> None:
+        self._c.execute(Q["delete_event"], (event_id,))
+
+    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
+        rows = self._c.execute(Q["events_since"], (domain, name, since))
+        return [EventRecord(*row) for row in rows]
+
+    async def prune_events(self, before: float) -> int:
+        return self._c.execute(Q["prune_events"], (before,)).rowcount
+
+    async def add_subscription(self, sub: SubscriptionRecord) -> None:
+        self._c.execute(
+            Q["add_subscription"],
+            (
+                sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
+                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at,
+            ),
+        )  # fmt: skip
+        self._c.execute(Q["add_shape"], (sub.domain, sub.name, sub.shape))
+
+    async def shapes(self, domain: str, name: str) -> list[str]:
+        return [row[0] for row in self._c.execute(Q["shapes"], (domain, name))]
+
+    async def find_subscriptions(
+        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
+    ) -> list[SubscriptionRecord]:
+        # '*' never names a real subject, so a missing subject matches only wildcards.
+        rows = self._c.execute(
+            Q["find_subscriptions"], (domain, name, shape, digest, subject or "*", kind)
+        )
+        return [SubscriptionRecord(*row) for row in rows]
+
+    async def list_subscriptions(
+        self, *, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionRecord]:
+        clauses, params = [], []
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            params.append(run_id)
+        if name is not None:
+            clauses.append("name = ?")
+            params.append(name)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._c.execute(Q["list_subscriptions"] + where + " ORDER BY created_at", params)
+        return [SubscriptionRecord(*row) for row in rows]
+
+    async def delete_subscription(self, run_id: str, pos: int) -> None:
+        self._c.execute(Q["delete_subscription"], (run_id, pos))
+
+    async def delete_run_subscriptions(self, run_id: str) -> None:
+        self._c.execute(Q["delete_run_subscriptions"], (run_id,))
+
+    async def sweep_subscriptions(self, now: float) -> int:
+        count = self._c.execute(Q["sweep_subscriptions"], (now,)).rowcount
+        self._c.execute(Q["sweep_shapes"])
+        return count
+
+    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
+        row = self._c.execute(Q["active_run"], (workflow, domain, subject)).fetchone()
+        return row[0] if row else None
 
 
 class SQLiteStore:

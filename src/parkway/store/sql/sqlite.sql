@@ -71,3 +71,59 @@ SELECT min(due_at) FROM tasks WHERE due_at > ?
 
 -- name: has_due
 SELECT 1 FROM tasks WHERE due_at <= ? LIMIT 1
+
+-- name: get_event
+SELECT id, name, domain, subject, payload, published_at FROM events WHERE id = ?
+
+-- name: delete_event
+DELETE FROM events WHERE id = ?
+
+-- name: insert_event
+INSERT INTO events (id, name, domain, subject, payload, published_at) VALUES (?, ?, ?, ?, ?, ?)
+
+-- name: events_since
+SELECT id, name, domain, subject, payload, published_at FROM events
+WHERE domain = ? AND name = ? AND published_at >= ? ORDER BY published_at, seq
+
+-- name: prune_events
+DELETE FROM events WHERE published_at < ?
+
+-- name: add_subscription
+INSERT OR REPLACE INTO subscriptions
+    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: add_shape
+INSERT OR IGNORE INTO subscription_shapes (domain, name, shape) VALUES (?, ?, ?)
+
+-- name: shapes
+SELECT shape FROM subscription_shapes WHERE domain = ? AND name = ?
+
+-- name: find_subscriptions
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM subscriptions
+WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*') AND kind = ?
+ORDER BY created_at, run_id
+
+-- name: list_subscriptions
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM subscriptions
+
+-- name: delete_subscription
+DELETE FROM subscriptions WHERE run_id = ? AND pos = ?
+
+-- name: delete_run_subscriptions
+DELETE FROM subscriptions WHERE run_id = ?
+
+-- name: sweep_subscriptions
+DELETE FROM subscriptions WHERE expires_at < ?
+
+-- name: sweep_shapes
+DELETE FROM subscription_shapes WHERE NOT EXISTS (
+    SELECT 1 FROM subscriptions AS s
+    WHERE s.domain = subscription_shapes.domain AND s.name = subscription_shapes.name
+      AND s.shape = subscription_shapes.shape)
+
+-- name: active_run
+SELECT id FROM runs WHERE workflow = ? AND domain = ? AND subject IS ?
+  AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1

@@ -1,0 +1,173 @@
+"""Event intake: one transaction records the event, resumes its waiters, starts its subscribers.
+
+This is the transactional outbox of DESIGN principle 1: the event row (with
+its id, for de-duplication), the delivery tasks for every matching parked
+wait, and the start tasks of every subscribed workflow commit together or not
+at all. Deliveries are tasks aimed at one run and one wait; the subscription
+they consume is deleted here, so a second matching event does not count the
+run as resumed again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from parkway import _json
+from parkway.errors import InvalidInputError, ParkwayError, RoutingError, SerializationError
+from parkway.events import Delivery, Event, PublishResult
+from parkway.matching import matches, payload_digest
+from parkway.store.base import EventRecord, NewTask, Tx
+
+if TYPE_CHECKING:
+    from parkway.engine import Engine
+
+log = logging.getLogger("parkway.events")
+
+
+def prepare(engine: Engine, event: Event) -> tuple[Event, bytes]:
+    """Validate and route an event; give it an id. Returns it and its encoded payload.
+
+    Raises:
+        ParkwayError: A field is malformed (named in the message).
+        RoutingError: The event extractor failed.
+    """
+    if not isinstance(event.name, str) or not event.name.strip():
+        raise ParkwayError(f"event name must be a non-empty string, got {event.name!r}")
+    for field_name in ("id", "domain", "subject"):
+        value = getattr(event, field_name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ParkwayError(f"event {field_name} must be a non-empty string, got {value!r}")
+    if event.subject == "*":
+        raise ParkwayError("event subject '*' is reserved for wildcard waits; name a subject")
+    payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")
+    domain, subject = route(engine, event)
+    routed = Event(
+        event.name,
+        event.payload,
+        id=event.id or uuid.uuid4().hex,
+        domain=domain,
+        subject=subject,
+    )
+    return routed, payload
+
+
+def route(engine: Engine, event: Event) -> tuple[str, str | None]:
+    """The event's own domain/subject win; else the extractor's; else ``("default", None)``."""
+    domain, subject = event.domain, event.subject
+    extractor = engine.event_extractor
+    if extractor is not None and (domain is None or subject is None):
+        try:
+            routed = extractor(event)
+        except Exception as exc:
+            raise RoutingError(
+                f"event_extractor raised {type(exc).__name__}: {exc} for event "
+                f"{event.name!r} (id {event.id!r})"
+            ) from exc
+        if not (isinstance(routed, tuple | list) and len(routed) == 2):
+            raise RoutingError(
+                f"event_extractor must return a (domain, subject) pair, got {routed!r} "
+                f"for event {event.name!r} (id {event.id!r})"
+            )
+        ext_domain, ext_subject = routed
+        for what, value in (("domain", ext_domain), ("subject", ext_subject)):
+            if value is not None and (not isinstance(value, str) or not value or value == "*"):
+                raise RoutingError(
+                    f"event_extractor returned {what} {value!r} for event {event.name!r}; "
+                    "use a non-empty string or None"
+                )
+        domain = domain if domain is not None else ext_domain
+        subject = subject if subject is not None else ext_subject
+    return domain or "default", subject
+
+
+async def publish_in_tx(
+    engine: Engine, tx: Tx, event: Event, payload: bytes, now: float
+) -> PublishResult:
+    """Record ``event`` and act on it inside ``tx``. ``event`` comes from :func:`prepare`."""
+    assert event.id is not None and event.domain is not None
+    existing = await tx.get_event(event.id)
+    if existing is not None:
+        if existing.published_at >= now - engine.event_retention:
+            return PublishResult(duplicate=True, event_id=event.id)
+        await tx.delete_event(event.id)  # past retention: a new event that reuses the id
+    await tx.insert_event(
+        EventRecord(event.id, event.name, event.domain, event.subject, payload, now)
+    )
+    envelope = _json.dumps(event.to_dict())
+    deliveries = await _resume_waiters(tx, event, envelope, now)
+    started = []
+    for wf in engine._registry.subscribers(event.name):
+        if wf.debounce is not None or wf.batch is not None:
+            from parkway.accumulate import accumulate
+
+            await accumulate(engine, tx, wf, event, envelope, now)
+            continue
+        run_id = await start_event_run(engine, tx, wf, event, envelope)
+        if run_id is not None:
+            started.append(run_id)
+    resumed = list(dict.fromkeys(d.run_id for d in deliveries))
+    return PublishResult(
+        started=started,
+        resumed=resumed,
+        deliveries=deliveries,
+        duplicate=False,
+        touched=len(started) + len(resumed),
+        event_id=event.id,
+    )
+
+
+async def _resume_waiters(tx: Tx, event: Event, envelope: bytes, now: float) -> list[Delivery]:
+    assert event.domain is not None
+    deliveries: list[Delivery] = []
+    for shape in await tx.shapes(event.domain, event.name):
+        digest = payload_digest(event.payload, shape)
+        if digest is None:
+            continue
+        subs = await tx.find_subscriptions(
+            domain=event.domain, name=event.name, shape=shape, digest=digest,
+            subject=event.subject, kind="event",
+        )  # fmt: skip
+        for sub in subs:
+            # The digest narrows; the match rule decides (and guards against collisions).
+            if sub.expires_at < now or not matches(_json.loads(sub.match), event.payload):
+                continue
+            await tx.delete_subscription(sub.run_id, sub.pos)
+            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            deliveries.append(Delivery(sub.run_id, sub.wait, event.subject))
+    return deliveries
+
+
+async def start_event_run(
+    engine: Engine,
+    tx: Tx,
+    wf: Any,
+    event: Event,
+    envelope: bytes,
+    *,
+    payload: Any = None,
+    run_id: str | None = None,
+) -> str | None:
+    """Start ``wf`` for ``event`` unless a rule says no; return the run id or ``None``."""
+    assert event.domain is not None
+    run_id = run_id or f"evt:{event.id}:{wf.name}"
+    if await tx.get_run(run_id) is not None:
+        return None
+    if wf.unique_per_subject and await tx.active_run(wf.name, event.domain, event.subject):
+        log.info(
+            "event %s: %s already has an active run for subject %r; not starting another",
+            event.id, wf.name, event.subject,
+        )  # fmt: skip
+        return None
+    try:
+        value = wf.check_input(event.payload if payload is None else payload)
+        data = _json.dumps(value, f"the input of workflow {wf.name!r}")
+    except (InvalidInputError, SerializationError) as exc:
+        # A rejected subscriber never starts and blocks nobody else.
+        log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
+        return None
+    await engine._insert_run(
+        tx, wf, run_id, data, domain=event.domain, subject=event.subject, trigger=envelope
+    )
+    return run_id

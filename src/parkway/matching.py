@@ -1,0 +1,115 @@
+"""The match rule of ``wait_for_event`` and the index keys that make publish O(shapes).
+
+A ``match`` dict is satisfied when every key it names is present in the
+payload with a deep-equal value. Deep-equal is JSON equality: objects by
+keys and values, arrays element by element, numbers by value (``1 == 1.0``),
+and booleans apart from numbers (``true != 1``).
+
+A parked wait is indexed by its *shape* (the sorted keys it matches on) and
+the *digest* of the values it wants. A publish computes, for each distinct
+shape registered under the event's name, the digest of the payload's values
+at those keys, and looks up exactly that index entry. The work per publish
+grows with the number of shapes, not with the number of parked runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from parkway.errors import ParkwayError
+
+NO_SHAPE = ""
+
+
+def check_match(match: Any) -> dict[str, Any] | None:
+    """Validate a ``match`` argument (``None`` or a dict with string keys)."""
+    if match is None:
+        return None
+    if not isinstance(match, dict):
+        raise ParkwayError(
+            f"match must be a dict of payload keys to expected values, got {type(match).__name__}"
+        )
+    for key in match:
+        if not isinstance(key, str) or not key:
+            raise ParkwayError(f"match keys must be non-empty strings, got {key!r}")
+    return match
+
+
+def shape_of(match: dict[str, Any] | None) -> str:
+    """The index shape of a match: its sorted keys, as JSON ('' for no match)."""
+    if not match:
+        return NO_SHAPE
+    return orjson.dumps(sorted(match)).decode()
+
+
+def keys_of(shape: str) -> list[str]:
+    """The keys a shape names."""
+    return orjson.loads(shape) if shape else []
+
+
+def digest_of(values: list[Any]) -> str:
+    """A digest of values, equal for deep-equal values."""
+    if not values:
+        return ""
+    canonical = orjson.dumps([_normal(v) for v in values], option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(canonical, digest_size=12).hexdigest()
+
+
+def match_digest(match: dict[str, Any] | None) -> str:
+    """The digest a wait with this match is indexed under."""
+    if not match:
+        return ""
+    return digest_of([match[k] for k in sorted(match)])
+
+
+def payload_digest(payload: Any, shape: str) -> str | None:
+    """The digest of ``payload`` under ``shape``, or ``None`` if a key is missing."""
+    keys = keys_of(shape)
+    if not keys:
+        return ""
+    if not isinstance(payload, dict):
+        return None
+    values = []
+    for key in keys:
+        if key not in payload:
+            return None
+        values.append(payload[key])
+    return digest_of(values)
+
+
+def matches(match: dict[str, Any] | None, payload: Any) -> bool:
+    """The match rule: every key of ``match`` deep-equals the payload's value."""
+    if not match:
+        return True
+    if not isinstance(payload, dict):
+        return False
+    return all(key in payload and deep_equal(value, payload[key]) for key, value in match.items())
+
+
+def deep_equal(a: Any, b: Any) -> bool:
+    """JSON equality (numbers by value, booleans apart from numbers)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(deep_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    return bool(a == b)
+
+
+def _normal(value: Any) -> Any:
+    # Integral floats hash like ints so that 1.0 finds a wait for 1.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normal(v) for v in value]
+    return value

@@ -14,6 +14,7 @@ from parkway.errors import (
     FlowDefinitionError,
     InvalidDurationError,
     InvalidInputError,
+    MessageNotFoundError,
     NonDeterminismError,
     ParkwayError,
     ResultTimeoutError,
@@ -29,6 +30,7 @@ from parkway.errors import (
 )
 from parkway.events import Batch, Debounce, Delivery, Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
+from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
 
 __version__ = "0.1.0"
@@ -37,6 +39,7 @@ __all__ = [
     "Batch",
     "ChildHandle",
     "CorrelationError",
+    "CorrelationResult",
     "Debounce",
     "Delivery",
     "DuplicateSubscriptionError",
@@ -49,6 +52,8 @@ __all__ = [
     "HistoryEntry",
     "InvalidDurationError",
     "InvalidInputError",
+    "MessageInfo",
+    "MessageNotFoundError",
     "NonDeterminismError",
     "ParkwayError",
     "PublishResult",

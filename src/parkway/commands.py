@@ -74,6 +74,14 @@ class EventCmd(Command):
 
 
 @dataclass
+class MessageCmd(Command):
+    name: str
+    key: str
+    timeout: float | None
+    kind: ClassVar[str] = "message"
+
+
+@dataclass
 class PublishCmd(Command):
     name: str
     payload: Any

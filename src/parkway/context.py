@@ -12,6 +12,7 @@ from parkway.commands import (
     ChildResultCmd,
     ContinueAsNew,
     EventCmd,
+    MessageCmd,
     PublishCmd,
     SignalCmd,
     SleepCmd,
@@ -190,6 +191,23 @@ class WorkflowContext:
             raise ParkwayError(f"subject must be a non-empty string or '*', got {subject!r}")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await EventCmd(name, match, subject, seconds, bool(since_start))
+
+    async def wait_for_message(
+        self, name: str, key: str, *, timeout: Duration | None = None
+    ) -> Any:
+        """Park until a message ``(name, key)`` is correlated to this run; return its payload.
+
+        A message buffered before the wait is consumed first, oldest first.
+
+        Raises:
+            DuplicateSubscriptionError: Another run already waits for ``(name, key)``.
+            WaitTimeoutError: ``timeout`` passed first.
+        """
+        from parkway.messages import check
+
+        check(name, key)
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        return await MessageCmd(name, key, seconds)
 
     async def publish(
         self,

@@ -10,11 +10,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from parkway import _json, accumulate
+from parkway import _json, accumulate, messages
 from parkway.clock import Clock, SystemClock
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     InvalidInputError,
+    MessageNotFoundError,
     ParkwayError,
     ResultTimeoutError,
     RunCancelledError,
@@ -26,6 +27,7 @@ from parkway.errors import (
 from parkway.events import Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
 from parkway.intake import prepare, publish_in_tx
+from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
@@ -405,7 +407,7 @@ class Engine:
             if run.status in TERMINAL:
                 return
             if run.lease_owner is None:
-                await cancel(tx, run, now)
+                await cancel(tx, run, now, self)
             else:  # a worker is advancing it: it will see this task next
                 await tx.add_tasks([NewTask(run_id, now, "cancel")])
         self._notify_terminal(run_id)
@@ -461,12 +463,87 @@ class Engine:
             )  # fmt: skip
         return out
 
+    async def correlate(
+        self,
+        name: str,
+        key: str,
+        payload: Any = None,
+        *,
+        message_id: str | None = None,
+        ttl: Duration | None = None,
+    ) -> CorrelationResult:
+        """Hand a message to exactly one receiver, chosen by ``(name, key)``.
+
+        The run waiting on ``wait_for_message(name, key)`` gets it; else a workflow
+        declared with ``on_message=name`` starts a run for the key; else it is
+        buffered for ``ttl`` (default ``message_ttl``) for the next such wait.
+
+        Raises:
+            CorrelationError: ``ttl=0`` and no receiver now.
+            ParkwayError: ``name``, ``key``, ``message_id`` or ``ttl`` is malformed.
+        """
+        self._require_open()
+        messages.check(name, key)
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise ParkwayError(f"message_id must be a non-empty string, got {message_id!r}")
+        seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
+        data = _json.dumps(payload, f"the payload of message {name!r}")
+        async with self._store.transaction() as tx:
+            result = await messages.correlate_in_tx(
+                self, tx, name=name, key=key, payload=data, message_id=message_id,
+                ttl=seconds, now=self._clock.now(),
+            )  # fmt: skip
+        if result.run_id is not None:
+            self._poke()
+        return result
+
+    async def messages(self, status: str | None = None) -> list[MessageInfo]:
+        """Buffered messages and dead letters (``status="expired"``), oldest first."""
+        self._require_open()
+        if status is not None and status not in ("buffered", "expired"):
+            raise ParkwayError(f"message status must be 'buffered' or 'expired', got {status!r}")
+        async with self._store.transaction() as tx:
+            await messages.expire(tx, self._clock.now())
+            records = await tx.list_messages(status)
+        return [messages.info(m) for m in records]
+
+    async def retry_message(self, id: int, *, ttl: Duration | None = None) -> CorrelationResult:
+        """Correlate a buffered message or dead letter again (an operator's action).
+
+        Without a receiver it is buffered again for ``ttl``; with ``ttl=0`` and
+        no receiver, ``CorrelationError`` is raised and the message stays as it was.
+        """
+        self._require_open()
+        seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
+        async with self._store.transaction() as tx:
+            message = await tx.get_message(id)
+            if message is None:
+                raise MessageNotFoundError(id)
+            await tx.delete_message(id)
+            result = await messages.correlate_in_tx(
+                self, tx, name=message.name, key=message.key, payload=message.payload or b"null",
+                message_id=None, ttl=seconds, now=self._clock.now(),
+            )  # fmt: skip
+        if result.run_id is not None:
+            self._poke()
+        return result
+
+    async def discard_message(self, id: int) -> None:
+        """Delete a buffered message or dead letter for good."""
+        self._require_open()
+        async with self._store.transaction() as tx:
+            if await tx.get_message(id) is None:
+                raise MessageNotFoundError(id)
+            await tx.delete_message(id)
+
     async def _sweep(self) -> int:
-        """Drop expired subscriptions and events past retention."""
+        """Drop expired subscriptions, dead-letter expired messages, forget old ids."""
         now = self._clock.now()
         async with self._store.transaction() as tx:
             count = await tx.sweep_subscriptions(now)
             await tx.prune_events(now - self.event_retention)
+            await tx.prune_message_ids(now - self.event_retention)
+            await messages.expire(tx, now)
         if count:
             log.info("swept %d expired subscriptions", count)
         return count

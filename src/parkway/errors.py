@@ -169,3 +169,14 @@ class ResultTimeoutError(ParkwayError, TimeoutError):
             "(check it with engine.get_run)"
         )
         self.run_id, self.timeout = run_id, timeout
+
+
+class MessageNotFoundError(ParkwayError, LookupError):
+    """No buffered message or dead letter has this id."""
+
+    def __init__(self, message_id: object) -> None:
+        super().__init__(
+            f"no buffered message or dead letter with id {message_id!r}; "
+            "list them with engine.messages()"
+        )
+        self.message_id = message_id

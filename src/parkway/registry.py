@@ -154,6 +154,14 @@ class Registry:
             if wf.name not in names:
                 names.append(wf.name)
 
+    def message_starter(self, message_name: str) -> WorkflowDef | None:
+        """The workflow started by messages called ``message_name`` (first registered)."""
+        for name in self._latest:
+            wf = self.latest(name)
+            if wf.on_message == message_name:
+                return wf
+        return None
+
     def subscribers(self, event_name: str) -> list[WorkflowDef]:
         """Latest versions of the workflows started by ``event_name``, in registration order."""
         out = []

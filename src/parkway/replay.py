@@ -31,6 +31,7 @@ from parkway.commands import (
     Command,
     ContinueAsNew,
     EventCmd,
+    MessageCmd,
     PublishCmd,
     SignalCmd,
     SleepCmd,
@@ -39,6 +40,7 @@ from parkway.commands import (
 )
 from parkway.context import WorkflowContext
 from parkway.errors import (
+    DuplicateSubscriptionError,
     NonDeterminismError,
     ParkwayError,
     RunCancelledError,
@@ -51,6 +53,7 @@ from parkway.errors import (
 from parkway.events import Event, PublishResult
 from parkway.intake import prepare, publish_in_tx
 from parkway.matching import match_digest, matches, shape_of
+from parkway.messages import MessageWait
 from parkway.models import ErrorInfo, Retry, RunStatus
 from parkway.store.base import (
     JournalEntry,
@@ -99,7 +102,7 @@ class Writes:
     runs: list[RunRecord] = field(default_factory=list)
     consumed_signals: list[int] = field(default_factory=list)
     finished_waits: list[int] = field(default_factory=list)
-    subscriptions: list[Lookback] = field(default_factory=list)
+    subscriptions: list[Lookback | MessageWait] = field(default_factory=list)
     publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -176,6 +179,8 @@ def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str,
         data["args"] = [exc.run_id]
     elif isinstance(exc, NonDeterminismError):
         data["args"] = [exc.run_id, exc.position, exc.expected, exc.got]
+    elif isinstance(exc, DuplicateSubscriptionError):
+        data["args"] = [exc.name, exc.key, exc.holder]
     if with_traceback:
         data["traceback"] = "".join(tb.format_exception(exc))
     return data
@@ -195,6 +200,8 @@ def rebuild_error(data: dict[str, Any]) -> Exception:
             return RunCancelledError(*args)
         if kind == "NonDeterminismError":
             return NonDeterminismError(*args)
+        if kind == "DuplicateSubscriptionError":
+            return DuplicateSubscriptionError(*args)
     return ParkwayError(f"{kind}: {data.get('message')}")
 
 
@@ -325,6 +332,8 @@ class Execution:
             return self._event(cmd)
         if isinstance(cmd, PublishCmd):
             return await self._publish(cmd)
+        if isinstance(cmd, MessageCmd):
+            return await self._message(cmd)
         raise ParkwayError(f"unknown command {cmd!r}")
 
     # -- journal helpers ---------------------------------------------------------------------
@@ -509,14 +518,12 @@ class Execution:
         else:
             timeout = cmd.timeout
             deadline = None if timeout is None else now + timeout
-        for task in self.tasks:
-            if task.kind == "delivery" and task.pos == pos and pos not in self.delivered:
-                self.delivered.add(pos)
-                envelope = _json.loads(task.payload)
-                self._record(pos, "event", cmd.name, "done", _json.dumps({"event": envelope}))
-                if entry is not None:
-                    self.writes.finished_waits.append(pos)
-                return envelope["payload"]
+        envelope = self._delivery(pos)
+        if envelope is not None:
+            self._record(pos, "event", cmd.name, "done", _json.dumps({"event": envelope}))
+            if entry is not None:
+                self.writes.finished_waits.append(pos)
+            return envelope["payload"]
         if deadline is not None and now >= deadline:
             error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
             raise self._fail_op(pos, "event", cmd.name, error, True)
@@ -539,6 +546,55 @@ class Execution:
                 since = max(self.run.created_at, now - self.engine.event_retention)
             self.writes.subscriptions.append(Lookback(sub, since, self._consumed_events()))
         raise Park
+
+    async def _message(self, cmd: MessageCmd) -> Any:
+        pos, entry = self._begin("message", cmd.name)
+        if entry is not None and entry.state == "done":
+            return _json.loads(entry.value)["message"]["payload"]
+        if entry is not None and entry.state == "error":
+            return self._replayed(entry)
+        now = self.clock_now()
+        if entry is not None:
+            info = _json.loads(entry.value)
+            deadline, timeout, key = entry.deadline, info["timeout"], info["key"]
+        else:
+            timeout, key = cmd.timeout, cmd.key
+            deadline = None if timeout is None else now + timeout
+        delivery = self._delivery(pos)
+        if delivery is not None:
+            self._record(pos, "message", cmd.name, "done", _json.dumps({"message": delivery}))
+            if entry is not None:
+                self.writes.finished_waits.append(pos)
+            return delivery["payload"]
+        async with self.store.transaction(readonly=True) as tx:
+            holder = await tx.message_wait(cmd.name, key)
+        if holder is not None and holder.run_id != self.run.id:
+            error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
+            raise self._fail_op(pos, "message", cmd.name, error, True)
+        if deadline is not None and now >= deadline:
+            error2 = WaitTimeoutError(f"wait_for_message({cmd.name!r}, {key!r})", timeout or 0.0)
+            raise self._fail_op(pos, "message", cmd.name, error2, True)
+        if entry is None:
+            value = _json.dumps({"timeout": timeout, "key": key})
+            self._record(pos, "message", cmd.name, "pending", value, deadline)
+            if deadline is not None:
+                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+            ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
+            sub = SubscriptionRecord(
+                run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
+                name=cmd.name, subject=key, shape="", digest="", match=None,
+                wait=f"wait_for_message:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+            )  # fmt: skip
+            self.writes.subscriptions.append(MessageWait(sub))
+        raise Park
+
+    def _delivery(self, pos: int) -> Any:
+        """The payload envelope of a delivery task aimed at wait ``pos``, if one came."""
+        for task in self.tasks:
+            if task.kind == "delivery" and task.pos == pos and pos not in self.delivered:
+                self.delivered.add(pos)
+                return _json.loads(task.payload)
+        return None
 
     def _consumed_events(self) -> frozenset[str]:
         ids = set()

@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from parkway.messages import after_run_ends
 from parkway.models import RunStatus
 from parkway.store.base import NewTask, RunRecord, Tx
+
+if TYPE_CHECKING:
+    from parkway.engine import Engine
 
 TERMINAL = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
 
 
-async def finish(tx: Tx, run: RunRecord, now: float) -> None:
-    """What follows a run's end: its timers go, its parent wakes up."""
+async def finish(tx: Tx, run: RunRecord, now: float, engine: Engine) -> None:
+    """What follows a run's end: its timers and subscriptions go, its parent wakes up,
+    and a message-started run hands its key to the next buffered message."""
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
     if run.parent_id is not None:
         await tx.add_tasks([NewTask(run.parent_id, now, "child")])
+    if run.id.startswith("msg:"):
+        await after_run_ends(engine, tx, run.workflow, run.version, run.subject, now)
 
 
-async def cancel(tx: Tx, run: RunRecord, now: float, *, owner: str | None = None) -> bool:
+async def cancel(
+    tx: Tx, run: RunRecord, now: float, engine: Engine, *, owner: str | None = None
+) -> bool:
     """Cancel ``run`` and, through tasks, its active children. Returns whether it changed."""
     changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
-    await finish(tx, run, now)
+    await finish(tx, run, now, engine)
     children = await tx.list_runs(
         workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
     )

@@ -196,7 +196,7 @@ class Worker:
                 return
             if any(t.kind == "cancel" for t in tasks):
                 async with store.transaction() as tx:
-                    if await cancel(tx, run, engine._clock.now(), owner=self.owner):
+                    if await cancel(tx, run, engine._clock.now(), engine, owner=self.owner):
                         await tx.delete_tasks([t.id for t in tasks])
                 engine._notify_terminal(run_id)
                 return
@@ -238,6 +238,7 @@ class Worker:
             )  # fmt: skip
         else:
             changes["status"] = status
+            changes["error"] = None  # a run held earlier may have recovered
             if status == RunStatus.COMPLETED.value:
                 changes["output"] = outcome.output
             elif status == RunStatus.FAILED.value:
@@ -248,7 +249,7 @@ class Worker:
             await execution.writes.apply(tx, engine)
             await tx.delete_tasks([t.id for t in tasks])
             if status in TERMINAL:
-                await finish(tx, run, now)
+                await finish(tx, run, now, engine)
             elif status == "continued":
                 await tx.clear_journal(run.id)
                 await tx.delete_wait_tasks(run.id)

@@ -121,6 +121,21 @@ class SubscriptionRecord:
     created_at: float
 
 
+@dataclass
+class MessageRecord:
+    """A buffered message (``status`` ``buffered``) or a dead letter (``expired``)."""
+
+    id: int
+    name: str
+    key: str
+    payload: bytes | None
+    message_id: str | None
+    status: str
+    reason: str | None
+    received_at: float
+    expires_at: float
+
+
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
     {"status", "input", "output", "error", "generation", "updated_at", "workflow", "version"}
@@ -198,6 +213,29 @@ class Tx(Protocol):
     async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
         """The id of an unfinished run of ``workflow`` in this domain and subject, if any."""
         ...
+
+    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
+        """The one live wait for message ``(name, key)``, if any."""
+        ...
+
+    async def add_message(self, message: MessageRecord) -> int:
+        """Buffer a message (its ``id`` is ignored); return the new id."""
+        ...
+
+    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None: ...
+    async def get_message(self, message_id: int) -> MessageRecord | None: ...
+    async def list_messages(self, status: str | None) -> list[MessageRecord]: ...
+    async def delete_message(self, message_id: int) -> None: ...
+    async def update_message(
+        self, message_id: int, status: str, reason: str | None, expires_at: float
+    ) -> None: ...
+    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
+        """Turn buffered messages past their TTL into dead letters; return them."""
+        ...
+
+    async def message_id_seen(self, message_id: str) -> float | None: ...
+    async def remember_message_id(self, message_id: str, at: float) -> None: ...
+    async def prune_message_ids(self, before: float) -> None: ...
 
 
 class Store(Protocol):

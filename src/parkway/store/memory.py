@@ -17,6 +17,7 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    MessageRecord,
     NewTask,
     RunRecord,
     SignalRecord,
@@ -41,6 +42,10 @@ class _State:
         self.sub_index: dict[tuple[str, str, str, str, str], set[tuple[str, int]]] = {}
         self.shapes: dict[tuple[str, str], set[str]] = {}
         self.run_subs: dict[str, set[int]] = {}
+        self.messages: dict[int, MessageRecord] = {}
+        self.next_message = 1
+        self.message_ids: dict[str, float] = {}
+        self.message_waits: dict[tuple[str, str], tuple[str, int]] = {}
 
 
 class MemoryTx:
@@ -228,6 +233,12 @@ class MemoryTx:
         key = (sub.run_id, sub.pos)
         if key in self._s.subs:
             await self.delete_subscription(*key)
+        if sub.kind == "message":
+            wait_key = (sub.name, sub.subject)
+            if wait_key in self._s.message_waits:
+                raise KeyError(f"message wait {wait_key} is taken")
+            self._s.message_waits[wait_key] = key
+            self._undo.append(lambda: self._s.message_waits.pop(wait_key, None))
         self._s.subs[key] = sub
         index = (sub.domain, sub.name, sub.shape, sub.digest, sub.subject)
         self._s.sub_index.setdefault(index, set()).add(key)
@@ -275,6 +286,10 @@ class MemoryTx:
         index = (sub.domain, sub.name, sub.shape, sub.digest, sub.subject)
         self._s.sub_index[index].discard(key)
         self._s.run_subs[run_id].discard(pos)
+        if sub.kind == "message":
+            wait_key = (sub.name, sub.subject)
+            self._s.message_waits.pop(wait_key, None)
+            self._undo.append(lambda: self._s.message_waits.__setitem__(wait_key, key))
 
         def undo() -> None:
             self._s.subs[key] = sub
@@ -306,6 +321,87 @@ class MemoryTx:
             ):
                 return run.id
         return None
+
+    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
+        found = self._s.message_waits.get((name, key))
+        return self._s.subs.get(found) if found else None
+
+    async def add_message(self, message: MessageRecord) -> int:
+        message_id = self._s.next_message
+        self._s.next_message += 1
+        self._s.messages[message_id] = dataclasses.replace(message, id=message_id)
+        self._undo.append(lambda: self._s.messages.pop(message_id, None))
+        return message_id
+
+    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None:
+        for message in self._s.messages.values():  # insertion order = id order
+            if (
+                message.name == name
+                and message.key == key
+                and message.status == "buffered"
+                and message.expires_at > now
+            ):
+                return dataclasses.replace(message)
+        return None
+
+    async def get_message(self, message_id: int) -> MessageRecord | None:
+        message = self._s.messages.get(message_id)
+        return dataclasses.replace(message) if message else None
+
+    async def list_messages(self, status: str | None) -> list[MessageRecord]:
+        return [
+            dataclasses.replace(m)
+            for m in self._s.messages.values()
+            if status is None or m.status == status
+        ]
+
+    async def delete_message(self, message_id: int) -> None:
+        old = self._s.messages.pop(message_id, None)
+        if old is not None:
+            self._undo.append(lambda: self._restore_message(old))
+
+    def _restore_message(self, message: MessageRecord) -> None:
+        self._s.messages[message.id] = message
+        self._s.messages = dict(sorted(self._s.messages.items()))
+
+    async def update_message(
+        self, message_id: int, status: str, reason: str | None, expires_at: float
+    ) -> None:
+        old = self._s.messages.get(message_id)
+        if old is None:
+            return
+        self._s.messages[message_id] = dataclasses.replace(
+            old, status=status, reason=reason, expires_at=expires_at
+        )
+        self._undo.append(lambda: self._s.messages.__setitem__(message_id, old))
+
+    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
+        out = []
+        for message in list(self._s.messages.values()):
+            if message.status == "buffered" and message.expires_at <= now:
+                await self.update_message(message.id, "expired", reason, message.expires_at)
+                out.append(self._s.messages[message.id])
+        return out
+
+    async def message_id_seen(self, message_id: str) -> float | None:
+        return self._s.message_ids.get(message_id)
+
+    async def remember_message_id(self, message_id: str, at: float) -> None:
+        old = self._s.message_ids.get(message_id)
+        self._s.message_ids[message_id] = at
+
+        def undo() -> None:
+            if old is None:
+                self._s.message_ids.pop(message_id, None)
+            else:
+                self._s.message_ids[message_id] = old
+
+        self._undo.append(undo)
+
+    async def prune_message_ids(self, before: float) -> None:
+        for message_id, at in list(self._s.message_ids.items()):
+            if at < before:
+                del self._s.message_ids[message_id]
 
 
 def _restore(book: dict[int, JournalEntry], pos: int, previous: JournalEntry | None) -> Any:
@@ -363,6 +459,8 @@ class MemoryStore:
                 if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
                     continue
                 run.lease_owner, run.lease_until = owner, lease_until
+                if run.status == "pending":
+                    run.status = "running"
                 claimed.append(task.run_id)
             return claimed
 

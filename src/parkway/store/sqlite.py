@@ -23,6 +23,7 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    MessageRecord,
     NewTask,
     RunRecord,
     SignalRecord,
@@ -217,6 +218,56 @@ class SQLiteTx:
     async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
         row = self._c.execute(Q["active_run"], (workflow, domain, subject)).fetchone()
         return row[0] if row else None
+
+    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
+        row = self._c.execute(Q["message_wait"], (name, key)).fetchone()
+        return SubscriptionRecord(*row) if row else None
+
+    async def add_message(self, message: MessageRecord) -> int:
+        m = message
+        cursor = self._c.execute(
+            Q["add_message"],
+            (m.name, m.key, m.payload, m.message_id, m.status, m.reason, m.received_at,
+             m.expires_at),
+        )  # fmt: skip
+        return int(cursor.lastrowid or 0)
+
+    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None:
+        row = self._c.execute(Q["oldest_message"], (name, key, now)).fetchone()
+        return MessageRecord(*row) if row else None
+
+    async def get_message(self, message_id: int) -> MessageRecord | None:
+        row = self._c.execute(Q["get_message"], (message_id,)).fetchone()
+        return MessageRecord(*row) if row else None
+
+    async def list_messages(self, status: str | None) -> list[MessageRecord]:
+        if status is None:
+            rows = self._c.execute(Q["list_messages"] + " ORDER BY id")
+        else:
+            rows = self._c.execute(Q["list_messages"] + " WHERE status = ? ORDER BY id", (status,))
+        return [MessageRecord(*row) for row in rows]
+
+    async def delete_message(self, message_id: int) -> None:
+        self._c.execute(Q["delete_message"], (message_id,))
+
+    async def update_message(
+        self, message_id: int, status: str, reason: str | None, expires_at: float
+    ) -> None:
+        self._c.execute(Q["update_message"], (status, reason, expires_at, message_id))
+
+    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
+        rows = self._c.execute(Q["expire_messages"], (reason, now)).fetchall()
+        return [MessageRecord(*row) for row in rows]
+
+    async def message_id_seen(self, message_id: str) -> float | None:
+        row = self._c.execute(Q["message_id_seen"], (message_id,)).fetchone()
+        return float(row[0]) if row else None
+
+    async def remember_message_id(self, message_id: str, at: float) -> None:
+        self._c.execute(Q["remember_message_id"], (message_id, at))
+
+    async def prune_message_ids(self, before: float) -> None:
+        self._c.execute(Q["prune_message_ids"], (before,))
 
 
 class SQLiteStore:

@@ -54,7 +54,8 @@ WHERE t.due_at <= ? AND (r.lease_owner IS NULL OR r.lease_until < ?)
 ORDER BY t.due_at, t.id LIMIT ?
 
 -- name: lease
-UPDATE runs SET lease_owner = ?, lease_until = ?
+UPDATE runs SET lease_owner = ?, lease_until = ?,
+    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
 WHERE id = ? AND (lease_owner IS NULL OR lease_until < ?)
 
 -- name: extend_lease
@@ -127,3 +128,44 @@ DELETE FROM subscription_shapes WHERE NOT EXISTS (
 -- name: active_run
 SELECT id FROM runs WHERE workflow = ? AND domain = ? AND subject IS ?
   AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1
+
+-- name: message_wait
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM subscriptions WHERE kind = 'message' AND name = ? AND subject = ?
+
+-- name: add_message
+INSERT INTO messages (name, key, payload, message_id, status, reason, received_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+
+-- name: oldest_message
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM messages WHERE name = ? AND key = ? AND status = 'buffered' AND expires_at > ?
+ORDER BY id LIMIT 1
+
+-- name: get_message
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM messages WHERE id = ?
+
+-- name: list_messages
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM messages
+
+-- name: delete_message
+DELETE FROM messages WHERE id = ?
+
+-- name: expire_messages
+UPDATE messages SET status = 'expired', reason = ?
+WHERE status = 'buffered' AND expires_at <= ?
+RETURNING id, name, key, payload, message_id, status, reason, received_at, expires_at
+
+-- name: update_message
+UPDATE messages SET status = ?, reason = ?, expires_at = ? WHERE id = ?
+
+-- name: message_id_seen
+SELECT seen_at FROM message_ids WHERE message_id = ?
+
+-- name: remember_message_id
+INSERT OR REPLACE INTO message_ids (message_id, seen_at) VALUES (?, ?)
+
+-- name: prune_message_ids
+DELETE FROM message_ids WHERE seen_at < ?

@@ -40,8 +40,10 @@ CREATE TABLE journal (
 
 -- Wake-ups: a start, a signal's arrival, a timer, a delivery. The data they
 -- announce lives in the run's mailbox or in the payload.
+-- AUTOINCREMENT: ids are never reused, so deleting the tasks a worker claimed
+-- (by id) can never hit a task inserted after them.
 CREATE TABLE tasks (
-    id      INTEGER PRIMARY KEY,
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id  TEXT NOT NULL,
     due_at  REAL NOT NULL,
     kind    TEXT NOT NULL,
@@ -52,8 +54,9 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_by_due ON tasks (due_at);
 CREATE INDEX tasks_by_run ON tasks (run_id, pos);
 
+-- AUTOINCREMENT: signals are consumed in id order, which must be send order.
 CREATE TABLE mailbox (
-    id      INTEGER PRIMARY KEY,
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id  TEXT NOT NULL,
     name    TEXT NOT NULL,
     payload BLOB,

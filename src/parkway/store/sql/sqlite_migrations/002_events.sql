@@ -3,7 +3,7 @@
 -- The event log: de-duplication by id within event_retention, and the
 -- look-back of wait_for_event(since_start=True). Pruned past retention.
 CREATE TABLE events (
-    seq          INTEGER PRIMARY KEY,
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
     id           TEXT NOT NULL UNIQUE,
     name         TEXT NOT NULL,
     domain       TEXT NOT NULL,

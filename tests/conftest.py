@@ -1,0 +1,151 @@
+"""Shared fixtures: every acceptance test runs once per storage backend.
+
+Backends are described by what they can do (``capabilities``), never tested by
+name. A test that needs a capability says so with
+``@pytest.mark.requires("persistent")``; on a backend without it, the test is
+skipped. Adding PostgreSQL later is one more ``Backend`` entry in ``BACKENDS``
+(its ``url`` factory can ``pytest.skip`` when no server is configured).
+
+Capabilities used by the suite:
+
+- ``persistent``: data survives closing the engine and opening a new one on the
+  same URL (engine restart).
+- ``shared``: several engines (processes) may open the same URL at once and see
+  each other's writes (a client-only engine plus a worker engine).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from parkway import Engine
+from parkway.testing import ManualClock
+
+# A fixed, round start time makes engine timestamps easy to reason about.
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A storage backend under test: how to get a URL for it, and what it can do."""
+
+    name: str
+    capabilities: frozenset[str]
+    make_url: Callable[[Path], str]
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+def _memory_url(_tmp: Path) -> str:
+    return "memory://"
+
+
+def _sqlite_url(tmp: Path) -> str:
+    return f"sqlite:///{tmp / 'parkway.db'}"
+
+
+def _postgres_url(_tmp: Path) -> str:  # pragma: no cover - not built yet
+    url = os.environ.get("PARKWAY_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("PARKWAY_TEST_POSTGRES_URL is not set")
+    return url
+
+
+BACKENDS: dict[str, Backend] = {
+    "memory": Backend("memory", frozenset(), _memory_url),
+    "sqlite": Backend("sqlite", frozenset({"persistent", "shared"}), _sqlite_url),
+    # When the PostgreSQL store exists, enable it by adding it to BACKEND_PARAMS:
+    "postgres": Backend("postgres", frozenset({"persistent", "shared"}), _postgres_url),
+}
+BACKEND_PARAMS = ["memory", "sqlite"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "requires(*capabilities): skip unless the backend has every listed capability "
+        "(persistent, shared)",
+    )
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The backend under test; skips the test if it lacks a required capability."""
+    spec = BACKENDS[request.param]
+    for marker in request.node.iter_markers("requires"):
+        missing = [c for c in marker.args if not spec.supports(c)]
+        if missing:
+            pytest.skip(f"backend {spec.name!r} lacks capability {', '.join(missing)}")
+    return spec
+
+
+@pytest.fixture
+def engine_url(backend: Backend, tmp_path: Path) -> str:
+    """The store URL of this test. Engines made on it share data if the backend is shared."""
+    return backend.make_url(tmp_path)
+
+
+@pytest.fixture
+def t0() -> datetime:
+    """Where the test's ManualClock starts."""
+    return T0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The engine time of this test, moved only by ``await clock.advance(...)``."""
+    return ManualClock(start=T0)
+
+
+class MakeEngine(Protocol):
+    def __call__(
+        self,
+        *,
+        url: str | None = None,
+        clock: ManualClock | None = None,
+        worker: bool = True,
+        open: bool = True,
+        **kwargs: Any,
+    ) -> Awaitable[Engine]: ...
+
+
+@pytest.fixture
+async def make_engine(engine_url: str, clock: ManualClock) -> AsyncIterator[MakeEngine]:
+    """Build an Engine on this test's URL with the test's ManualClock, opened by default.
+
+    Every engine made is closed at teardown (closing an already closed engine is
+    a no-op), newest first.
+    """
+    made: list[Engine] = []
+
+    async def factory(
+        *,
+        url: str | None = None,
+        clock: ManualClock | None = clock,
+        worker: bool = True,
+        open: bool = True,
+        **kwargs: Any,
+    ) -> Engine:
+        engine = Engine(url or engine_url, clock=clock, worker=worker, **kwargs)
+        made.append(engine)
+        if open:
+            await engine.open()
+        return engine
+
+    yield factory
+    for engine in reversed(made):
+        await engine.close(grace=5)
+
+
+@pytest.fixture
+async def engine(make_engine: MakeEngine) -> Engine:
+    """An open engine with an in-process worker and the test's ManualClock."""
+    return await make_engine()

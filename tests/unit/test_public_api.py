@@ -1,0 +1,154 @@
+"""The public surface: exactly these names, each documented."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import timedelta
+
+import pytest
+
+import parkway
+import parkway.testing
+from parkway import (
+    ChildHandle,
+    Engine,
+    ErrorInfo,
+    ParkwayError,
+    Retry,
+    RunHandle,
+    RunStatus,
+    WorkflowContext,
+)
+
+EXPECTED_ALL = {
+    "Batch",
+    "ChildHandle",
+    "CorrelationError",
+    "CorrelationResult",
+    "Debounce",
+    "Delivery",
+    "DuplicateSubscriptionError",
+    "DuplicateWorkflowError",
+    "Duration",
+    "Engine",
+    "ErrorInfo",
+    "Event",
+    "FlowDefinitionError",
+    "HistoryEntry",
+    "InvalidDurationError",
+    "InvalidInputError",
+    "MessageInfo",
+    "MessageNotFoundError",
+    "NonDeterminismError",
+    "ParkwayError",
+    "PublishResult",
+    "ResultTimeoutError",
+    "Retry",
+    "RoutingError",
+    "RunCancelledError",
+    "RunClosedError",
+    "RunHandle",
+    "RunInfo",
+    "RunNotFoundError",
+    "RunStatus",
+    "SerializationError",
+    "StepFailedError",
+    "SubscriptionInfo",
+    "UnknownWorkflowError",
+    "WaitTimeoutError",
+    "WorkflowContext",
+    "WorkflowFailedError",
+    "__version__",
+}
+
+# Plain values: they cannot carry a docstring of their own.
+DATA_NAMES = {"__version__", "Duration"}
+
+# The error classes the design contract names; all derive from ParkwayError.
+CONTRACT_ERRORS = [
+    "WaitTimeoutError",
+    "CorrelationError",
+    "DuplicateSubscriptionError",
+    "RunNotFoundError",
+    "WorkflowFailedError",
+    "RunCancelledError",
+    "NonDeterminismError",
+    "StepFailedError",
+    "InvalidInputError",
+    "FlowDefinitionError",
+    "RoutingError",
+]
+
+
+def test_all_is_pinned_exactly() -> None:
+    assert len(parkway.__all__) == len(set(parkway.__all__)), "duplicates in __all__"
+    assert set(parkway.__all__) == EXPECTED_ALL
+
+
+def test_every_exported_name_exists() -> None:
+    for name in parkway.__all__:
+        assert hasattr(parkway, name), name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_ALL - DATA_NAMES))
+def test_every_exported_name_has_its_own_docstring(name: str) -> None:
+    obj = getattr(parkway, name)
+    # A class's own docstring (not inherited from a base class).
+    doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+    assert isinstance(doc, str) and doc.strip(), f"{name} has no docstring"
+
+
+def test_data_names() -> None:
+    assert isinstance(parkway.__version__, str) and parkway.__version__
+    assert set(parkway.Duration.__args__) == {timedelta, float, int, str}
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [Engine, RunHandle, WorkflowContext, ChildHandle, Retry, ErrorInfo],
+    ids=lambda c: c.__name__,
+)
+def test_public_methods_are_documented(cls: type) -> None:
+    undocumented = [
+        name
+        for name, member in vars(cls).items()
+        if not name.startswith("_") and callable(member) and not (member.__doc__ or "").strip()
+    ]
+    assert undocumented == []
+
+
+@pytest.mark.parametrize("name", CONTRACT_ERRORS)
+def test_contract_errors_derive_from_parkway_error(name: str) -> None:
+    cls = getattr(parkway, name)
+    assert issubclass(cls, ParkwayError)
+
+
+def test_every_exported_exception_is_a_parkway_error() -> None:
+    for name in parkway.__all__:
+        obj = getattr(parkway, name)
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            assert issubclass(obj, ParkwayError), name
+
+
+def test_timeouts_are_timeout_errors() -> None:
+    assert issubclass(parkway.WaitTimeoutError, TimeoutError)
+    assert issubclass(parkway.ResultTimeoutError, TimeoutError)
+
+
+def test_run_status_values() -> None:
+    assert {s.value for s in RunStatus} == {
+        "pending",
+        "running",
+        "parked",
+        "completed",
+        "failed",
+        "cancelled",
+    }
+    assert RunStatus.PARKED == "parked"
+
+
+def test_testing_module_exports_manual_clock() -> None:
+    assert parkway.testing.__all__ == ["ManualClock"]
+    clock_cls = parkway.testing.ManualClock
+    assert (clock_cls.__doc__ or "").strip()
+    assert (clock_cls.advance.__doc__ or "").strip()

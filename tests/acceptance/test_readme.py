@@ -1,0 +1,36 @@
+"""Every Python example in the README runs as shown."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
+
+EXPECTED = {
+    0: ["parked", "'tracking': 'ZX-9'"],
+    1: ["1 product:456", "emailed client:5: Blue mug is back"],
+    2: ["approved declined", "outcome='buffered'"],
+    3: ["reminded"],
+}
+
+
+def test_readme_has_the_examples() -> None:
+    assert len(BLOCKS) == len(EXPECTED)
+
+
+@pytest.mark.parametrize("index", sorted(EXPECTED))
+def test_readme_example_runs(index: int, tmp_path: Path) -> None:
+    script = tmp_path / f"example_{index}.py"
+    script.write_text(BLOCKS[index], "utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    for expected in EXPECTED[index]:
+        assert expected in done.stdout, done.stdout

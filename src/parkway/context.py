@@ -6,7 +6,7 @@ import random as _random
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from parkway.commands import (
     ChildResultCmd,
@@ -90,14 +90,34 @@ class WorkflowContext:
         self.trigger = trigger
         self._sides = sides
 
+    @overload
     async def step(
         self,
-        fn: Callable[..., Awaitable[T]] | Callable[..., T],
+        fn: Callable[..., Awaitable[T]],
         *args: Any,
         name: str | None = None,
         retry: Retry | None = None,
         **kwargs: Any,
-    ) -> T:
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        name: str | None = None,
+        retry: Retry | None = None,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def step(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str | None = None,
+        retry: Retry | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` once and journal its result.
 
         On replay the journaled result is returned and ``fn`` is not called
@@ -116,8 +136,7 @@ class WorkflowContext:
         if retry is not None and not isinstance(retry, Retry):
             raise ParkwayError(f"retry must be a parkway.Retry, got {retry!r}")
         step_name = name or getattr(fn, "__qualname__", None) or repr(fn)
-        result: T = await StepCmd(fn, args, kwargs, step_name, retry)
-        return result
+        return await StepCmd(fn, args, kwargs, step_name, retry)
 
     async def sleep(self, duration: Duration) -> None:
         """Park for ``duration`` (engine time); survives restarts."""

@@ -92,6 +92,7 @@ class Engine:
         self.run_worker = worker
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._store: Store = open_store(resolved)
+        self._store_url = resolved
         self._registry = Registry()
         self._worker: Worker | None = None
         self._open = False
@@ -169,7 +170,7 @@ class Engine:
 
         if callable(name):  # used bare: @engine.workflow
             fn, name = name, None
-            return register(fn)  # type: ignore[return-value]
+            return register(fn)
         return register
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -178,6 +179,8 @@ class Engine:
         """Open the store (creating or migrating its schema) and start the worker."""
         if self._open:
             return
+        if self.url != self._store_url:  # the url was changed before opening (CLI --url)
+            self._store, self._store_url = open_store(self.url), self.url
         await self._store.open()
         self._open = True
         self._clock.attach(self)
@@ -301,7 +304,8 @@ class Engine:
     ) -> list[RunInfo]:
         """Runs, newest first, filtered by any of the arguments.
 
-        Internal runs (the engine's own helpers) are listed only by their own name.
+        Internal runs (the engine's own helpers, named ``parkway.*``) are listed
+        only when asked for by their own name.
         """
         self._require_open()
         status_value = _status(status)
@@ -312,9 +316,6 @@ class Engine:
                 workflow=workflow, status=status_value, subject=subject,
                 domain=domain, parent_id=None, limit=limit,
             )  # fmt: skip
-        if workflow is None:
-            internal = {wf.name for wf in self._registry.all() if wf.internal}
-            records = [r for r in records if r.workflow not in internal]
         return [_info(r) for r in records]
 
     async def history(self, run_id: str) -> list[HistoryEntry]:

@@ -70,7 +70,7 @@ class ErrorInfo(str):
         self.type, self.message, self.traceback = type, message, traceback
         return self
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             if key in ("type", "message", "traceback"):
                 return getattr(self, key)

@@ -16,6 +16,9 @@ from parkway.errors import (
     UnknownWorkflowError,
 )
 
+# Internal workflows (accumulators) are named "parkway.<kind>:<workflow>".
+INTERNAL_PREFIX = "parkway."
+
 WorkflowFn = Callable[..., typing.Awaitable[Any]]
 
 
@@ -58,15 +61,16 @@ class WorkflowDef:
         """Turn stored input into what the workflow function expects."""
         if self.model is None:
             return value
+        model: Any = self.model
         try:
-            if hasattr(self.model, "model_validate"):
-                return self.model.model_validate(value)
-            if dataclasses.is_dataclass(self.model):
-                if isinstance(value, self.model):
+            if hasattr(model, "model_validate"):
+                return model.model_validate(value)
+            if isinstance(model, type) and dataclasses.is_dataclass(model):
+                if isinstance(value, model):
                     return value
                 if not isinstance(value, dict):
-                    raise TypeError(f"expected an object with fields of {self.model.__name__}")
-                return self.model(**value)
+                    raise TypeError(f"expected an object with fields of {model.__name__}")
+                return model(**value)
         except InvalidInputError:
             raise
         except Exception as exc:
@@ -137,6 +141,11 @@ class Registry:
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
             raise ParkwayError(f"workflow name must be a non-empty string, got {wf.name!r}")
+        if wf.name.startswith(INTERNAL_PREFIX) and not wf.internal:
+            raise ParkwayError(
+                f"workflow name {wf.name!r}: names starting with {INTERNAL_PREFIX!r} are "
+                "reserved for parkway's own runs"
+            )
         if not isinstance(wf.version, str) or not wf.version:
             raise ParkwayError(f"workflow version must be a non-empty string, got {wf.version!r}")
         if not inspect.iscoroutinefunction(wf.fn):

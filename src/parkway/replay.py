@@ -483,7 +483,9 @@ class Execution:
             return self._replayed(entry)  # type: ignore[no-any-return]
         wf = self.engine._registry.latest(cmd.name)
         data = _json.dumps(wf.check_input(cmd.input), f"the input of workflow {cmd.name!r}")
-        domain, subject, parent, trigger = self.run.domain, self.run.subject, self.run.id, None
+        domain, subject = self.run.domain, self.run.subject
+        parent: str | None = self.run.id
+        trigger: bytes | None = None
         if cmd.trigger is not None:
             child_id = f"evt:{cmd.trigger['id']}:{wf.name}"
             domain, subject = cmd.trigger["domain"], cmd.trigger["subject"]

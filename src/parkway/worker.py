@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -126,7 +127,7 @@ class Worker:
                 for run_id in claimed:
                     task = asyncio.create_task(self._advance(run_id), name=f"parkway-run-{run_id}")
                     self.inflight[run_id] = task
-                    task.add_done_callback(lambda _t, r=run_id: self._done(r))
+                    task.add_done_callback(functools.partial(self._done, run_id))
             if claimed and len(claimed) == free:
                 # Full: wait for a slot rather than spinning.
                 await self._sleep(FULL_POLL)
@@ -161,7 +162,7 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    def _done(self, run_id: str) -> None:
+    def _done(self, run_id: str, _task: object = None) -> None:
         self.inflight.pop(run_id, None)
         self.advanced += 1
         self._progress.set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -53,7 +54,7 @@ class MemoryTx:
 
     def __init__(self, state: _State) -> None:
         self._s = state
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
 
     def rollback(self) -> None:
         for undo in reversed(self._undo):
@@ -103,7 +104,7 @@ class MemoryTx:
         out = [
             dataclasses.replace(r)
             for r in self._s.runs.values()
-            if (workflow is None or r.workflow == workflow)
+            if (r.workflow == workflow if workflow is not None else not _internal(r.workflow))
             and (status is None or r.status == status)
             and (subject is None or r.subject == subject)
             and (domain is None or r.domain == domain)
@@ -137,7 +138,7 @@ class MemoryTx:
             )
             self._s.tasks[task_id] = record
             self._s.run_tasks.setdefault(task.run_id, set()).add(task_id)
-            self._undo.append(lambda tid=task_id: self._drop_task(tid))
+            self._undo.append(functools.partial(self._drop_task, task_id))
 
     def _drop_task(self, task_id: int) -> TaskRecord | None:
         task = self._s.tasks.pop(task_id, None)
@@ -158,7 +159,7 @@ class MemoryTx:
         for task_id in ids:
             task = self._drop_task(task_id)
             if task is not None:
-                self._undo.append(lambda t=task: self._restore_task(t))
+                self._undo.append(functools.partial(self._restore_task, task))
 
     async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
         ids = [
@@ -402,6 +403,10 @@ class MemoryTx:
         for message_id, at in list(self._s.message_ids.items()):
             if at < before:
                 del self._s.message_ids[message_id]
+
+
+def _internal(workflow: str) -> bool:
+    return workflow.startswith("parkway.")
 
 
 def _restore(book: dict[int, JournalEntry], pos: int, previous: JournalEntry | None) -> Any:

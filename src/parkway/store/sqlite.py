@@ -100,6 +100,8 @@ class SQLiteTx:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if workflow is None:  # internal runs are listed only by their own name
+            clauses.append("workflow NOT LIKE 'parkway.%'")
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         sql = Q["get_run"].replace("WHERE id = ?", where)
         rows = self._c.execute(

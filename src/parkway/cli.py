@@ -1,0 +1,449 @@
+"""The ``parkway`` command line (also ``python -m parkway``).
+
+``APP`` names an engine the way uvicorn names an app: ``module:attribute``,
+imported with the current directory on ``sys.path``. Commands that inspect or
+steer runs print JSON on stdout; errors go to stderr with a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import orjson
+
+from parkway.durations import to_seconds
+from parkway.engine import Engine
+from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.models import RunStatus
+
+T = TypeVar("T")
+
+STATUSES = [s.value for s in RunStatus]
+
+if TYPE_CHECKING:  # click.ParamType is generic only since click 8.4
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
+
+
+# -- parameter types -------------------------------------------------------------------------
+
+
+class AppType(_ParamType):
+    """``module:attribute`` naming a :class:`parkway.Engine`; converts to the engine."""
+
+    name = "APP"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Engine):
+            return value
+        return load_app(str(value), lambda message: self.fail(message, param, ctx))
+
+
+class JSONType(_ParamType):
+    """A JSON document given on the command line."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            self.fail(
+                f"{value!r} is not valid JSON ({exc}); a string needs quotes: '\"text\"'",
+                param,
+                ctx,
+            )
+
+
+class DurationType(_ParamType):
+    """Seconds, or a duration such as ``500ms``, ``10s``, ``2m``."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            seconds = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else to_seconds(text)
+        except InvalidDurationError:
+            self.fail(f"{value!r} is not a duration; use seconds or 500ms, 10s, 2m", param, ctx)
+        if seconds <= 0:
+            self.fail(f"{value!r} must be longer than zero", param, ctx)
+        return seconds
+
+
+APP = AppType()
+JSON = JSONType()
+DURATION = DurationType()
+
+
+def load_app(spec: str, fail: Callable[[str], Any]) -> Engine:
+    """Import ``module:attribute`` (dots allowed in both) and return the Engine it names."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        fail(f"{spec!r} is not of the form module:attribute (for example myapp:engine)")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            fail(f"cannot import module {module_name!r} of {spec!r}: no such module in {cwd}")
+        fail(f"importing module {module_name!r} of {spec!r} failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        fail(f"importing module {module_name!r} of {spec!r} failed: {type(exc).__name__}: {exc}")
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            fail(f"module {module_name!r} has no attribute {attr!r} (from {spec!r})")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Engine):
+        fail(f"{spec!r} is not a parkway Engine (it is of type {type(obj).__name__})")
+    engine: Engine = obj
+    return engine
+
+
+# -- plumbing --------------------------------------------------------------------------------
+
+
+def _run(coro: Coroutine[Any, Any, T], *, wait_for_threads: bool = True) -> T:
+    """Run ``coro``; a ParkwayError becomes a one-line error and exit code 1.
+
+    ``wait_for_threads=False`` does not wait, at the end, for threads still
+    running sync steps (``asyncio.run`` would, for as long as they take).
+    """
+    if wait_for_threads:
+        try:
+            return asyncio.run(coro)
+        except ParkwayError as exc:
+            raise click.ClickException(str(exc)) from exc
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    except ParkwayError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        try:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting
+
+
+def _print_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+def _engine_for(ctx: click.Context, app: Engine | None, *, existing_db: bool = False) -> Engine:
+    """The app's engine (retargeted by ``--url``), or a bare client engine on ``--url``."""
+    url: str | None = ctx.obj.get("url")
+    try:
+        engine = app if app is not None else Engine(url, worker=False)
+        if app is not None and url is not None:
+            _retarget(engine, url)
+    except ParkwayError as exc:  # a malformed or unsupported url
+        raise click.ClickException(str(exc)) from exc
+    if existing_db:
+        _require_database(engine.url)
+    return engine
+
+
+def _retarget(engine: Engine, url: str) -> None:
+    # The store is built in Engine.__init__; swap it while the engine is still closed.
+    if engine._open:
+        raise click.UsageError("--url cannot change an engine that is already open")
+    engine.url = url  # read again by Engine.open()
+
+
+def _require_database(url: str) -> None:
+    """Reading commands must not create an empty database by mistake (wrong folder, typo)."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and url != prefix + ":memory:":
+        path = url[len(prefix) :]
+        if path and not os.path.exists(path):
+            raise click.ClickException(
+                f"no parkway database at {path!r} (url {url}); "
+                "pass --url, set PARKWAY_URL, or run from the folder that holds it"
+            )
+
+
+@contextlib.asynccontextmanager
+async def _client(engine: Engine) -> AsyncIterator[Engine]:
+    """Open ``engine`` as a client only (no worker) for the duration of one command."""
+    engine.run_worker = False
+    await engine.open()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    metavar="URL",
+    help="Store URL (sqlite:///path.db, memory://); overrides PARKWAY_URL and the APP's url.",
+)
+@click.version_option(package_name="parkway", prog_name="parkway")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None) -> None:
+    """parkway: durable workflows that park on timers, signals and events.
+
+    APP is module:attribute naming your Engine, e.g. `myapp:engine`
+    (imported with the current directory on the path).
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["url"] = url
+
+
+@cli.command(short_help="Play a short scenario: runs park, survive a restart, resume.")
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Play a short scenario on SQLite: orders park, survive a restart, resume.
+
+    Writes parkway-demo.db in the current directory (recreated every time;
+    --url does not apply).
+    """
+    from parkway.demo import run_demo
+
+    if ctx.obj.get("url") is not None:
+        click.echo("note: --url is ignored; the demo always uses ./parkway-demo.db", err=True)
+
+    _run(run_demo(".", say=click.echo))
+
+
+@cli.command()
+@click.argument("app", type=APP)
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+@click.option("--lease", type=DURATION, default=None,
+              help="Seconds a worker owns a run before another may take it over "
+                   "(renewed while alive; default: the engine's, 30).")  # fmt: skip
+@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+              help="Seconds in-flight runs get to finish on shutdown.")  # fmt: skip
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)  # fmt: skip
+@click.pass_context
+def worker(
+    ctx: click.Context,
+    app: Engine,
+    concurrency: int | None,
+    lease: float | None,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Run APP's worker until SIGTERM or SIGINT, then stop gracefully.
+
+    In-flight runs finish (up to --grace) or are released for another worker.
+    A second signal stops at once; the runs then move on once their lease expires.
+    """
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )  # fmt: skip
+    engine = _engine_for(ctx, app)
+    engine.run_worker = True
+    if concurrency is not None:
+        engine.concurrency = concurrency
+    if lease is not None:
+        engine.lease = lease
+    code = 0
+    try:
+        message = f"stopped ({_run(_work(engine, grace), wait_for_threads=False)})"
+    except _Forced as exc:
+        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    stuck = _busy_threads()
+    if stuck:
+        message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
+    click.echo(f"parkway worker: {message}, pid {os.getpid()}", err=True)
+    if stuck:
+        # A sync step past the grace period must not hold the process: Python would
+        # join its thread at exit. Its run was released (or its lease will expire).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _busy_threads(settle: float = 0.2) -> list[threading.Thread]:
+    """Threads still running a step; idle executor threads exit once the loop is closed."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in others:
+        thread.join(settle / max(1, len(others)))
+    return [t for t in others if t.is_alive()]
+
+
+class _Forced(Exception):
+    """A second stop signal arrived during the graceful shutdown."""
+
+
+async def _work(engine: Engine, grace: float) -> str:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+    main = asyncio.current_task()
+
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum.name)
+        if stop.is_set() and main is not None:
+            main.cancel()
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await engine.open()
+    click.echo(
+        f"parkway worker: started on {_redact(engine.url)} (pid {os.getpid()}, "
+        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)",
+        err=True,
+    )
+    try:
+        await stop.wait()
+        await engine.close(grace=grace)
+    except asyncio.CancelledError:
+        raise _Forced(" then ".join(received)) from None
+    return received[0]
+
+
+@cli.command()
+@click.argument("workflow")
+@click.argument("input", metavar="JSON", type=JSON, default="null")
+@click.option("--id", "run_id", help="Run id (default: random); an existing id returns that run.")
+@click.option("--subject", help="The business entity the run is about, e.g. client:5.")
+@click.option("--domain", help="The run's domain (default: 'default').")
+@click.option("--app", type=APP, help="module:attribute of the Engine that defines WORKFLOW.")
+@click.option("--wait", is_flag=True, help="Wait for the run to finish (a worker must be running).")
+@click.option("--timeout", type=DURATION, default=None, help="With --wait: give up after it.")
+@click.pass_context
+def start(
+    ctx: click.Context,
+    workflow: str,
+    input: Any,
+    run_id: str | None,
+    subject: str | None,
+    domain: str | None,
+    app: Engine | None,
+    wait: bool,
+    timeout: float | None,
+) -> None:
+    """Start a run of WORKFLOW with input JSON and print it."""
+    if app is None:
+        raise click.UsageError(
+            f"start needs --app module:attribute (the Engine that registers {workflow!r}) "
+            "to know the workflow's version and validate its input"
+        )
+    engine = _engine_for(ctx, app)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+            if wait:
+                try:
+                    await handle.result(timeout=timeout)
+                except ParkwayError as exc:
+                    _print_json((await handle.info()).to_dict())
+                    raise exc
+            return (await handle.info()).to_dict()
+
+    _print_json(_run(go()))
+
+
+@cli.command("signal")
+@click.argument("run_id", metavar="RUN")
+@click.argument("name")
+@click.argument("payload", metavar="JSON", type=JSON, default="null")
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def signal_(ctx: click.Context, run_id: str, name: str, payload: Any, app: Engine | None) -> None:
+    """Send signal NAME with payload JSON to run RUN."""
+    engine = _engine_for(ctx, app, existing_db=True)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            await engine.signal(run_id, name, payload)
+            info = await engine.get_run(run_id)
+            return {"run": run_id, "signal": name, "payload": payload, "status": info.status.value}
+
+    _print_json(_run(go()))
+
+
+@cli.command()
+@click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only runs in this status.")
+@click.option("--subject", help="Only runs about this subject.")
+@click.option("--domain", help="Only runs in this domain.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    workflow: str | None,
+    status: str | None,
+    subject: str | None,
+    domain: str | None,
+    limit: int,
+    app: Engine | None,
+) -> None:
+    """List runs, newest first, as JSON."""
+    engine = _engine_for(ctx, app, existing_db=True)
+
+    async def go() -> list[dict[str, Any]]:
+        async with _client(engine):
+            found = await engine.list_runs(
+                workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
+            )
+            return [r.to_dict() for r in found]
+
+    _print_json(_run(go()))
+
+
+@cli.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, app: Engine | None) -> None:
+    """Show run RUN and its history as JSON."""
+    engine = _engine_for(ctx, app, existing_db=True)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            info = await engine.get_run(run_id)
+            history = await engine.history(run_id)
+            return {**info.to_dict(), "history": [e.to_dict() for e in history]}
+
+    _print_json(_run(go()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``parkway`` script and ``python -m parkway``."""
+    cli.main(args=argv, prog_name="parkway")
+
+
+__all__ = ["cli", "load_app", "main"]

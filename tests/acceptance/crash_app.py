@@ -1,0 +1,49 @@
+"""The app of the crash-safety test: a workflow of five steps, each logging its execution.
+
+Each step appends ``"<run id> <step index>"`` to the file named by ``CRASH_LOG``
+(one ``write`` on an ``O_APPEND`` descriptor, then ``fsync``), so the log
+survives a SIGKILL of the worker and tells exactly which steps ran, how often.
+The worker subprocess loads it as ``crash_app:engine`` (store from ``PARKWAY_URL``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from parkway import Engine, WorkflowContext
+
+STEPS = 5
+# A pause after the side effect widens the window in which a step has run but its
+# result is not committed yet: the case a crash must not turn into a lost result.
+PAUSE = float(os.environ.get("CRASH_STEP_PAUSE", "0.01"))
+
+
+def record(run_id: str, index: int) -> str:
+    fd = os.open(os.environ["CRASH_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{run_id} {index}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    time.sleep(PAUSE)
+    return f"{run_id}:{index}"
+
+
+def build(url: str | None = None, *, worker: bool = True) -> Engine:
+    engine = Engine(url, worker=worker)
+
+    @engine.workflow(name="five_steps")
+    async def five_steps(ctx: WorkflowContext, input: Any) -> dict[str, Any]:
+        results = [await ctx.step(record, ctx.run_id, i, name=f"step-{i}") for i in range(STEPS)]
+        return {"run": ctx.run_id, "results": results}
+
+    return engine
+
+
+def expected_output(run_id: str) -> dict[str, Any]:
+    return {"run": run_id, "results": [f"{run_id}:{i}" for i in range(STEPS)]}
+
+
+engine = build()

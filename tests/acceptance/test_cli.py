@@ -1,0 +1,310 @@
+"""The ``parkway`` command line, driven as users drive it: in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+APP_SOURCE = """
+from parkway import Engine
+
+engine = Engine({url!r})
+
+
+def check_numbers(value):
+    if not isinstance(value, dict) or not isinstance(value.get("a"), int):
+        raise ValueError("field 'a' must be a whole number")
+    return value
+
+
+def add(a, b):
+    return a + b
+
+
+@engine.workflow()
+async def greet(ctx, input):
+    name = await ctx.wait_for_signal("name")
+    return f"hello {{name}} from {{input['from']}}"
+
+
+@engine.workflow(validate_input=check_numbers)
+async def total(ctx, input):
+    return await ctx.step(add, input["a"], input.get("b", 0))
+
+
+not_an_engine = {{"a": 1}}
+"""
+
+
+def parkway(*args: str, cwd: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "parkway", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout)
+
+
+def failed(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Assert a clean failure: non-zero exit, each fragment on stderr, no traceback."""
+    assert result.returncode != 0, result.stdout
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """A user's app module in ``tmp_path`` (the commands run there), on SQLite in ``tmp_path``."""
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    (tmp_path / "shopapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    return tmp_path
+
+
+class WorkerProcess:
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.stderr = cwd / "worker.stderr"
+        env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
+        with self.stderr.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "parkway", "worker", *args],
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=15)
+        text = self.stderr.read_text()
+        assert code == 0, text
+        return text
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- demo ----------------------------------------------------------------------------------------
+
+
+def test_demo_parks_restarts_and_resumes(tmp_path: Path) -> None:
+    (tmp_path / "parkway-demo.db").write_bytes(b"left over from an earlier demo, not a database")
+    began = time.monotonic()
+    result = parkway("demo", cwd=tmp_path)
+    elapsed = time.monotonic() - began
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert elapsed < 15, f"the demo took {elapsed:.1f}s"
+    for section in (
+        "1. Three orders are placed",
+        "2. Every run is parked",
+        "3. Restart",
+        "4. The warehouse ships order-1001 and order-1002",
+        "5. Timers fire",
+        "6. Final state",
+        "7. History of order-1003",
+    ):
+        assert section in out, out
+    # The payment step fails once per order, then succeeds on its retry.
+    assert out.count("gateway timed out (attempt 1)") == 3, out
+    assert out.count("charged (attempt 2)") == 3, out
+    parked, restarted = out.split("2. Every run is parked")[1].split("3. Restart")
+    for text in (parked, restarted.split("4. The warehouse")[0]):
+        assert text.count("parked     signal 'shipped'") == 3, out
+        assert "cart-77-reminder         cart_reminder  parked     a timer" in text, out
+    final = out.split("6. Final state")[1].split("7. History")[0]
+    assert (
+        "order-1001               order          completed  status=shipped, tracking=TRK-501"
+        in final
+    )
+    assert (
+        "order-1002               order          completed  status=shipped, tracking=TRK-502"
+        in final
+    )
+    assert "order-1003               order          completed  status=refunded" in final
+    assert "order-1001-receipt       send_receipt   completed" in final
+    assert "cart-77-reminder         cart_reminder  completed  reminded" in final
+    history = out.split("7. History of order-1003")[1]
+    assert "signal        shipped         error   WaitTimeoutError" in history, history
+    assert "refund_payment  done    REF-1003" in history, history
+    # Each side effect happened once: the restart re-ran nothing that had been committed.
+    assert out.count("reserve_stock    ") == 3 and out.count("refund_payment   ") == 1, out
+    assert out.count("you left items in cart-77") == 1, out
+    assert result.stderr == ""
+
+    # The database it leaves behind is readable with the other commands.
+    runs = ok_json(parkway("--url", "sqlite:///parkway-demo.db", "runs", cwd=tmp_path))
+    assert {r["id"]: r["status"] for r in runs}["order-1003"] == "completed"
+
+
+# -- start / signal / runs / show ----------------------------------------------------------------
+
+
+def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
+    started = ok_json(
+        parkway("start", "greet", '{"from": "cli"}', "--id", "g1", "--app", "shopapp:engine",
+                cwd=app)
+    )  # fmt: skip
+    assert started["id"] == "g1" and started["status"] == "pending"
+    assert started["input"] == {"from": "cli"} and started["workflow"] == "greet"
+    # Starting an existing id returns that run.
+    again = ok_json(parkway("start", "greet", '{"from": "x"}', "--id", "g1", "--app",
+                            "shopapp:engine", cwd=app))  # fmt: skip
+    assert again["input"] == {"from": "cli"}
+
+    listed = ok_json(parkway("runs", "--app", "shopapp:engine", cwd=app))
+    assert [(r["id"], r["status"]) for r in listed] == [("g1", "pending")]
+    assert ok_json(parkway("runs", "--status", "completed", "--app", "shopapp:engine",
+                           cwd=app)) == []  # fmt: skip
+
+    # Without --app, --url names the store: the signal waits in the run's mailbox.
+    url = f"sqlite:///{app / 'app.db'}"
+    sent = ok_json(parkway("--url", url, "signal", "g1", "name", '"Ada"', cwd=app))
+    assert sent == {"run": "g1", "signal": "name", "payload": "Ada", "status": "pending"}
+
+    worker = WorkerProcess(app, "shopapp:engine", "--concurrency", "2", "--lease", "5s")
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            shown = ok_json(parkway("--url", url, "show", "g1", cwd=app))
+            if shown["status"] == "completed" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert shown["status"] == "completed", shown
+        assert shown["output"] == "hello Ada from cli"
+        assert [(h["kind"], h["name"], h["status"], h["result"]) for h in shown["history"]] == [
+            ("signal", "name", "done", "Ada")
+        ]
+
+        # --wait returns once the worker has finished the run.
+        waited = ok_json(
+            parkway("start", "total", '{"a": 2, "b": 3}', "--id", "t1", "--wait", "--timeout",
+                    "20", "--app", "shopapp:engine", cwd=app)
+        )  # fmt: skip
+        assert waited["status"] == "completed" and waited["output"] == 5
+        log = worker.stop()
+    finally:
+        worker.kill()
+    assert "parkway worker: started on sqlite:///" in log and "concurrency 2, lease 5s" in log
+    assert "parkway worker: stopped (SIGTERM)" in log
+
+    by_workflow = ok_json(parkway("--url", url, "runs", "--workflow", "total", cwd=app))
+    assert [r["id"] for r in by_workflow] == ["t1"]
+    limited = ok_json(parkway("--url", url, "runs", "--limit", "1", cwd=app))
+    assert len(limited) == 1
+    history = ok_json(parkway("show", "t1", "--app", "shopapp:engine", cwd=app))["history"]
+    assert [(h["kind"], h["name"], h["result"]) for h in history] == [("step", "add", 5)]
+
+
+def test_url_option_retargets_the_app_engine(app: Path) -> None:
+    other = app / "other.db"
+    url = f"sqlite:///{other}"
+    ok_json(parkway("--url", url, "start", "total", '{"a": 1}', "--id", "x", "--app",
+                    "shopapp:engine", cwd=app))  # fmt: skip
+    assert other.exists() and not (app / "app.db").exists()
+    assert [r["id"] for r in ok_json(parkway("--url", url, "runs", cwd=app))] == ["x"]
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_bad_json_names_the_argument(app: Path) -> None:
+    result = parkway("start", "greet", "{from: cli}", "--app", "shopapp:engine", cwd=app)
+    failed(result, "Invalid value for 'JSON'", "is not valid JSON")
+    assert result.returncode == 2
+    url = f"sqlite:///{app / 'app.db'}"
+    ok_json(parkway("start", "greet", '{"from": "x"}', "--id", "g", "--app", "shopapp:engine",
+                    cwd=app))  # fmt: skip
+    failed(parkway("--url", url, "signal", "g", "name", "Ada", cwd=app), "'JSON'", "not valid JSON")
+
+
+def test_unknown_run_is_a_clean_error(app: Path) -> None:
+    url = f"sqlite:///{app / 'app.db'}"
+    ok_json(parkway("start", "greet", '{"from": "x"}', "--app", "shopapp:engine", cwd=app))
+    for args in (("show", "nope"), ("signal", "nope", "name", '"x"')):
+        result = parkway("--url", url, *args, cwd=app)
+        failed(result, "no run with id 'nope'")
+        assert result.returncode == 1
+        assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("shopapp:nope", "module 'shopapp' has no attribute 'nope'"),
+        (
+            "shopapp:not_an_engine",
+            "'shopapp:not_an_engine' is not a parkway Engine (it is of type dict)",
+        ),
+        ("missingmod:engine", "cannot import module 'missingmod'"),
+        ("shopapp", "is not of the form module:attribute"),
+    ],
+)
+def test_bad_app_names_app(app: Path, spec: str, message: str) -> None:
+    for args in (("worker", spec), ("runs", "--app", spec)):
+        result = parkway(*args, cwd=app)
+        stderr = failed(result, message)
+        assert "APP" in stderr or "--app" in stderr, stderr
+        assert result.returncode == 2
+
+
+def test_app_import_error_is_reported(app: Path) -> None:
+    (app / "brokenapp.py").write_text("import not_installed_anywhere\n")
+    failed(parkway("worker", "brokenapp:engine", cwd=app),
+           "importing module 'brokenapp'", "No module named 'not_installed_anywhere'")  # fmt: skip
+
+
+def test_start_needs_an_app_and_a_known_workflow(app: Path) -> None:
+    failed(parkway("start", "greet", "{}", cwd=app), "start needs --app")
+    result = parkway("start", "nope", "{}", "--app", "shopapp:engine", cwd=app)
+    failed(result, "no workflow named 'nope'", "registered: greet, total")
+    assert result.returncode == 1
+
+
+def test_rejected_input_is_a_clean_error(app: Path) -> None:
+    result = parkway("start", "total", '{"a": "two"}', "--app", "shopapp:engine", cwd=app)
+    failed(result, "invalid input for workflow 'total'", "field 'a' must be a whole number")
+    assert result.returncode == 1
+
+
+def test_reading_a_missing_database_does_not_create_it(tmp_path: Path) -> None:
+    failed(parkway("runs", cwd=tmp_path), "no parkway database at 'parkway.db'")
+    failed(parkway("--url", "sqlite:///elsewhere.db", "show", "x", cwd=tmp_path),
+           "no parkway database at 'elsewhere.db'")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_url_is_a_clean_error(app: Path) -> None:
+    failed(parkway("--url", "mysql://db", "runs", cwd=app), "unsupported store url 'mysql://db'")
+    failed(parkway("--url", "sqlite://x.db", "worker", "shopapp:engine", cwd=app),
+           "bad SQLite url")  # fmt: skip
+
+
+def test_bad_options(app: Path) -> None:
+    failed(parkway("runs", "--status", "sleeping", cwd=app), "'sleeping' is not one of")
+    failed(parkway("worker", "shopapp:engine", "--lease", "soon", cwd=app),
+           "'soon' is not a duration")  # fmt: skip
+    failed(parkway("worker", "shopapp:engine", "--concurrency", "0", cwd=app), "--concurrency")
+
+
+def test_help_and_version() -> None:
+    here = Path(__file__).parent
+    result = parkway("--help", cwd=here)
+    assert result.returncode == 0
+    for command in ("demo", "worker", "start", "signal", "runs", "show"):
+        assert command in result.stdout
+    assert "parkway, version" in parkway("--version", cwd=here).stdout

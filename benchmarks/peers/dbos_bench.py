@@ -248,8 +248,13 @@ class BenchDB:
                     self._conn.close()
                 self._conn = None
         if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+            # A straggling DBOS thread may still touch the file: retry until the dir is gone.
+            for _ in range(10):
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+                if not os.path.exists(self._tmpdir):
+                    self._tmpdir = None
+                    break
+                time.sleep(0.1)
         if self._pg_name is not None:
             import psycopg
 
@@ -358,7 +363,17 @@ def destroy_dbos(timeout_s: float) -> bool:
         done.set()
 
     threading.Thread(target=target, name="bench-destroy", daemon=True).start()
-    return done.wait(timeout_s)
+    if not done.wait(timeout_s):
+        return False
+    # Work already running on DBOS's executor (e.g. a cancelled async workflow's last
+    # write) outlives destroy(); give it a moment so that it cannot re-create the SQLite
+    # file after we delete it. Threads still parked in a sync recv() are left behind.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and any(
+        t.name.startswith("dbos-executor-") for t in threading.enumerate()
+    ):
+        time.sleep(0.05)
+    return True
 
 
 # --------------------------------------------------------------------------- measurements
@@ -736,6 +751,8 @@ def run_single(args: argparse.Namespace, out: Output) -> int:
             log(f"could not drop the database: {e!r}")
     timer.cancel()
     out.emit(finalize(extra))
+    with contextlib.suppress(Exception):
+        db.drop()  # again, for a temp dir that a straggling thread re-created
     return code
 
 
@@ -828,7 +845,19 @@ def run_best(args: argparse.Namespace, out: Output) -> int:
 
 
 _COMMON_KEYS = frozenset(
-    {"available", "peer", "peer_version", "shape", "db", "n", "python", "variant", "finish"}
+    {
+        "available",
+        "peer",
+        "peer_version",
+        "shape",
+        "db",
+        "n",
+        "python",
+        "variant",
+        "finish",
+        "sqlite_journal",
+        "notification_poll_s",
+    }
 )
 
 

@@ -523,7 +523,7 @@ class Engine:
             await tx.delete_message(id)
             result = await messages.correlate_in_tx(
                 self, tx, name=message.name, key=message.key, payload=message.payload or b"null",
-                message_id=None, ttl=seconds, now=self._clock.now(),
+                message_id=message.message_id, ttl=seconds, now=self._clock.now(), dedup=False,
             )  # fmt: skip
         if result.run_id is not None:
             self._poke()

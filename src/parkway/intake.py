@@ -14,6 +14,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from parkway import _json
 from parkway.errors import InvalidInputError, ParkwayError, RoutingError, SerializationError
 from parkway.events import Delivery, Event, PublishResult
@@ -95,7 +97,8 @@ async def publish_in_tx(
     await tx.insert_event(
         EventRecord(event.id, event.name, event.domain, event.subject, payload, now)
     )
-    envelope = _json.dumps(event.to_dict())
+    # The payload was validated by prepare(): encode without the NaN scan.
+    envelope = orjson.dumps(event.to_dict())
     deliveries = await _resume_waiters(tx, event, envelope, now)
     started = []
     for wf in engine._registry.subscribers(event.name):

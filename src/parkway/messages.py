@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from parkway import _json
-from parkway.errors import CorrelationError, ParkwayError
+from parkway.errors import CorrelationError, InvalidInputError, ParkwayError, SerializationError
 from parkway.store.base import MessageRecord, NewTask, SubscriptionRecord, Tx
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("parkway.messages")
 
 EXPIRED_REASON = "its ttl passed before any run waited for it"
+# Message deliveries are their own task kind so that one a run can no longer
+# take (its wait timed out, it ended) is buffered again instead of dropped.
+MESSAGE_TASK = "message"
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,14 @@ async def correlate_in_tx(
     message_id: str | None,
     ttl: float,
     now: float,
+    dedup: bool = True,
 ) -> CorrelationResult:
     """Deliver, start, buffer or refuse one message, inside ``tx``.
 
     Raises:
         CorrelationError: ``ttl`` is 0 and nobody can receive it now.
     """
-    if message_id is not None:
+    if message_id is not None and dedup:
         seen = await tx.message_id_seen(message_id)
         if seen is not None and seen >= now - engine.event_retention:
             return CorrelationResult("duplicate")
@@ -119,7 +123,7 @@ async def correlate_in_tx(
     if wait is not None:
         await tx.delete_subscription(wait.run_id, wait.pos)
         body = envelope(name, key, payload, message_id)
-        await tx.add_tasks([NewTask(wait.run_id, now, "delivery", wait.pos, body)])
+        await tx.add_tasks([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
         await _remember(tx, message_id, now)
         return CorrelationResult("delivered", wait.run_id)
     starter = engine._registry.message_starter(name)
@@ -136,7 +140,9 @@ async def correlate_in_tx(
     await tx.add_message(
         MessageRecord(0, name, key, payload, message_id, "buffered", None, now, now + ttl)
     )
-    await _remember(tx, message_id, now)
+    # Remembered as of its expiry: a repeat is a duplicate for as long as the first
+    # copy is buffered, and for event_retention after that.
+    await _remember(tx, message_id, now + ttl)
     return CorrelationResult("buffered")
 
 
@@ -169,10 +175,54 @@ async def after_run_ends(engine: Engine, tx: Tx, workflow: str, version: str, ke
     starter = engine._registry.message_starter(wf.on_message)
     if starter is None or await tx.active_run(starter.name, "default", key) is not None:
         return
-    message = await tx.oldest_message(wf.on_message, key, now)
-    if message is not None:
+    while (message := await tx.oldest_message(wf.on_message, key, now)) is not None:
+        try:
+            await start_message_run(engine, tx, starter, wf.on_message, key, message.payload)
+        except (InvalidInputError, SerializationError) as exc:
+            # Rejected input must not block the key: dead-letter it, try the next one.
+            reason = f"rejected by workflow {starter.name!r}: {exc}"
+            await tx.update_message(message.id, "expired", reason, message.expires_at)
+            log.warning("message %r key %r (id %s): %s", message.name, key, message.id, reason)
+            continue
         await tx.delete_message(message.id)
-        await start_message_run(engine, tx, starter, wf.on_message, key, message.payload)
+        return
+
+
+async def rebuffer(
+    engine: Engine,
+    tx: Tx,
+    run_id: str,
+    now: float,
+    *,
+    pos: int | None = None,
+    keep: frozenset[int] = frozenset(),
+    only: frozenset[int] | None = None,
+) -> None:
+    """Buffer again the message deliveries of ``run_id`` (at ``pos``) that it will not take.
+
+    Called before a run's delivery tasks are deleted (its wait timed out or was
+    replaced, the run ended or started a new generation): ``correlate`` said
+    "delivered", so the message must not vanish. ``keep`` lists tasks the run consumed;
+    ``only`` limits it to these tasks.
+    """
+    for task in await tx.due_tasks(run_id, float("inf")):
+        if task.kind != MESSAGE_TASK or task.id in keep or (pos is not None and task.pos != pos):
+            continue
+        if only is not None and task.id not in only:
+            continue
+        body = _json.loads(task.payload)
+        payload = _json.dumps(body["payload"])
+        await tx.add_message(
+            MessageRecord(
+                0, body["name"], body["key"], payload, body.get("message_id"), "buffered",
+                None, now, now + engine.message_ttl,
+            )
+        )  # fmt: skip
+        await tx.delete_tasks([task.id])
+        log.warning(
+            "message %r key %r reached run %s after it stopped waiting; buffered again",
+            body["name"], body["key"], run_id,
+        )  # fmt: skip
 
 
 @dataclass
@@ -193,7 +243,7 @@ class MessageWait:
         if message is not None:
             await tx.delete_message(message.id)
             body = envelope(message.name, message.key, message.payload, message.message_id)
-            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
+            await tx.add_tasks([NewTask(sub.run_id, now, MESSAGE_TASK, sub.pos, body)])
             return
         if holder is None:
             await tx.add_subscription(sub)

@@ -53,7 +53,7 @@ from parkway.errors import (
 from parkway.events import Event, PublishResult
 from parkway.intake import prepare, publish_in_tx
 from parkway.matching import match_digest, matches, shape_of
-from parkway.messages import MessageWait
+from parkway.messages import MESSAGE_TASK, MessageWait, rebuffer
 from parkway.models import ErrorInfo, Retry, RunStatus
 from parkway.store.base import (
     JournalEntry,
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parkway.replay")
 
 NO_RETRY = Retry(max_attempts=1, backoff=0)
+DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
 
 
 class Park(Exception):
@@ -103,6 +104,8 @@ class Writes:
     consumed_signals: list[int] = field(default_factory=list)
     finished_waits: list[int] = field(default_factory=list)
     subscriptions: list[Lookback | MessageWait] = field(default_factory=list)
+    # Delivery tasks the run consumed: never buffered again.
+    consumed_tasks: set[int] = field(default_factory=set)
     publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -123,6 +126,9 @@ class Writes:
         if self.journal:
             await tx.put_journal(self.run_id, list(self.journal.values()))
         for pos in self.finished_waits:
+            await rebuffer(
+                engine, tx, self.run_id, now, pos=pos, keep=frozenset(self.consumed_tasks)
+            )
             await tx.delete_wait_tasks(self.run_id, pos)
             await tx.delete_subscription(self.run_id, pos)
         for lookback in self.subscriptions:
@@ -226,7 +232,8 @@ class Execution:
         self.tasks = tasks
         self.owner = owner
         self.pos = 0
-        self.writes = Writes(run.id)
+        self.consumed_tasks: set[int] = set()
+        self.writes = Writes(run.id, consumed_tasks=self.consumed_tasks)
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
         self.delivered: set[int] = set()
@@ -576,11 +583,14 @@ class Execution:
         if deadline is not None and now >= deadline:
             error2 = WaitTimeoutError(f"wait_for_message({cmd.name!r}, {key!r})", timeout or 0.0)
             raise self._fail_op(pos, "message", cmd.name, error2, True)
-        if entry is None:
-            value = _json.dumps({"timeout": timeout, "key": key})
-            self._record(pos, "message", cmd.name, "pending", value, deadline)
-            if deadline is not None:
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+        if entry is None or holder is None:
+            # (A pending wait with no holder lost a registration race to a run that
+            # has since finished waiting: register it now.)
+            if entry is None:
+                value = _json.dumps({"timeout": timeout, "key": key})
+                self._record(pos, "message", cmd.name, "pending", value, deadline)
+                if deadline is not None:
+                    self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
             ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
@@ -593,8 +603,9 @@ class Execution:
     def _delivery(self, pos: int) -> Any:
         """The payload envelope of a delivery task aimed at wait ``pos``, if one came."""
         for task in self.tasks:
-            if task.kind == "delivery" and task.pos == pos and pos not in self.delivered:
+            if task.kind in DELIVERY_KINDS and task.pos == pos and pos not in self.delivered:
                 self.delivered.add(pos)
+                self.consumed_tasks.add(task.id)
                 return _json.loads(task.payload)
         return None
 
@@ -691,7 +702,7 @@ class Execution:
             await self.writes.apply(tx, self.engine)
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
-        self.writes = Writes(self.run.id)
+        self.writes = Writes(self.run.id, consumed_tasks=self.consumed_tasks)
         self.engine._poke()
 
 

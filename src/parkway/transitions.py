@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from parkway.messages import after_run_ends
+from parkway.messages import after_run_ends, rebuffer
 from parkway.models import RunStatus
 from parkway.store.base import NewTask, RunRecord, Tx
 
@@ -17,6 +17,7 @@ TERMINAL = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStat
 async def finish(tx: Tx, run: RunRecord, now: float, engine: Engine) -> None:
     """What follows a run's end: its timers and subscriptions go, its parent wakes up,
     and a message-started run hands its key to the next buffered message."""
+    await rebuffer(engine, tx, run.id, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
     if run.parent_id is not None:

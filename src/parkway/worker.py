@@ -21,6 +21,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from parkway import _json
+from parkway.messages import rebuffer
 from parkway.models import RunStatus
 from parkway.replay import Execution, LeaseLostError, Outcome
 from parkway.store.base import NewTask, RunRecord, TaskRecord
@@ -247,12 +248,16 @@ class Worker:
         async with store.transaction() as tx:
             if not await tx.update_run(run.id, changes, owner=self.owner):
                 raise LeaseLostError(f"lost the lease on run {run.id!r}")
+            consumed = frozenset(execution.consumed_tasks)
             await execution.writes.apply(tx, engine)
-            await tx.delete_tasks([t.id for t in tasks])
+            claimed = frozenset(t.id for t in tasks)
+            await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
+            await tx.delete_tasks(list(claimed))
             if status in TERMINAL:
                 await finish(tx, run, now, engine)
             elif status == "continued":
                 await tx.clear_journal(run.id)
+                await rebuffer(engine, tx, run.id, now)
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])

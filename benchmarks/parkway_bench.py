@@ -1,0 +1,332 @@
+"""parkway side of the benchmarks: one shape per invocation, one line of JSON on stdout.
+
+Run from the project root::
+
+    python -m benchmarks.parkway_bench --shape SHAPE [--n N] [--db sqlite|memory]
+
+Each invocation is a fresh process (so peak RSS is the shape's own) on a fresh
+database in a new temporary folder. The shapes match ``benchmarks.peers.dbos_bench``
+so that ``benchmarks.run`` can print ratios from one invocation.
+
+Shapes
+------
+``steps3`` (N=1000)
+    N workflows of 3 trivial steps each, started one by one from this process (the
+    in-process worker runs them as they come); clock from the first start to the last
+    result: ``wf_per_s``.
+``park`` (N=10000)
+    N runs started and parked on ``wait_for_signal``; clock until the engine is idle
+    (every run parked): ``runs_per_s``, ``peak_rss_mb``, ``threads`` and
+    ``bytes_per_run`` (database + WAL after a TRUNCATE checkpoint, minus the empty
+    schema, over N).
+``wake`` (N=1000)
+    N parked runs; one at a time: signal, then wait for the run's result (it returns
+    right after the wait). ``p50_ms``/``p99_ms``.
+``publish`` (N=100000 waiters)
+    Time per publish of a non-matching event with 0 parked waiters, then with N runs
+    parked on ``wait_for_event("order.paid", match={"order_id": i})`` (one match
+    shape): ``ratio`` = with / without. Then publish -> resumed latency p50/p99 over
+    1,000 of the parked runs.
+``subjects`` (N=10000 subscribers)
+    N runs under ``client:i`` parked on cross-subject waits for ``product.update`` on
+    ``product:i``; then 100,000 product updates of which 1% hit a subscriber:
+    ``events_per_s``, and the time per publish compared with the same publishes and no
+    subscribers.
+``correlate`` (N=10000)
+    N runs parked on ``wait_for_message("score", key_i)``; correlate them one by one:
+    ``msgs_per_s``, and correlate -> resumed latency p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from parkway import Engine
+
+DEFAULT_N = {
+    "steps3": 1000,
+    "park": 10000,
+    "wake": 1000,
+    "publish": 100000,
+    "subjects": 10000,
+    "correlate": 10000,
+}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), like the DBOS harness."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def latency(values_s: Sequence[float]) -> dict[str, Any]:
+    ms = [v * 1000 for v in values_s]
+    return {
+        "p50_ms": round(percentile(ms, 0.5), 3),
+        "p99_ms": round(percentile(ms, 0.99), 3),
+        "mean_ms": round(sum(ms) / len(ms), 3),
+        "n_measured": len(ms),
+    }
+
+
+def process_figures() -> dict[str, Any]:
+    return {
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "threads": threading.active_count(),
+    }
+
+
+def db_bytes(path: Path) -> int:
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+class Bench:
+    def __init__(self, db: str, folder: Path) -> None:
+        self.path = folder / "bench.db"
+        self.url = "memory://" if db == "memory" else f"sqlite:///{self.path}"
+
+    def engine(self, **options: Any) -> Engine:
+        return Engine(self.url, **options)
+
+
+async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
+    engine = bench.engine()
+
+    async def step_a(i: int) -> int:
+        return i + 1
+
+    async def step_b(x: int) -> dict[str, int]:
+        return {"x": x * 2}
+
+    async def step_c(d: dict[str, int]) -> int:
+        return d["x"] + 1
+
+    @engine.workflow()
+    async def steps3(ctx: Any, i: int) -> int:
+        a = await ctx.step(step_a, i)
+        b = await ctx.step(step_b, a)
+        return int(await ctx.step(step_c, b))
+
+    async with engine:
+        t0 = time.perf_counter()
+        handles = [await engine.start("steps3", i) for i in range(n)]
+        results = [await h.result(timeout=600) for h in handles]
+        seconds = time.perf_counter() - t0
+    assert results == [(i + 1) * 2 + 1 for i in range(n)]
+    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3)}
+
+
+async def shape_park(bench: Bench, n: int) -> dict[str, Any]:
+    engine = bench.engine()
+
+    @engine.workflow()
+    async def parker(ctx: Any, i: int) -> Any:
+        return await ctx.wait_for_signal("go")
+
+    async with engine:
+        baseline = db_bytes(bench.path)
+        t0 = time.perf_counter()
+        for i in range(n):
+            await engine.start("parker", i, id=f"p{i}")
+        await engine.idle(timeout=600)
+        seconds = time.perf_counter() - t0
+        parked = len(await engine.list_runs(status="parked", limit=n + 1))
+        figures = process_figures()
+    total = db_bytes(bench.path)
+    out = {"runs_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "parked": parked}
+    out.update(figures)
+    if bench.url.startswith("sqlite"):
+        out.update(db_bytes=total, bytes_per_run=round((total - baseline) / n, 1))
+    return out
+
+
+async def shape_wake(bench: Bench, n: int) -> dict[str, Any]:
+    engine = bench.engine()
+
+    @engine.workflow()
+    async def parker(ctx: Any, i: int) -> Any:
+        return await ctx.wait_for_signal("go")
+
+    async with engine:
+        handles = [await engine.start("parker", i) for i in range(n)]
+        await engine.idle(timeout=600)
+        samples = []
+        for i, handle in enumerate(handles):
+            t0 = time.perf_counter()
+            await handle.signal("go", i)
+            assert await handle.result(timeout=30) == i
+            samples.append(time.perf_counter() - t0)
+    return latency(samples)
+
+
+async def shape_publish(bench: Bench, n: int) -> dict[str, Any]:
+    engine = bench.engine()
+
+    @engine.workflow()
+    async def payer(ctx: Any, order_id: int) -> Any:
+        return await ctx.wait_for_event("order.paid", match={"order_id": order_id})
+
+    async def publish_cost(count: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(count):
+            result = await engine.publish("order.paid", {"order_id": -1 - i})
+            assert result.touched == 0
+        return (time.perf_counter() - t0) / count
+
+    async with engine:
+        samples = 2000
+        empty = await publish_cost(samples)
+        t0 = time.perf_counter()
+        for i in range(n):
+            await engine.start("payer", i, id=f"o{i}")
+        await engine.idle(timeout=900)
+        park_seconds = time.perf_counter() - t0
+        loaded = await publish_cost(samples)
+        wakes = []
+        for i in range(min(1000, n)):
+            t0 = time.perf_counter()
+            result = await engine.publish("order.paid", {"order_id": i, "amount": 5})
+            assert result.resumed == [f"o{i}"], result
+            await engine.handle(f"o{i}").result(timeout=30)
+            wakes.append(time.perf_counter() - t0)
+        figures = process_figures()
+    out = {
+        "waiters": n,
+        "publish_empty_us": round(empty * 1e6, 1),
+        "publish_loaded_us": round(loaded * 1e6, 1),
+        "ratio": round(loaded / empty, 3),
+        "park_runs_per_s": round(n / park_seconds, 1),
+    }
+    out.update({f"wake_{k}": v for k, v in latency(wakes).items()})
+    out.update(figures)
+    return out
+
+
+async def shape_subjects(bench: Bench, n: int) -> dict[str, Any]:
+    events = 100_000
+    engine = bench.engine()
+
+    @engine.workflow()
+    async def back_in_stock(ctx: Any, product: int) -> Any:
+        return await ctx.wait_for_event("product.update", subject=f"product:{product}")
+
+    async def updates(hits_every: int | None) -> tuple[float, int]:
+        touched = 0
+        t0 = time.perf_counter()
+        for i in range(events):
+            # 1% of the updates are for a subscribed product (0..n-1), the rest are not.
+            hit = hits_every is not None and i % hits_every == 0
+            product = (i // hits_every) % n if hit and hits_every else n + i
+            result = await engine.publish(
+                "product.update", {"stock": 1}, subject=f"product:{product}"
+            )
+            touched += result.touched
+        return time.perf_counter() - t0, touched
+
+    async with engine:
+        base_seconds, _ = await updates(None)
+        t0 = time.perf_counter()
+        for i in range(n):
+            await engine.start("back_in_stock", i, subject=f"client:{i}", id=f"c{i}")
+        await engine.idle(timeout=900)
+        park_seconds = time.perf_counter() - t0
+        seconds, touched = await updates(100)
+        await engine.idle(timeout=900)
+        figures = process_figures()
+    out = {
+        "subscribers": n,
+        "events": events,
+        "touched": touched,
+        "events_per_s": round(events / seconds, 1),
+        "publish_us": round(seconds / events * 1e6, 1),
+        "publish_no_subscribers_us": round(base_seconds / events * 1e6, 1),
+        "ratio": round(seconds / base_seconds, 3),
+        "park_runs_per_s": round(n / park_seconds, 1),
+    }
+    out.update(figures)
+    return out
+
+
+async def shape_correlate(bench: Bench, n: int) -> dict[str, Any]:
+    engine = bench.engine()
+
+    @engine.workflow()
+    async def loan(ctx: Any, key: str) -> Any:
+        return await ctx.wait_for_message("score", key)
+
+    async with engine:
+        for i in range(n):
+            await engine.start("loan", f"APP-{i}", id=f"loan-{i}")
+        await engine.idle(timeout=900)
+        t0 = time.perf_counter()
+        for i in range(n):
+            result = await engine.correlate("score", f"APP-{i}", {"value": i})
+            assert result.outcome == "delivered", result
+        await engine.idle(timeout=900)
+        throughput = n / (time.perf_counter() - t0)
+        # Latency on a fresh set, one at a time.
+        samples = []
+        for i in range(min(1000, n)):
+            handle = await engine.start("loan", f"L-{i}", id=f"lat-{i}")
+            await engine.idle(timeout=60)
+            t1 = time.perf_counter()
+            await engine.correlate("score", f"L-{i}", {"value": i})
+            await handle.result(timeout=30)
+            samples.append(time.perf_counter() - t1)
+        figures = process_figures()
+    out = {"msgs_per_s": round(throughput, 1)}
+    out.update(latency(samples))
+    out.update(figures)
+    return out
+
+
+SHAPES = {
+    "steps3": shape_steps3,
+    "park": shape_park,
+    "wake": shape_wake,
+    "publish": shape_publish,
+    "subjects": shape_subjects,
+    "correlate": shape_correlate,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--n", type=int, default=None)
+    parser.add_argument("--db", choices=["sqlite", "memory"], default="sqlite")
+    args = parser.parse_args(argv)
+    n = args.n or DEFAULT_N[args.shape]
+    with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:
+        bench = Bench(args.db, Path(folder))
+        figures = asyncio.run(SHAPES[args.shape](bench, n))
+    figures.update(shape=args.shape, n=n, db=args.db, available=True, pid=os.getpid())
+    sys.stdout.write(orjson.dumps(figures).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

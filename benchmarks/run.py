@@ -1,0 +1,194 @@
+"""Run every benchmark shape on parkway and, where installed, on DBOS; print one table.
+
+    python -m benchmarks.run [--quick] [--no-peers] [--write FILE]
+
+Each shape runs in its own fresh process (``benchmarks.parkway_bench`` and
+``benchmarks.peers.dbos_bench``), so peak RSS and threads are the shape's own.
+Ratios compare figures measured in this same invocation. ``--write`` also saves
+the table as Markdown (used for docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+
+def run_json(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module args`` and parse its one line of JSON."""
+    command = [sys.executable, "-m", module, *args]
+    print(f"$ {' '.join(command[1:])}", file=sys.stderr, flush=True)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"available": False, "reason": f"timed out after {timeout:g}s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = done.stderr.strip().splitlines()[-3:]
+        return {"available": False, "reason": f"exit {done.returncode}: {' | '.join(tail)}"}
+    result: dict[str, Any] = orjson.loads(lines[-1])
+    return result
+
+
+@dataclass
+class Row:
+    shape: str
+    label: str
+    key: str
+    target: str
+    better: str  # "higher" or "lower": how the ratio is read
+    check: Callable[[float, float | None], bool] | None = None
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
+    parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
+    parser.add_argument("--write", help="also write the Markdown table to this file")
+    args = parser.parse_args(argv)
+
+    n = {
+        "steps3": 1000,
+        "park": 10000,
+        "wake": 1000,
+        "publish": 100000,
+        "subjects": 10000,
+        "correlate": 10000,
+    }
+    if args.quick:
+        n = {k: max(100, v // 10) for k, v in n.items()}
+    peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 50}
+
+    started = time.time()
+    ours: dict[str, dict[str, Any]] = {}
+    for shape, count in n.items():
+        ours[shape] = run_json(
+            "benchmarks.parkway_bench", ["--shape", shape, "--n", str(count)], 1800
+        )
+    peer: dict[str, dict[str, Any]] = {}
+    if not args.no_peers:
+        for shape, count in peer_n.items():
+            extra = ["--max-seconds", "120"] if shape == "wake" else []
+            peer[shape] = run_json(
+                "benchmarks.peers.dbos_bench",
+                ["--shape", shape, "--n", str(count), "--db", "sqlite", *extra],
+                1800,
+            )
+
+    rows = [
+        Row("steps3", f"{n['steps3']:,} workflows × 3 steps", "wf_per_s", "≥ 10× DBOS", "higher"),
+        Row("park", f"park {n['park']:,} runs on a wait", "runs_per_s", "≥ 20× DBOS", "higher"),
+        Row("park", "peak RSS, MB (whole process)", "peak_rss_mb", "≤ 150", "lower"),
+        Row("park", "threads while parked", "threads", "no thread per run", "lower"),
+        Row("park", "bytes on disk per parked run", "bytes_per_run", "≤ 500", "lower"),
+        Row("wake", "signal → resumed, p50 ms", "p50_ms", "≤ 5 (≤ 1.5)", "lower"),
+        Row("wake", "signal → resumed, p99 ms", "p99_ms", "≤ 50 (≤ 10)", "lower"),
+        Row("publish", "publish, µs, no waiters", "publish_empty_us", "", "lower"),
+        Row(
+            "publish",
+            f"publish, µs, {n['publish']:,} non-matching waiters",
+            "publish_loaded_us",
+            "",
+            "lower",
+        ),  # fmt: skip
+        Row("publish", "publish cost ratio (loaded / empty)", "ratio", "≤ 1.5", "lower"),
+        Row("publish", "publish → resumed, p50 ms", "wake_p50_ms", "≤ 1.5", "lower"),
+        Row("publish", "publish → resumed, p99 ms", "wake_p99_ms", "≤ 10", "lower"),
+        Row(
+            "subjects",
+            f"{n['subjects']:,} cross-subject subscribers, 100k updates (1% hit): events/s",
+            "events_per_s",
+            "",
+            "higher",
+        ),  # fmt: skip
+        Row("subjects", "publish µs with subscribers / without", "ratio", "", "lower"),
+        Row(
+            "correlate",
+            f"correlate {n['correlate']:,} parked runs: msgs/s",
+            "msgs_per_s",
+            "≥ 2,000",
+            "higher",
+        ),  # fmt: skip
+        Row("correlate", "correlate → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
+        Row("correlate", "correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
+    ]
+
+    lines = [
+        f"Measured {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M} UTC on "
+        f"{platform.machine()} ({_cpus()} CPUs), Python {platform.python_version()}, "
+        "SQLite backend, one process per shape"
+        + ("" if args.no_peers else f"; DBOS {_dbos_version()} on SQLite in the same run")
+        + (" (quick run: N/10)" if args.quick else "")
+        + ".",
+        "",
+        "| shape | parkway | DBOS | ratio | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        mine = ours.get(row.shape, {})
+        theirs = peer.get(row.shape, {})
+        value = mine.get(row.key) if mine.get("available", True) else None
+        other = theirs.get(row.key) if theirs.get("available") else None
+        ratio = ""
+        if isinstance(value, int | float) and isinstance(other, int | float) and value and other:
+            r = value / other if row.better == "higher" else other / value
+            ratio = f"{r:,.1f}×"
+        lines.append(f"| {row.label} | {fmt(value)} | {fmt(other)} | {ratio} | {row.target} |")
+    notes = []
+    for name, results in (("parkway", ours), ("DBOS", peer)):
+        for shape, result in results.items():
+            if not result.get("available", True):
+                notes.append(f"- {name} {shape}: not measured ({result.get('reason')})")
+    if peer.get("wake", {}).get("available"):
+        notes.append(
+            f"- DBOS wake measured over {peer['wake'].get('n_measured')} runs: on SQLite it "
+            "polls for notifications once a second by design."
+        )
+    for shape in ("steps3", "park"):
+        variant = peer.get(shape, {}).get("variant")
+        if variant:
+            notes.append(f"- DBOS {shape}: best of its variants ({variant}).")
+    table = "\n".join(lines + ([""] + notes if notes else []))
+    print(table)
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as out:
+            out.write(table + "\n")
+    return 0
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def _dbos_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("dbos")
+    except Exception:
+        return "(not installed)"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

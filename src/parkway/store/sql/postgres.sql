@@ -1,0 +1,316 @@
+-- Named queries of the PostgreSQL store. Parameters are positional (%s).
+-- Everything is qualified with the schema "parkway". A "_locked" variant takes
+-- row locks and is used only in read-write transactions (READ ONLY ones may not
+-- lock rows); see postgres.py for which race each lock closes.
+
+-- == schema and migrations ==
+
+-- name: schema_version
+SELECT CASE WHEN to_regclass('parkway.schema_version') IS NULL THEN 0
+            ELSE (SELECT coalesce(max(version), 0) FROM parkway.schema_version) END
+
+-- name: schema_exists
+SELECT to_regnamespace('parkway') IS NOT NULL
+
+-- name: create_schema
+CREATE SCHEMA parkway
+
+-- name: create_schema_version
+CREATE TABLE IF NOT EXISTS parkway.schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_at DOUBLE PRECISION NOT NULL
+)
+
+-- name: record_version
+INSERT INTO parkway.schema_version (version, applied_at) VALUES (%s, %s)
+
+-- name: lock_migrations
+SELECT pg_advisory_lock(%s)
+
+-- name: unlock_migrations
+SELECT pg_advisory_unlock(%s)
+
+-- name: missing_privileges
+SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = 'parkway' AND c.relkind = 'r'
+  AND NOT (has_table_privilege(c.oid, 'SELECT') AND has_table_privilege(c.oid, 'INSERT')
+           AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))
+ORDER BY c.relname
+
+-- name: schema_usage
+SELECT has_schema_privilege('parkway', 'USAGE')
+
+-- == locks (transaction-scoped advisory locks; keys are 64-bit hashes made in Python) ==
+
+-- name: xact_lock
+SELECT pg_advisory_xact_lock(%s)
+
+-- name: xact_lock_shared
+SELECT pg_advisory_xact_lock_shared(%s)
+
+-- == runs ==
+
+-- name: get_run
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until
+FROM parkway.runs WHERE id = %s
+
+-- name: get_run_locked
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until
+FROM parkway.runs WHERE id = %s FOR NO KEY UPDATE
+
+-- name: list_runs
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until
+FROM parkway.runs
+
+-- name: insert_run
+INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain, subject,
+                          parent_id, trigger, generation, created_at, updated_at, lease_owner,
+                          lease_until)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING
+
+-- name: active_run
+SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject = %s
+  AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1
+
+-- name: active_run_no_subject
+SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject IS NULL
+  AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1
+
+-- == journal ==
+
+-- name: journal
+SELECT pos, kind, name, state, value, deadline, at FROM parkway.journal
+WHERE run_id = %s ORDER BY pos
+
+-- name: put_journal
+INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, pos) DO UPDATE SET
+    kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
+    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
+
+-- name: clear_journal
+DELETE FROM parkway.journal WHERE run_id = %s
+
+-- == tasks ==
+
+-- name: add_tasks
+INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+SELECT * FROM unnest(%s::text[], %s::float8[], %s::text[], %s::int4[], %s::bytea[])
+
+-- name: add_tasks_notify
+-- The first add_tasks of a transaction also queues the notification other
+-- processes' listeners get when it commits (never before: NOTIFY is transactional).
+WITH added AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+    SELECT * FROM unnest(%s::text[], %s::float8[], %s::text[], %s::int4[], %s::bytea[])
+)
+SELECT pg_notify('parkway_tasks', %s)
+
+-- name: due_tasks
+SELECT id, run_id, due_at, kind, pos, payload FROM parkway.tasks
+WHERE run_id = %s AND due_at <= %s ORDER BY id
+
+-- name: delete_tasks
+DELETE FROM parkway.tasks WHERE id = ANY(%s::int8[])
+
+-- name: delete_wait_tasks
+DELETE FROM parkway.tasks WHERE run_id = %s AND pos IS NOT NULL
+
+-- name: delete_wait_tasks_at
+DELETE FROM parkway.tasks WHERE run_id = %s AND pos = %s
+
+-- name: delete_all_tasks
+DELETE FROM parkway.tasks WHERE run_id = %s
+
+-- == mailbox ==
+
+-- name: add_signal
+INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
+
+-- name: signals
+SELECT id, run_id, name, payload, at FROM parkway.mailbox WHERE run_id = %s ORDER BY id
+
+-- name: delete_signals
+DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
+
+-- == claiming and leases ==
+
+-- name: claim_candidates
+-- Runs with a due task and no live lease, oldest task first. SKIP LOCKED: a
+-- run another worker is claiming (or a client is cancelling) right now is left
+-- to it rather than waited for. A run with several due tasks comes back once
+-- per task; the caller keeps the first `limit` distinct ids.
+SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+WHERE t.due_at <= %s AND (r.lease_owner IS NULL OR r.lease_until < %s)
+ORDER BY t.due_at, t.id
+LIMIT %s
+FOR UPDATE OF r SKIP LOCKED
+
+-- name: lease
+UPDATE parkway.runs SET lease_owner = %s, lease_until = %s,
+    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+WHERE id = ANY(%s::text[])
+
+-- name: extend_leases
+UPDATE parkway.runs SET lease_until = %s WHERE id = ANY(%s::text[]) AND lease_owner = %s
+
+-- name: release_leases
+UPDATE parkway.runs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = %s
+
+-- name: next_due
+SELECT min(due_at) FROM parkway.tasks
+
+-- name: next_due_after
+SELECT min(due_at) FROM parkway.tasks WHERE due_at > %s
+
+-- name: has_due
+SELECT EXISTS (SELECT 1 FROM parkway.tasks WHERE due_at <= %s)
+
+-- == events ==
+
+-- name: get_event
+SELECT id, name, domain, subject, payload, published_at FROM parkway.events WHERE id = %s
+
+-- name: insert_event
+INSERT INTO parkway.events (id, name, domain, subject, payload, published_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+
+-- name: delete_event
+DELETE FROM parkway.events WHERE id = %s
+
+-- name: events_since
+SELECT id, name, domain, subject, payload, published_at FROM parkway.events
+WHERE domain = %s AND name = %s AND published_at >= %s ORDER BY published_at, seq
+
+-- name: prune_events
+DELETE FROM parkway.events WHERE published_at < %s
+
+-- == subscriptions ==
+
+-- name: add_subscription
+INSERT INTO parkway.subscriptions
+    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, pos) DO UPDATE SET
+    kind = EXCLUDED.kind, domain = EXCLUDED.domain, name = EXCLUDED.name,
+    subject = EXCLUDED.subject, shape = EXCLUDED.shape, digest = EXCLUDED.digest,
+    match = EXCLUDED.match, wait = EXCLUDED.wait, expires_at = EXCLUDED.expires_at,
+    created_at = EXCLUDED.created_at
+
+-- name: shapes
+-- The distinct shapes of (domain, name), one index probe each (a loose index
+-- scan over subscriptions_lookup): cost grows with the number of shapes, never
+-- with the number of parked runs.
+WITH RECURSIVE found (shape) AS (
+    (SELECT shape FROM parkway.subscriptions WHERE domain = %s AND name = %s
+     ORDER BY shape LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.shape FROM parkway.subscriptions AS s
+            WHERE s.domain = %s AND s.name = %s AND s.shape > found.shape
+            ORDER BY s.shape LIMIT 1)
+    FROM found WHERE found.shape IS NOT NULL
+)
+SELECT shape FROM found WHERE shape IS NOT NULL
+
+-- name: find_subscriptions
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM parkway.subscriptions
+WHERE domain = %s AND name = %s AND shape = %s AND digest = %s AND subject IN (%s, '*')
+  AND kind = %s
+ORDER BY created_at, run_id
+
+-- name: find_subscriptions_locked
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM parkway.subscriptions
+WHERE domain = %s AND name = %s AND shape = %s AND digest = %s AND subject IN (%s, '*')
+  AND kind = %s
+ORDER BY created_at, run_id
+FOR UPDATE
+
+-- name: list_subscriptions
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM parkway.subscriptions
+
+-- name: delete_subscription
+DELETE FROM parkway.subscriptions WHERE run_id = %s AND pos = %s
+
+-- name: delete_run_subscriptions
+DELETE FROM parkway.subscriptions WHERE run_id = %s
+
+-- name: sweep_subscriptions
+DELETE FROM parkway.subscriptions WHERE expires_at < %s
+
+-- == messages ==
+
+-- name: message_wait
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM parkway.subscriptions WHERE kind = 'message' AND name = %s AND subject = %s
+
+-- name: message_wait_locked
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+FROM parkway.subscriptions WHERE kind = 'message' AND name = %s AND subject = %s
+FOR UPDATE
+
+-- name: add_message
+INSERT INTO parkway.messages
+    (name, key, payload, message_id, status, reason, received_at, expires_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+RETURNING id
+
+-- name: oldest_message
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages
+WHERE name = %s AND key = %s AND status = 'buffered' AND expires_at > %s
+ORDER BY id LIMIT 1
+
+-- name: oldest_message_locked
+-- A plain (waiting) lock, not SKIP LOCKED: skipping would hand the next
+-- message to this consumer while an older one is still being consumed, or
+-- none at all, and break oldest-first.
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages
+WHERE name = %s AND key = %s AND status = 'buffered' AND expires_at > %s
+ORDER BY id LIMIT 1
+FOR UPDATE
+
+-- name: get_message
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages WHERE id = %s
+
+-- name: get_message_locked
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages WHERE id = %s FOR UPDATE
+
+-- name: list_messages
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages ORDER BY id
+
+-- name: list_messages_by_status
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM parkway.messages WHERE status = %s ORDER BY id
+
+-- name: delete_message
+DELETE FROM parkway.messages WHERE id = %s
+
+-- name: update_message
+UPDATE parkway.messages SET status = %s, reason = %s, expires_at = %s WHERE id = %s
+
+-- name: expire_messages
+UPDATE parkway.messages SET status = 'expired', reason = %s
+WHERE status = 'buffered' AND expires_at <= %s
+RETURNING id, name, key, payload, message_id, status, reason, received_at, expires_at
+
+-- name: message_id_seen
+SELECT seen_at FROM parkway.message_ids WHERE message_id = %s
+
+-- name: remember_message_id
+INSERT INTO parkway.message_ids (message_id, seen_at) VALUES (%s, %s)
+ON CONFLICT (message_id) DO UPDATE SET seen_at = EXCLUDED.seen_at
+
+-- name: prune_message_ids
+DELETE FROM parkway.message_ids WHERE seen_at < %s

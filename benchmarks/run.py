@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "publish_loaded_us",
             "",
             "lower",
-        ),  # fmt: skip
+        ),
         Row("publish", "publish cost ratio (loaded / empty)", "ratio", "≤ 1.5", "lower"),
         Row("publish", "publish → resumed, p50 ms", "wake_p50_ms", "≤ 1.5", "lower"),
         Row("publish", "publish → resumed, p99 ms", "wake_p99_ms", "≤ 10", "lower"),
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "events_per_s",
             "",
             "higher",
-        ),  # fmt: skip
+        ),
         Row("subjects", "publish µs with subscribers / without", "ratio", "", "lower"),
         Row(
             "correlate",
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "msgs_per_s",
             "≥ 2,000",
             "higher",
-        ),  # fmt: skip
+        ),
         Row("correlate", "correlate → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
         Row("correlate", "correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
     ]
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variant = peer.get(shape, {}).get("variant")
         if variant:
             notes.append(f"- DBOS {shape}: best of its variants ({variant}).")
-    table = "\n".join(lines + ([""] + notes if notes else []))
+    table = "\n".join(lines + (["", *notes] if notes else []))
     print(table)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as out:

@@ -74,6 +74,9 @@ class DurationType(_ParamType):
 
     name = "DURATION"
 
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, float):
             return value
@@ -82,7 +85,7 @@ class DurationType(_ParamType):
             seconds = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else to_seconds(text)
         except InvalidDurationError:
             self.fail(f"{value!r} is not a duration; use seconds or 500ms, 10s, 2m", param, ctx)
-        if seconds <= 0:
+        if seconds < 0 or (seconds == 0 and not self.allow_zero):
             self.fail(f"{value!r} must be longer than zero", param, ctx)
         return seconds
 
@@ -90,6 +93,7 @@ class DurationType(_ParamType):
 APP = AppType()
 JSON = JSONType()
 DURATION = DurationType()
+TTL = DurationType(allow_zero=True)
 
 
 def load_app(spec: str, fail: Callable[[str], Any]) -> Engine:
@@ -437,6 +441,135 @@ def show(ctx: click.Context, run_id: str, app: Engine | None) -> None:
             info = await engine.get_run(run_id)
             history = await engine.history(run_id)
             return {**info.to_dict(), "history": [e.to_dict() for e in history]}
+
+    _print_json(_run(go()))
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("payload", metavar="JSON", type=JSON, default="null")
+@click.option("--id", "event_id", help="Event id (default: random); a repeat is a duplicate.")
+@click.option("--domain", help="The event's domain (else the engine's extractor, else default).")
+@click.option("--subject", help="What the event is about, e.g. product:456.")
+@click.option(
+    "--app",
+    type=APP,
+    required=True,
+    help="module:attribute of the Engine (its workflows decide what starts).",
+)
+@click.pass_context
+def publish(
+    ctx: click.Context,
+    name: str,
+    payload: Any,
+    event_id: str | None,
+    domain: str | None,
+    subject: str | None,
+    app: Engine,
+) -> None:
+    """Publish event NAME with payload JSON; print the PublishResult."""
+    engine = _engine_for(ctx, app)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            result = await engine.publish(
+                name, payload, id=event_id, domain=domain, subject=subject
+            )
+            return result.to_dict()
+
+    _print_json(_run(go()))
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("key")
+@click.argument("payload", metavar="JSON", type=JSON, default="null")
+@click.option("--message-id", help="De-duplication id of this message.")
+@click.option(
+    "--ttl",
+    type=TTL,
+    default=None,
+    help="How long to buffer it if no run waits (default: the engine's message_ttl).",
+)
+@click.option(
+    "--app",
+    type=APP,
+    required=True,
+    help="module:attribute of the Engine (its workflows decide what starts).",
+)
+@click.pass_context
+def correlate(
+    ctx: click.Context,
+    name: str,
+    key: str,
+    payload: Any,
+    message_id: str | None,
+    ttl: float | None,
+    app: Engine,
+) -> None:
+    """Correlate message NAME with business KEY and payload JSON to exactly one run."""
+    engine = _engine_for(ctx, app)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            result = await engine.correlate(name, key, payload, message_id=message_id, ttl=ttl)
+            return result.to_dict()
+
+    _print_json(_run(go()))
+
+
+@cli.group(invoke_without_command=True)
+@click.option(
+    "--status",
+    type=click.Choice(["buffered", "expired"]),
+    help="Only buffered messages, or only dead letters.",
+)
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None:
+    """List buffered messages and dead letters; `retry` or `discard` one by id."""
+    ctx.obj["messages_app"] = app
+    if ctx.invoked_subcommand is not None:
+        return
+    engine = _engine_for(ctx, app, existing_db=True)
+
+    async def go() -> list[dict[str, Any]]:
+        async with _client(engine):
+            return [m.to_dict() for m in await engine.messages(status=status)]
+
+    _print_json(_run(go()))
+
+
+@messages.command("retry")
+@click.argument("message_id", metavar="ID", type=int)
+@click.option("--ttl", type=TTL, default=None, help="Buffer it again this long if unmatched.")
+@click.option("--app", type=APP, help="module:attribute of the Engine (needed to start runs).")
+@click.pass_context
+def messages_retry(
+    ctx: click.Context, message_id: int, ttl: float | None, app: Engine | None
+) -> None:
+    """Correlate buffered message or dead letter ID again."""
+    engine = _engine_for(ctx, app or ctx.obj.get("messages_app"), existing_db=True)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            return (await engine.retry_message(message_id, ttl=ttl)).to_dict()
+
+    _print_json(_run(go()))
+
+
+@messages.command("discard")
+@click.argument("message_id", metavar="ID", type=int)
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def messages_discard(ctx: click.Context, message_id: int, app: Engine | None) -> None:
+    """Delete buffered message or dead letter ID for good."""
+    engine = _engine_for(ctx, app or ctx.obj.get("messages_app"), existing_db=True)
+
+    async def go() -> dict[str, Any]:
+        async with _client(engine):
+            await engine.discard_message(message_id)
+            return {"discarded": message_id}
 
     _print_json(_run(go()))
 

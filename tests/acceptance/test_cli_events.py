@@ -1,0 +1,91 @@
+"""The CLI's event and message commands: publish, correlate, messages (retry, discard)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance.test_cli import failed, ok_json, parkway
+
+APP_SOURCE = """
+from parkway import Engine
+
+engine = Engine({url!r})
+
+
+@engine.workflow(on_event="order.created")
+async def order(ctx, input):
+    return await ctx.wait_for_event("order.paid", match={{"order_id": input["order_id"]}})
+
+
+@engine.workflow()
+async def loan(ctx, key):
+    return await ctx.wait_for_message("score", key)
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    (tmp_path / "eventapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    return tmp_path
+
+
+def test_publish_starts_subscribers_and_reports_the_result(app: Path) -> None:
+    result = ok_json(
+        parkway("publish", "order.created", '{"order_id": 7}', "--id", "e1",
+                "--app", "eventapp:engine", cwd=app)
+    )  # fmt: skip
+    assert result["started"] == ["evt:e1:order"]
+    assert result["touched"] == 1 and result["duplicate"] is False
+    again = ok_json(
+        parkway("publish", "order.created", '{"order_id": 7}', "--id", "e1",
+                "--app", "eventapp:engine", cwd=app)
+    )  # fmt: skip
+    assert again["duplicate"] is True and again["started"] == []
+
+
+def test_publish_needs_an_app_and_valid_json(app: Path) -> None:
+    failed(parkway("publish", "order.created", "{}", cwd=app), "--app")
+    failed(parkway("publish", "order.created", "{oops", "--app", "eventapp:engine", cwd=app),
+           "not valid JSON")  # fmt: skip
+    failed(parkway("publish", " ", "{}", "--app", "eventapp:engine", cwd=app), "event name")
+
+
+def test_correlate_buffers_then_messages_lists_retries_and_discards(app: Path) -> None:
+    buffered = ok_json(
+        parkway("correlate", "score", "APP-1", '{"v": 1}', "--app", "eventapp:engine", cwd=app)
+    )
+    assert buffered == {"outcome": "buffered", "run_id": None}
+    listed = ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app))
+    assert [(m["name"], m["key"], m["payload"], m["status"]) for m in listed] == [
+        ("score", "APP-1", {"v": 1}, "buffered")
+    ]
+    message_id = listed[0]["id"]
+    retried = ok_json(
+        parkway("messages", "retry", str(message_id), "--app", "eventapp:engine", cwd=app)
+    )
+    assert retried["outcome"] == "buffered"
+    newest = ok_json(parkway("messages", "--status", "buffered", "--app", "eventapp:engine",
+                             cwd=app))  # fmt: skip
+    assert len(newest) == 1
+    gone = ok_json(
+        parkway("messages", "discard", str(newest[0]["id"]), "--app", "eventapp:engine", cwd=app)
+    )
+    assert gone == {"discarded": newest[0]["id"]}
+    assert ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app)) == []
+
+
+def test_correlate_bad_input_is_refused(app: Path) -> None:
+    failed(
+        parkway("correlate", "score", "APP-1", "{}", "--ttl", "0",
+                "--app", "eventapp:engine", cwd=app),
+        "no run waits for message 'score' with key 'APP-1'",
+    )  # fmt: skip
+    failed(parkway("correlate", "score", "APP-1", "{}", "--ttl", "soon",
+                   "--app", "eventapp:engine", cwd=app), "soon")  # fmt: skip
+    failed(parkway("messages", "discard", "999", "--app", "eventapp:engine", cwd=app),
+           "no buffered message or dead letter with id 999")  # fmt: skip
+    assert ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app)) == []

@@ -41,6 +41,8 @@ log = logging.getLogger("parkway")
 F = TypeVar("F", bound=WorkflowFn)
 
 DEFAULT_URL = "sqlite:///parkway.db"
+# How often (engine time) expired subscriptions, old events and dead letters are swept.
+SWEEP_INTERVAL = 60.0
 
 
 class Engine:
@@ -97,6 +99,7 @@ class Engine:
         self._worker: Worker | None = None
         self._open = False
         self._terminal: dict[str, asyncio.Event] = {}
+        self._last_sweep: float | None = None
 
     # -- registration ------------------------------------------------------------------------
 
@@ -217,6 +220,8 @@ class Engine:
         """
         self._require_open()
         deadline = time.monotonic() + timeout
+        if self._worker is not None:
+            await self._maybe_sweep()  # so that time moved by a test clock sweeps at once
         while True:
             busy = self._worker is not None and self._worker.busy
             if not busy and not await self._store.has_due(self._clock.now()):
@@ -536,6 +541,19 @@ class Engine:
             if await tx.get_message(id) is None:
                 raise MessageNotFoundError(id)
             await tx.delete_message(id)
+
+    async def _maybe_sweep(self) -> None:
+        """Sweep if ``SWEEP_INTERVAL`` of engine time passed since the last sweep."""
+        now = self._clock.now()
+        if self._last_sweep is None:
+            self._last_sweep = now
+        if now - self._last_sweep < SWEEP_INTERVAL:
+            return
+        self._last_sweep = now
+        try:
+            await self._sweep()
+        except Exception:
+            log.warning("sweep failed", exc_info=True)
 
     async def _sweep(self) -> int:
         """Drop expired subscriptions, dead-letter expired messages, forget old ids."""

@@ -37,8 +37,6 @@ log = logging.getLogger("parkway.worker")
 CROSS_PROCESS_POLL = 0.002
 # A full claim attempt at least this often, to pick up expired leases and due timers.
 FULL_POLL = 1.0
-# How often (engine time) expired subscriptions and old events are swept.
-SWEEP_INTERVAL = 60.0
 # A run whose worker raised unexpectedly is retried after this long.
 RETRY_DELAY = 5.0
 
@@ -102,14 +100,8 @@ class Worker:
         store, clock = self.engine._store, self.engine._clock
         shared = "shared" in store.capabilities
         last_full = 0.0
-        last_sweep = clock.now()
         while not self._stopping:
-            if clock.now() - last_sweep >= SWEEP_INTERVAL:
-                last_sweep = clock.now()
-                try:
-                    await self.engine._sweep()
-                except Exception:
-                    log.warning("sweep failed", exc_info=True)
+            await self.engine._maybe_sweep()
             self._wake.clear()
             free = self.concurrency - len(self.inflight)
             claimed: list[str] = []

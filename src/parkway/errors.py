@@ -87,12 +87,20 @@ class RunClosedError(ParkwayError):
 
 
 class WorkflowFailedError(ParkwayError):
-    """The workflow run ended with an error."""
+    """The workflow run ended with an error.
+
+    Attributes:
+        run_id: The failed run.
+        type: The name of the exception the workflow raised (also ``error_type``).
+        error_message: Its message.
+        error: The stored :class:`parkway.ErrorInfo` (with the traceback).
+    """
 
     def __init__(self, run_id: str, error: Any) -> None:
         self.run_id = run_id
         self.error = error
         self.type: str = getattr(error, "type", "Exception")
+        self.error_type = self.type
         self.error_message: str = getattr(error, "message", str(error))
         super().__init__(f"run {run_id!r} failed: {self.type}: {self.error_message}")
 

@@ -445,7 +445,7 @@ class Engine:
         event, data = prepare(self, event)
         async with self._store.transaction() as tx:
             result = await publish_in_tx(self, tx, event, data, self._clock.now())
-        if result.touched:
+        if not result.duplicate:  # accumulators get tasks too, without touching anyone
             self._poke()
         return result
 

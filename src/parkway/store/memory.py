@@ -10,9 +10,10 @@ import asyncio
 import bisect
 import dataclasses
 import functools
+import heapq
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from parkway.store.base import (
     RUN_MUTABLE,
@@ -26,6 +27,15 @@ from parkway.store.base import (
     TaskRecord,
 )
 
+T = TypeVar("T")
+
+
+def _copy(record: T) -> T:
+    """A shallow copy of a record (a dataclass without slots), much cheaper than replace()."""
+    clone = object.__new__(type(record))
+    clone.__dict__.update(record.__dict__)
+    return clone
+
 
 class _State:
     def __init__(self) -> None:
@@ -35,6 +45,8 @@ class _State:
         self.run_tasks: dict[str, set[int]] = {}
         self.signals: dict[int, SignalRecord] = {}
         self.run_signals: dict[str, list[int]] = {}
+        # (due_at, task id) of every task, deleted ones dropped lazily: claim order.
+        self.due_heap: list[tuple[float, int]] = []
         self.next_task = 1
         self.next_signal = 1
         self.events: dict[str, EventRecord] = {}
@@ -63,12 +75,12 @@ class MemoryTx:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._s.runs.get(run_id)
-        return dataclasses.replace(run) if run else None
+        return _copy(run) if run else None
 
     async def insert_run(self, run: RunRecord) -> None:
         if run.id in self._s.runs:
             raise KeyError(f"run {run.id!r} exists")
-        self._s.runs[run.id] = dataclasses.replace(run)
+        self._s.runs[run.id] = _copy(run)
         self._undo.append(lambda: self._s.runs.pop(run.id, None))
 
     async def update_run(
@@ -83,7 +95,7 @@ class MemoryTx:
         if run is None or (owner is not None and run.lease_owner != owner):
             return False
         assert set(changes) <= RUN_MUTABLE, set(changes) - RUN_MUTABLE
-        before = dataclasses.replace(run)
+        before = _copy(run)
         for key, value in changes.items():
             setattr(run, key, value)
         if owner is not None and release:
@@ -102,7 +114,7 @@ class MemoryTx:
         limit: int,
     ) -> list[RunRecord]:
         out = [
-            dataclasses.replace(r)
+            _copy(r)
             for r in self._s.runs.values()
             if (r.workflow == workflow if workflow is not None else not _internal(r.workflow))
             and (status is None or r.status == status)
@@ -115,13 +127,13 @@ class MemoryTx:
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})
-        return [dataclasses.replace(entries[p]) for p in sorted(entries)]
+        return [_copy(entries[p]) for p in sorted(entries)]
 
     async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         book = self._s.journal.setdefault(run_id, {})
         for entry in entries:
             previous = book.get(entry.pos)
-            book[entry.pos] = dataclasses.replace(entry)
+            book[entry.pos] = _copy(entry)
             self._undo.append(_restore(book, entry.pos, previous))
 
     async def clear_journal(self, run_id: str) -> None:
@@ -138,6 +150,7 @@ class MemoryTx:
             )
             self._s.tasks[task_id] = record
             self._s.run_tasks.setdefault(task.run_id, set()).add(task_id)
+            heapq.heappush(self._s.due_heap, (task.due_at, task_id))
             self._undo.append(functools.partial(self._drop_task, task_id))
 
     def _drop_task(self, task_id: int) -> TaskRecord | None:
@@ -149,6 +162,7 @@ class MemoryTx:
     def _restore_task(self, task: TaskRecord) -> None:
         self._s.tasks[task.id] = task
         self._s.run_tasks.setdefault(task.run_id, set()).add(task.id)
+        heapq.heappush(self._s.due_heap, (task.due_at, task.id))
 
     async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
         ids = self._s.run_tasks.get(run_id, ())
@@ -342,19 +356,15 @@ class MemoryTx:
                 and message.status == "buffered"
                 and message.expires_at > now
             ):
-                return dataclasses.replace(message)
+                return _copy(message)
         return None
 
     async def get_message(self, message_id: int) -> MessageRecord | None:
         message = self._s.messages.get(message_id)
-        return dataclasses.replace(message) if message else None
+        return _copy(message) if message else None
 
     async def list_messages(self, status: str | None) -> list[MessageRecord]:
-        return [
-            dataclasses.replace(m)
-            for m in self._s.messages.values()
-            if status is None or m.status == status
-        ]
+        return [_copy(m) for m in self._s.messages.values() if status is None or m.status == status]
 
     async def delete_message(self, message_id: int) -> None:
         old = self._s.messages.pop(message_id, None)
@@ -450,15 +460,16 @@ class MemoryStore:
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         async with self._lock:
-            due = sorted(
-                (t for t in self._state.tasks.values() if t.due_at <= now),
-                key=lambda t: (t.due_at, t.id),
-            )
+            state, heap = self._state, self._state.due_heap
             claimed: list[str] = []
-            for task in due:
-                if len(claimed) >= limit:
-                    break
-                run = self._state.runs.get(task.run_id)
+            seen: list[tuple[float, int]] = []
+            while heap and len(claimed) < limit and heap[0][0] <= now:
+                item = heapq.heappop(heap)
+                task = state.tasks.get(item[1])
+                if task is None or task.due_at != item[0]:
+                    continue  # deleted (or re-added under a new entry): drop lazily
+                seen.append(item)  # the task stays until its run's advance deletes it
+                run = state.runs.get(task.run_id)
                 if run is None or task.run_id in claimed:
                     continue
                 if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
@@ -467,6 +478,8 @@ class MemoryStore:
                 if run.status == "pending":
                     run.status = "running"
                 claimed.append(task.run_id)
+            for item in set(seen):
+                heapq.heappush(heap, item)
             return claimed
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
@@ -485,7 +498,10 @@ class MemoryStore:
         return min(times, default=None)
 
     async def has_due(self, now: float) -> bool:
-        return any(t.due_at <= now for t in self._state.tasks.values())
+        heap, tasks = self._state.due_heap, self._state.tasks
+        while heap and heap[0][1] not in tasks:
+            heapq.heappop(heap)
+        return bool(heap) and heap[0][0] <= now
 
     async def changed(self) -> bool:
         return False

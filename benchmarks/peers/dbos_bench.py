@@ -51,10 +51,15 @@ under ``variants``. Pin one with ``--variant``.
   thread) and ``async`` (``await DBOS.recv_async`` in an async workflow on one event loop).
   Best = highest ``runs_per_s`` for ``park``, lowest ``p50_ms`` for ``wake``.
 
-DBOS runs with its defaults (pool of 20 connections, LISTEN/NOTIFY on Postgres; on SQLite a
-notification poller that wakes every 1 s and checks each waiting ``recv`` with its own
-query, so SQLite wake latency is about 0.5-1 s by design: pass ``--n 50`` there, or
-``--notification-poll`` to shorten the interval, which is then reported in the JSON).
+DBOS runs with its defaults: a pool of 20 connections, LISTEN/NOTIFY on Postgres, and on
+SQLite a rollback journal with ``synchronous=FULL`` and a notification poller that wakes
+every 1 s and checks each waiting ``recv`` with its own query. A sequential send-then-wait
+loop falls into step with that poller, so SQLite wake latency is about 1 s by design: pass
+``--n 50`` there, or ``--notification-poll`` to shorten the interval. ``--sqlite-journal
+wal`` instead gives DBOS's SQLite file a WAL journal and ``synchronous=NORMAL`` (set through
+a SQLAlchemy connect hook), for comparison with an engine that runs SQLite that way. Any
+such departure from the defaults is reported in the JSON (``sqlite_journal``,
+``notification_poll_s``, ``queue_polling_interval_sec``).
 Everything is bounded: ``--park-timeout`` for parking, ``--max-seconds`` for the wake loop,
 ``--finish-timeout`` for finishing, and a ``--timeout`` watchdog for the whole process that
 prints what was measured with ``"error"`` set and exits 1.
@@ -76,7 +81,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -269,9 +274,9 @@ class BenchDB:
 @dataclass(frozen=True)
 class Workflows:
     steps3: Callable[[int], int]
-    steps3_async: Callable[[int], Awaitable[int]]
+    steps3_async: Callable[[int], Coroutine[Any, Any, int]]
     parker: Callable[[], Any]
-    parker_async: Callable[[], Awaitable[Any]]
+    parker_async: Callable[[], Coroutine[Any, Any, Any]]
 
 
 def define_workflows() -> Workflows:
@@ -412,7 +417,7 @@ def process_figures() -> dict[str, Any]:
         ),
     }
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped,unused-ignore]
 
         proc = psutil.Process()
         figures["os_threads"] = proc.num_threads()

@@ -32,6 +32,11 @@ Shapes
     ``product:i``; then 100,000 product updates of which 1% hit a subscriber:
     ``events_per_s``, and the time per publish compared with the same publishes and no
     subscribers.
+``xwake`` (N=1000)
+    Across processes: a ``parkway worker`` process runs the runs; this process is a
+    client only (``worker=False``). N runs park on a signal; one at a time this process
+    signals one and the run, once resumed, journals ``time.time()`` in a step. Latency
+    = that time - the time just before ``signal`` (same machine clock): p50/p99.
 ``correlate`` (N=10000)
     N runs parked on ``wait_for_message("score", key_i)``; correlate them one by one:
     ``msgs_per_s``, and correlate -> resumed latency p50/p99.
@@ -60,6 +65,7 @@ DEFAULT_N = {
     "steps3": 1000,
     "park": 10000,
     "wake": 1000,
+    "xwake": 1000,
     "publish": 100000,
     "subjects": 10000,
     "correlate": 10000,
@@ -303,7 +309,60 @@ async def shape_correlate(bench: Bench, n: int) -> dict[str, Any]:
     return out
 
 
+XWAKE_APP = """
+import time
+from parkway import Engine
+
+engine = Engine({url!r})
+
+
+@engine.workflow()
+async def parker(ctx, i):
+    await ctx.wait_for_signal("go")
+    return await ctx.step(time.time, name="resumed_at")
+"""
+
+
+async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
+    import subprocess
+
+    if not bench.url.startswith("sqlite"):
+        return {"available": False, "reason": "xwake needs a shared store (sqlite)"}
+    folder = bench.path.parent
+    (folder / "xwake_app.py").write_text(XWAKE_APP.format(url=bench.url))
+    engine = bench.engine(worker=False)
+
+    @engine.workflow()
+    async def parker(ctx: Any, i: int) -> Any:  # the same workflow, for start()
+        raise AssertionError("runs in the worker process")
+
+    async with engine:
+        worker = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
+            [sys.executable, "-m", "parkway", "worker", "xwake_app:engine"],
+            cwd=folder,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            handles = [await engine.start("parker", i) for i in range(n)]
+            deadline = time.monotonic() + 300
+            while len(await engine.list_runs(status="parked", limit=n + 1)) < n:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("runs did not park")
+                await asyncio.sleep(0.05)
+            samples = []
+            for handle in handles:
+                t0 = time.time()
+                await handle.signal("go")
+                resumed_at = await handle.result(timeout=30)
+                samples.append(resumed_at - t0)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    return latency(samples)
+
+
 SHAPES = {
+    "xwake": shape_xwake,
     "steps3": shape_steps3,
     "park": shape_park,
     "wake": shape_wake,

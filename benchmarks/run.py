@@ -70,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "steps3": 1000,
         "park": 10000,
         "wake": 1000,
+        "xwake": 1000,
         "publish": 100000,
         "subjects": 10000,
         "correlate": 10000,
@@ -108,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row("park", "bytes on disk per parked run", "bytes_per_run", "≤ 500", "lower"),
         Row("wake", "signal → resumed, p50 ms", "p50_ms", "≤ 5 (≤ 1.5)", "lower"),
         Row("wake", "signal → resumed, p99 ms", "p99_ms", "≤ 50 (≤ 10)", "lower"),
+        Row("xwake", "across processes: signal → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
+        Row("xwake", "across processes: signal → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
         Row("publish", "publish, µs, no waiters", "publish_empty_us", "", "lower"),
         Row(
             "publish",

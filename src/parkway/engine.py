@@ -98,7 +98,7 @@ class Engine:
         self._registry = Registry()
         self._worker: Worker | None = None
         self._open = False
-        self._terminal: dict[str, asyncio.Event] = {}
+        self._terminal: dict[str, list[asyncio.Event]] = {}
         self._last_sweep: float | None = None
 
     # -- registration ------------------------------------------------------------------------
@@ -605,18 +605,21 @@ class Engine:
                 if remaining <= 0:
                     raise ResultTimeoutError(run_id, timeout or 0.0)
                 wait = min(wait, remaining)
-            event = self._terminal.setdefault(run_id, asyncio.Event())
+            event = asyncio.Event()
+            waiters = self._terminal.setdefault(run_id, [])
+            waiters.append(event)
             try:
                 await asyncio.wait_for(event.wait(), wait)
             except TimeoutError:
                 pass
             finally:
-                self._terminal.pop(run_id, None)
+                waiters.remove(event)
+                if not waiters:
+                    self._terminal.pop(run_id, None)
             poll = min(poll * 2, 0.05)
 
     def _notify_terminal(self, run_id: str) -> None:
-        event = self._terminal.get(run_id)
-        if event is not None:
+        for event in self._terminal.get(run_id, ()):
             event.set()
 
     def _poke(self) -> None:

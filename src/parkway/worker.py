@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("parkway.worker")
 
 # How long an idle worker waits between cheap checks for work committed by
-# another process (SQLite: one PRAGMA; nothing else is read unless it changed).
-CROSS_PROCESS_POLL = 0.002
+# another process (SQLite: one PRAGMA; nothing else is read unless it changed):
+# every millisecond while work is flowing, more lazily once it has been quiet.
+CROSS_PROCESS_POLL = 0.001
+QUIET_POLL = 0.005
+QUIET_AFTER = 2.0
 # A full claim attempt at least this often, to pick up expired leases and due timers.
 FULL_POLL = 1.0
 # A run whose worker raised unexpectedly is retried after this long.
@@ -56,6 +59,7 @@ class Worker:
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self.advanced = 0  # runs advanced, for stats and tests
+        self._last_work = 0.0
 
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
@@ -117,6 +121,8 @@ class Worker:
                     log.exception("claim failed; retrying")
                     await asyncio.sleep(0.5)
                     continue
+                if claimed:
+                    self._last_work = time.monotonic()
                 for run_id in claimed:
                     task = asyncio.create_task(self._advance(run_id), name=f"parkway-run-{run_id}")
                     self.inflight[run_id] = task
@@ -147,7 +153,8 @@ class Worker:
             if shared:
                 if await store.changed():
                     return
-                await self._sleep(min(CROSS_PROCESS_POLL, remaining))
+                quiet = time.monotonic() - self._last_work > QUIET_AFTER
+                await self._sleep(min(QUIET_POLL if quiet else CROSS_PROCESS_POLL, remaining))
             else:
                 await self._sleep(remaining)
 

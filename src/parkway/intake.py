@@ -136,6 +136,8 @@ async def _resume_waiters(tx: Tx, event: Event, envelope: bytes, now: float) -> 
             # The digest narrows; the match rule decides (and guards against collisions).
             if sub.expires_at < now or not matches(_json.loads(sub.match), event.payload):
                 continue
+            if sub.deadline is not None and now > sub.deadline:
+                continue  # the wait's timeout passed first; its timer will say so
             await tx.delete_subscription(sub.run_id, sub.pos)
             await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
             deliveries.append(Delivery(sub.run_id, sub.wait, event.subject))
@@ -154,6 +156,10 @@ async def start_event_run(
 ) -> str | None:
     """Start ``wf`` for ``event`` unless a rule says no; return the run id or ``None``."""
     assert event.domain is not None
+    if wf.start_rule is not None:  # the workflow names its run, or declines (JSON flows)
+        run_id = await wf.start_rule(tx, event, engine._clock.now())
+        if run_id is None:
+            return None
     run_id = run_id or f"evt:{event.id}:{wf.name}"
     if await tx.get_run(run_id) is not None:
         return None

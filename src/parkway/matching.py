@@ -106,8 +106,8 @@ def deep_equal(a: Any, b: Any) -> bool:
 
 def _normal(value: Any) -> Any:
     # Integral floats hash like ints so that 1.0 finds a wait for 1 (within the
-    # 64-bit range JSON ints can have here; beyond it they stay floats).
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+    # range of ints the JSON encoder takes, -2**63 to 2**64 - 1; beyond, they stay floats).
+    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**64:
         return int(value)
     if isinstance(value, dict):
         return {k: _normal(v) for k, v in value.items()}

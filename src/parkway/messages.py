@@ -120,6 +120,8 @@ async def correlate_in_tx(
         if seen is not None and seen >= now - engine.event_retention:
             return CorrelationResult("duplicate")
     wait = await tx.message_wait(name, key)
+    if wait is not None and wait.deadline is not None and now > wait.deadline:
+        wait = None  # its timeout passed first: the message goes to the buffer instead
     if wait is not None:
         await tx.delete_subscription(wait.run_id, wait.pos)
         body = envelope(name, key, payload, message_id)

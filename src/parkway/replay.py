@@ -106,6 +106,8 @@ class Writes:
     subscriptions: list[Lookback | MessageWait] = field(default_factory=list)
     # Delivery tasks the run consumed: never buffered again.
     consumed_tasks: set[int] = field(default_factory=set)
+    # Tasks the current advance claimed: deleted by its final commit only.
+    claimed_tasks: frozenset[int] = frozenset()
     publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -125,12 +127,21 @@ class Writes:
                 await tx.insert_run(run)
         if self.journal:
             await tx.put_journal(self.run_id, list(self.journal.values()))
-        for pos in self.finished_waits:
-            await rebuffer(
-                engine, tx, self.run_id, now, pos=pos, keep=frozenset(self.consumed_tasks)
-            )
-            await tx.delete_wait_tasks(self.run_id, pos)
-            await tx.delete_subscription(self.run_id, pos)
+        if self.finished_waits:
+            keep = frozenset(self.consumed_tasks)
+            # The tasks this advance claimed stay until its final commit: deleting
+            # them in an earlier flush would leave a run that crashes mid-advance
+            # with nothing due, so no worker would ever take it over.
+            finished = set(self.finished_waits)
+            for pos in self.finished_waits:
+                await rebuffer(engine, tx, self.run_id, now, pos=pos, keep=keep)
+                await tx.delete_subscription(self.run_id, pos)
+            stale = [
+                task.id
+                for task in await tx.due_tasks(self.run_id, float("inf"))
+                if task.pos in finished and task.id not in self.claimed_tasks
+            ]
+            await tx.delete_tasks(stale)
         for lookback in self.subscriptions:
             await lookback.register(tx, now)
         if self.tasks:
@@ -233,7 +244,8 @@ class Execution:
         self.owner = owner
         self.pos = 0
         self.consumed_tasks: set[int] = set()
-        self.writes = Writes(run.id, consumed_tasks=self.consumed_tasks)
+        self.claimed = frozenset(t.id for t in tasks)
+        self.writes = Writes(run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed)
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
         self.delivered: set[int] = set()
@@ -527,7 +539,7 @@ class Execution:
         else:
             timeout = cmd.timeout
             deadline = None if timeout is None else now + timeout
-        envelope = self._delivery(pos)
+        envelope = self._delivery(pos, deadline)
         if envelope is not None:
             self._record(pos, "event", cmd.name, "done", _json.dumps({"event": envelope}))
             if entry is not None:
@@ -549,6 +561,7 @@ class Execution:
                 digest=match_digest(cmd.match),
                 match=None if cmd.match is None else _json.dumps(cmd.match),
                 wait=f"wait_for_event:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+                deadline=deadline,
             )  # fmt: skip
             since = None
             if cmd.since_start:
@@ -559,6 +572,7 @@ class Execution:
     async def _message(self, cmd: MessageCmd) -> Any:
         pos, entry = self._begin("message", cmd.name)
         if entry is not None and entry.state == "done":
+            self._already_consumed(pos, entry)
             return _json.loads(entry.value)["message"]["payload"]
         if entry is not None and entry.state == "error":
             return self._replayed(entry)
@@ -569,7 +583,7 @@ class Execution:
         else:
             timeout, key = cmd.timeout, cmd.key
             deadline = None if timeout is None else now + timeout
-        delivery = self._delivery(pos)
+        delivery = self._delivery(pos, deadline)
         if delivery is not None:
             self._record(pos, "message", cmd.name, "done", _json.dumps({"message": delivery}))
             if entry is not None:
@@ -596,18 +610,35 @@ class Execution:
                 run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
                 name=cmd.name, subject=key, shape="", digest="", match=None,
                 wait=f"wait_for_message:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+                deadline=deadline,
             )  # fmt: skip
             self.writes.subscriptions.append(MessageWait(sub))
         raise Park
 
-    def _delivery(self, pos: int) -> Any:
-        """The payload envelope of a delivery task aimed at wait ``pos``, if one came."""
+    def _delivery(self, pos: int, deadline: float | None) -> Any:
+        """The payload envelope of a delivery task aimed at wait ``pos``, if one came.
+
+        A delivery published after the wait's deadline does not count: the timeout
+        passed first, even if no worker had handled it yet.
+        """
         for task in self.tasks:
             if task.kind in DELIVERY_KINDS and task.pos == pos and pos not in self.delivered:
+                if deadline is not None and task.due_at > deadline:
+                    continue
                 self.delivered.add(pos)
                 self.consumed_tasks.add(task.id)
                 return _json.loads(task.payload)
         return None
+
+    def _already_consumed(self, pos: int, entry: JournalEntry) -> None:
+        """A delivery for a wait the journal has done was consumed before a crash: keep it
+        from being buffered again (it is the same message, not a second one)."""
+        if entry.state != "done":
+            return
+        body = _json.loads(entry.value).get("message")
+        for task in self.tasks:
+            if task.kind == MESSAGE_TASK and task.pos == pos and _json.loads(task.payload) == body:
+                self.consumed_tasks.add(task.id)
 
     def _consumed_events(self) -> frozenset[str]:
         ids = set()
@@ -702,7 +733,9 @@ class Execution:
             await self.writes.apply(tx, self.engine)
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
-        self.writes = Writes(self.run.id, consumed_tasks=self.consumed_tasks)
+        self.writes = Writes(
+            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed
+        )
         self.engine._poke()
 
 

@@ -119,6 +119,8 @@ class SubscriptionRecord:
     wait: str
     expires_at: float
     created_at: float
+    # The wait's own deadline (its timeout), if any: past it, the timeout wins.
+    deadline: float | None = None
 
 
 @dataclass

@@ -175,7 +175,7 @@ class SQLiteTx:
             Q["add_subscription"],
             (
                 sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
-                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at,
+                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at, sub.deadline,
             ),
         )  # fmt: skip
         self._c.execute(Q["add_shape"], (sub.domain, sub.name, sub.shape))

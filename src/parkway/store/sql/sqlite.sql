@@ -91,8 +91,9 @@ DELETE FROM events WHERE published_at < ?
 
 -- name: add_subscription
 INSERT OR REPLACE INTO subscriptions
-    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+     deadline)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: add_shape
 INSERT OR IGNORE INTO subscription_shapes (domain, name, shape) VALUES (?, ?, ?)
@@ -101,13 +102,15 @@ INSERT OR IGNORE INTO subscription_shapes (domain, name, shape) VALUES (?, ?, ?)
 SELECT shape FROM subscription_shapes WHERE domain = ? AND name = ?
 
 -- name: find_subscriptions
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM subscriptions
 WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*') AND kind = ?
 ORDER BY created_at, run_id
 
 -- name: list_subscriptions
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM subscriptions
 
 -- name: delete_subscription
@@ -130,7 +133,8 @@ SELECT id FROM runs WHERE workflow = ? AND domain = ? AND subject IS ?
   AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1
 
 -- name: message_wait
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM subscriptions WHERE kind = 'message' AND name = ? AND subject = ?
 
 -- name: add_message

@@ -30,6 +30,7 @@ CREATE TABLE subscriptions (
     wait       TEXT NOT NULL,
     expires_at REAL NOT NULL,
     created_at REAL NOT NULL,
+    deadline   REAL,
     PRIMARY KEY (run_id, pos)
 ) WITHOUT ROWID;
 

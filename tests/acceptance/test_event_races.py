@@ -1,0 +1,653 @@
+"""Races between events, subscriptions and runs (issue 4), and crash safety on SQLite.
+
+Each race is its own test: an event that comes before the subscription, two
+deliveries for one wait, a duplicated delivery, a delivery that finds its run
+gone elsewhere, a bulk import that must touch only the subscribed runs, the sweep
+of expired subscriptions, and a worker process killed while runs park and while
+deliveries are in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from parkway import Engine, RunCancelledError, RunStatus, WaitTimeoutError
+from parkway.testing import ManualClock
+
+# ---------------------------------------------------------------------------------------------
+# Early events
+
+
+async def test_an_event_before_the_subscription_is_not_delivered(engine: Engine, clock) -> None:
+    @engine.workflow()
+    async def late(ctx, input):
+        await ctx.sleep("1m")
+        return await ctx.wait_for_event("ready", since_start=input)
+
+    plain = await engine.start("late", False, id="plain")
+    eager = await engine.start("late", True, id="eager")
+    await engine.idle()
+    assert await engine.subscriptions() == []  # both still asleep
+    early = await engine.publish("ready", "early")
+    assert (early.resumed, early.touched) == ([], 0)
+    await clock.advance("1m")
+    # The look-back closes the race for the run that asked for it...
+    assert await eager.result(timeout=5) == "early"
+    # ...the plain wait subscribed after the event and did not get it.
+    assert (await plain.info()).status is RunStatus.PARKED
+    assert [s.run_id for s in await engine.subscriptions()] == ["plain"]
+    assert (await engine.publish("ready", "next")).resumed == ["plain"]
+    assert await plain.result(timeout=5) == "next"
+
+
+async def test_an_event_before_the_run_was_created_is_not_looked_back_at(
+    engine: Engine, clock
+) -> None:
+    @engine.workflow()
+    async def eager(ctx, input):
+        return await ctx.wait_for_event("ready", since_start=True)
+
+    await engine.publish("ready", "too early")
+    await clock.advance("1s")
+    h = await engine.start("eager")
+    await engine.idle()
+    assert (await h.info()).status is RunStatus.PARKED
+
+
+# ---------------------------------------------------------------------------------------------
+# Two deliveries for one wait
+
+
+async def test_two_matching_events_back_to_back_resume_the_run_once(engine: Engine) -> None:
+    steps: Counter[str] = Counter()
+
+    @engine.workflow()
+    async def order(ctx, input):
+        payment = await ctx.wait_for_event("payment", match={"order": 1})
+        await ctx.step(lambda: steps.update([ctx.run_id]), name="ship")
+        return payment
+
+    h = await engine.start("order", id="order-1")
+    await engine.idle()
+    first = await engine.publish("payment", {"order": 1, "n": 1})
+    second = await engine.publish("payment", {"order": 1, "n": 2})
+    assert first.resumed == ["order-1"] and first.touched == 1
+    assert (second.resumed, second.deliveries, second.touched) == ([], [], 0)
+    assert await h.result(timeout=5) == {"order": 1, "n": 1}
+    await engine.idle()
+    assert steps == {"order-1": 1}
+    assert [e.kind for e in await engine.history("order-1")] == ["event", "step"]
+    assert await engine.subscriptions() == []
+
+
+@pytest.mark.requires("persistent", "shared")
+async def test_deliveries_queued_while_no_worker_runs_resume_the_run_once(
+    make_engine,
+) -> None:
+    steps: Counter[str] = Counter()
+
+    def register(engine: Engine) -> None:
+        @engine.workflow()
+        async def order(ctx, input):
+            payment = await ctx.wait_for_event("payment", match={"order": 1})
+            await ctx.step(lambda: steps.update(["ship"]), name="ship")
+            nxt = await ctx.wait_for_event("payment", match={"order": 1})
+            return [payment, nxt]
+
+    worker = await make_engine(open=False)
+    register(worker)
+    await worker.open()
+    await worker.start("order", id="order-1")
+    await worker.idle()
+    await worker.close()
+
+    # Nobody works: both events are published before any delivery is processed.
+    client = await make_engine(open=False, worker=False)
+    register(client)
+    await client.open()
+    first = await client.publish("payment", {"order": 1, "n": 1})
+    second = await client.publish("payment", {"order": 1, "n": 2})
+    assert first.resumed == ["order-1"]
+    assert second.resumed == []
+
+    again = await make_engine(open=False)
+    register(again)
+    await again.open()
+    await again.idle()
+    # The first was consumed; the second found no subscription and is not replayed
+    # into the run's next wait.
+    assert (await again.get_run("order-1")).status is RunStatus.PARKED
+    assert steps == {"ship": 1}
+    third = await client.publish("payment", {"order": 1, "n": 3})
+    assert third.resumed == ["order-1"]
+    assert await again.handle("order-1").result(timeout=5) == [
+        {"order": 1, "n": 1},
+        {"order": 1, "n": 3},
+    ]
+    assert steps == {"ship": 1}
+
+
+async def test_a_duplicated_event_resumes_the_run_once(engine: Engine) -> None:
+    resumed: Counter[str] = Counter()
+
+    @engine.workflow()
+    async def waiter(ctx, input):
+        first = await ctx.wait_for_event("ping")
+        await ctx.step(lambda: resumed.update(["first"]), name="count")
+        second = await ctx.wait_for_event("ping")
+        return [first, second]
+
+    h = await engine.start("waiter", id="w")
+    await engine.idle()
+    one = await engine.publish("ping", 1, id="p-1")
+    two = await engine.publish("ping", 1, id="p-1")  # the same event, delivered twice
+    assert one.resumed == ["w"]
+    assert two.duplicate and two.touched == 0
+    await engine.idle()
+    assert resumed == {"first": 1}
+    assert (await h.info()).status is RunStatus.PARKED
+    three = await engine.publish("ping", 1, id="p-1")  # still the same event
+    assert three.duplicate
+    assert (await engine.publish("ping", 2, id="p-2")).resumed == ["w"]
+    assert await h.result(timeout=5) == [1, 2]
+    assert resumed == {"first": 1}
+
+
+@pytest.mark.requires("shared")
+async def test_the_same_event_from_two_engines_at_once_is_taken_once(make_engine) -> None:
+    def register(engine: Engine) -> None:
+        @engine.workflow(on_event="ping")
+        async def started(ctx, input):
+            return input
+
+        @engine.workflow()
+        async def waiter(ctx, input):
+            return await ctx.wait_for_event("ping")
+
+    a = await make_engine(open=False)
+    b = await make_engine(open=False, worker=False)
+    for e in (a, b):
+        register(e)
+        await e.open()
+    await a.start("waiter", id="w")
+    await a.idle()
+    results = await asyncio.gather(
+        *(e.publish("ping", n, id="same") for n, e in enumerate([a, b, a, b]))
+    )
+    fresh = [r for r in results if not r.duplicate]
+    assert len(fresh) == 1
+    assert fresh[0].resumed == ["w"] and fresh[0].started == ["evt:same:started"]
+    await a.idle()
+    assert len(await a.list_runs(workflow="started")) == 1
+    assert (await a.get_run("w")).status is RunStatus.COMPLETED
+
+
+@pytest.mark.requires("persistent", "shared")
+async def test_a_delivery_to_a_run_cancelled_meanwhile_is_dropped(make_engine) -> None:
+    steps: Counter[str] = Counter()
+
+    def register(engine: Engine) -> None:
+        @engine.workflow()
+        async def order(ctx, input):
+            payment = await ctx.wait_for_event("payment")
+            await ctx.step(lambda: steps.update(["ship"]), name="ship")
+            return payment
+
+    worker = await make_engine(open=False)
+    register(worker)
+    await worker.open()
+    h = await worker.start("order", id="order-1")
+    await worker.idle()
+    await worker.close()
+
+    client = await make_engine(open=False, worker=False)
+    register(client)
+    await client.open()
+    assert (await client.publish("payment", 1)).resumed == ["order-1"]
+    await client.cancel("order-1")
+
+    again = await make_engine(open=False)
+    register(again)
+    await again.open()
+    await again.idle()
+    with pytest.raises(RunCancelledError):
+        await again.handle(h.id).result(timeout=5)
+    assert steps == {}
+    assert await again.subscriptions() == []
+
+
+@pytest.mark.requires("persistent", "shared")
+async def test_an_event_after_the_deadline_does_not_beat_the_timeout(
+    make_engine, clock, t0
+) -> None:
+    def register(engine: Engine) -> None:
+        @engine.workflow()
+        async def order(ctx, input):
+            try:
+                return await ctx.wait_for_event("payment", timeout="1m")
+            except WaitTimeoutError:
+                return "timed out"
+
+    worker = await make_engine(open=False)
+    register(worker)
+    await worker.open()
+    h = await worker.start("order", id="order-1")
+    await worker.idle()
+    await worker.close()
+
+    # No worker for two minutes: the deadline (t0 + 1m) passes, then the event comes.
+    later = ManualClock(start=t0 + timedelta(minutes=2))
+    client = await make_engine(open=False, worker=False, clock=later)
+    register(client)
+    await client.open()
+    late = await client.publish("payment", "too late")
+
+    again = await make_engine(open=False, clock=later)
+    register(again)
+    await again.open()
+    await again.idle()
+    assert await again.handle(h.id).result(timeout=5) == "timed out"
+    assert late.resumed == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Bulk import
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"], indirect=True)  # keep it fast
+async def test_a_bulk_import_touches_only_the_subscribed_runs(engine: Engine) -> None:
+    @engine.workflow()
+    async def restock(ctx, input):
+        update = await ctx.wait_for_event("product.update", subject=f"product:{input}")
+        return {"client": ctx.subject, "stock": update["stock"]}
+
+    watched = list(range(3, 10_000, 500))
+    assert len(watched) == 20
+    for product in watched:
+        await engine.start("restock", product, id=f"watch-{product}", subject=f"client:{product}")
+    await engine.idle()
+    assert len(await engine.subscriptions()) == 20
+
+    started = time.monotonic()
+    touched: dict[int, list[str]] = {}
+    for product in range(10_000):
+        result = await engine.publish(
+            "product.update", {"product_id": product, "stock": product % 7},
+            subject=f"product:{product}",
+        )  # fmt: skip
+        assert not result.started
+        if result.touched:
+            touched[product] = result.resumed
+            assert [d.source_subject for d in result.deliveries] == [f"product:{product}"]
+    elapsed = time.monotonic() - started
+    assert touched == {p: [f"watch-{p}"] for p in watched}
+    await engine.idle()
+    for product in watched:
+        assert await engine.handle(f"watch-{product}").result(timeout=5) == {
+            "client": f"client:{product}",
+            "stock": product % 7,
+        }
+    assert await engine.subscriptions() == []
+    assert elapsed < 30, f"10,000 publishes took {elapsed:.1f}s"
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep of expired subscriptions
+
+
+async def test_the_sweep_removes_subscriptions_past_their_ttl(engine: Engine, clock) -> None:
+    @engine.workflow()
+    async def forever(ctx, input):
+        return await ctx.wait_for_event("never", subject=input)
+
+    await engine.start("forever", "a", id="forever")
+    await engine.idle()
+    [sub] = await engine.subscriptions()
+    assert sub.expires_at == clock.datetime() + timedelta(days=90)
+
+    await clock.advance("89d")
+    await asyncio.sleep(0.05)  # give the worker's sweep every chance to run
+    assert [s.run_id for s in await engine.subscriptions()] == ["forever"]
+
+    await clock.advance(timedelta(days=1, seconds=61))
+    # The sweep (every 60 s of engine time) has run by the time advance() returns.
+    assert await engine.subscriptions() == []
+    # The run itself stays parked (the TTL is a safety net), and nobody is touched.
+    assert (await engine.get_run("forever")).status is RunStatus.PARKED
+    assert (await engine.publish("never", 1, subject="a")).touched == 0
+
+
+async def test_an_expired_subscription_is_not_delivered_even_before_the_sweep(
+    engine: Engine, clock
+) -> None:
+    @engine.workflow()
+    async def forever(ctx, input):
+        return await ctx.wait_for_event("never")
+
+    await engine.start("forever", id="forever")
+    await engine.idle()
+    await clock.advance(timedelta(days=90, seconds=1))
+    assert (await engine.publish("never", 1)).touched == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash safety: a worker that dies right after taking a wait's input
+
+DIE_APP = """
+import os
+import signal
+
+from parkway import Engine
+
+engine = Engine(os.environ["PARKWAY_URL"])
+
+
+def ship(order):
+    marker = os.environ["CRASH_MARKER"]
+    if not os.path.exists(marker):  # the first attempt kills its worker, mid-step
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"shipped:{order}"
+
+
+@engine.workflow()
+async def order(ctx, input):
+    if input == "event":
+        got = await ctx.wait_for_event("payment")
+    elif input == "signal":
+        got = await ctx.wait_for_signal("payment")
+    else:
+        got = await ctx.sleep("200ms")
+    return [got, await ctx.step(ship, input, name="ship")]
+"""
+
+LOST_RUN = (
+    "BUG: a run whose wait was ended by a timer or a delivery, and which then runs a step, "
+    "is lost if its worker dies during that step: the flush before the step "
+    "(replay.Execution._step -> flush at replay.py:397 -> Writes.apply, replay.py:128-133) "
+    "deletes the wait's timer/delivery task (tx.delete_wait_tasks) while the run is still "
+    "leased and 'running'; that task was the run's only due task, and claim only takes runs "
+    "with a due task (sqlite.sql claim_candidates), so no worker ever picks it up again"
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "wait",
+    [
+        "event",
+        "sleep",
+        "signal",
+    ],
+)
+async def test_a_worker_killed_right_after_a_wait_loses_no_run(tmp_path: Path, wait) -> None:
+    (tmp_path / "dieapp.py").write_text(textwrap.dedent(DIE_APP))
+    url = f"sqlite:///{tmp_path / 'die.db'}"
+    env = {**os.environ, "PARKWAY_URL": url, "CRASH_MARKER": str(tmp_path / "died")}
+    client = Engine(url, worker=False)
+
+    @client.workflow(name="order")
+    async def order_stub(ctx, input):
+        raise AssertionError("the client must not advance runs")
+
+    async def spawn(name: str) -> asyncio.subprocess.Process:
+        with (tmp_path / f"{name}.stderr").open("wb") as err:
+            return await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "parkway", "worker", "dieapp:engine", "--lease", "1",
+                cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+
+    async def status_becomes(wanted: RunStatus, timeout: float) -> RunStatus:
+        deadline = time.monotonic() + timeout
+        while (current := (await client.get_run("r")).status) is not wanted:
+            if time.monotonic() > deadline:
+                return current
+            await asyncio.sleep(0.01)
+        return current
+
+    async with client:
+        first = await spawn("first")
+        second = None
+        try:
+            await client.start("order", wait, id="r")
+            assert await status_becomes(RunStatus.PARKED, 10) is RunStatus.PARKED
+            if wait == "event":
+                assert (await client.publish("payment", "paid")).resumed == ["r"]
+            elif wait == "signal":
+                await client.signal("r", "payment", "paid")
+            assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
+            assert (tmp_path / "died").exists()
+
+            second = await spawn("second")
+            # The dead worker's lease (1 s) expires; the new worker must finish the run.
+            final = await status_becomes(RunStatus.COMPLETED, 5)
+            history = [(e.kind, e.status) for e in await client.history("r")]
+            assert final is RunStatus.COMPLETED, (final, history)
+            expected = None if wait == "sleep" else "paid"
+            assert await client.handle("r").result(timeout=1) == [expected, f"shipped:{wait}"]
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash safety: a worker process killed while runs park and while deliveries are in flight
+
+APP = """
+import os
+import time
+
+from parkway import Engine
+
+engine = Engine(os.environ["PARKWAY_URL"])
+
+
+def work(order, what):
+    time.sleep(float(os.environ.get("STEP_PAUSE", "0.02")))
+    return f"{what}:{order}"
+
+
+@engine.workflow()
+async def order(ctx, input):
+    reserved = await ctx.step(work, input, "reserved", name="reserve")
+    payment = await ctx.wait_for_event("payment", match={"order": input})
+    shipped = await ctx.step(work, input, "shipped", name="ship")
+    return {"order": input, "steps": [reserved, shipped], "paid": payment["amount"]}
+"""
+
+ORDERS = 120
+
+
+class WorkerProcess:
+    """``python -m parkway worker eventapp:engine --lease 1``, stderr kept in a file."""
+
+    def __init__(self, cwd: Path, url: str, name: str) -> None:
+        self.cwd, self.url, self.stderr = cwd, url, cwd / f"{name}.stderr"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {**os.environ, "PARKWAY_URL": self.url}
+        with self.stderr.open("wb") as err:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "parkway", "worker", "eventapp:engine",
+                "--lease", "1", "--concurrency", "8",
+                cwd=self.cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+
+    def output(self) -> str:
+        return self.stderr.read_text(errors="replace")[-4000:]
+
+    async def stop(self, signum: int) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+        try:
+            return await asyncio.wait_for(self.proc.wait(), 15)
+        except TimeoutError:
+            self.proc.kill()
+            pytest.fail(f"worker did not exit after signal {signum}:\n{self.output()}")
+
+    async def ensure_dead(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def count(client: Engine, status: str) -> int:
+    return len(await client.list_runs(workflow="order", status=status, limit=ORDERS + 1))
+
+
+async def wait_until(
+    client: Engine, status: str, enough: int, workers: list[WorkerProcess], timeout: float = 30
+) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        n = await count(client, status)
+        if n >= enough:
+            return n
+        if time.monotonic() > deadline:
+            logs = "\n".join(w.output() for w in workers)
+            pytest.fail(f"only {n} runs {status} after {timeout}s; workers said:\n{logs}")
+        await asyncio.sleep(0.01)
+
+
+class LostRunsError(AssertionError):
+    """Runs that no worker advances any more."""
+
+
+async def all_completed(client: Engine, stall: float = 4.0) -> None:
+    """Wait until every run completed; give up once nothing has moved for ``stall`` s.
+
+    ``stall`` covers the dead worker's lease (1 s) and the new worker's start.
+    """
+    last, moved = -1, time.monotonic()
+    while True:
+        done = await count(client, "completed")
+        if done == ORDERS:
+            return
+        if done != last:
+            last, moved = done, time.monotonic()
+        elif time.monotonic() - moved > stall:
+            stuck = [
+                (r.id, r.status.value)
+                for r in await client.list_runs(workflow="order", limit=ORDERS + 1)
+                if r.status is not RunStatus.COMPLETED
+            ]
+            raise LostRunsError(f"{len(stuck)} runs never completed: {stuck}")
+        await asyncio.sleep(0.02)
+
+
+async def check_consistent(client: Engine, delivered: set[str]) -> Counter[str]:
+    """No orphan subscription, and no parked run that nobody can resume.
+
+    ``delivered``: runs a publish resumed, whose delivery may still be queued.
+    """
+    subs = await client.subscriptions(name="payment")
+    by_run = Counter(s.run_id for s in subs)
+    assert all(n == 1 for n in by_run.values()), by_run
+    statuses: Counter[str] = Counter()
+    for info in await client.list_runs(workflow="order", limit=ORDERS + 1):
+        statuses[info.status.value] += 1
+        assert info.status is not RunStatus.FAILED, info
+        assert info.status is not RunStatus.CANCELLED, info
+        pending = [e for e in await client.history(info.id) if e.status == "pending"]
+        waits = [e for e in pending if e.kind == "event" and e.name == "payment"]
+        if info.id in by_run:
+            # Every subscription belongs to a run parked on that very wait.
+            assert info.status is RunStatus.PARKED, info
+            assert len(waits) == 1, (info.id, pending)
+            assert info.id not in delivered, info.id
+        elif info.status is RunStatus.PARKED:
+            # A parked run with no subscription must have its delivery on the way.
+            assert waits, (info.id, pending)
+            assert info.id in delivered, f"{info.id} is parked and nobody can resume it"
+    return statuses
+
+
+@pytest.mark.timeout(90)
+async def test_killing_a_worker_leaves_no_orphan_subscription_nor_lost_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "eventapp.py").write_text(textwrap.dedent(APP))
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    client = Engine(url, worker=False)
+
+    @client.workflow(name="order")
+    async def order_stub(ctx, input):  # the client only starts runs; workers run them
+        raise AssertionError("the client must not advance runs")
+
+    workers: list[WorkerProcess] = []
+
+    async def spawn() -> WorkerProcess:
+        w = WorkerProcess(tmp_path, url, f"worker{len(workers) + 1}")
+        workers.append(w)
+        await w.start()
+        return w
+
+    async with client:
+        ids = [f"order-{i:03d}" for i in range(ORDERS)]
+        for i, run_id in enumerate(ids):
+            await client.start("order", i, id=run_id)
+        try:
+            # Phase 1: kill the worker (no cleanup at all) while runs are parking.
+            first = await spawn()
+            parked = await wait_until(client, "parked", ORDERS // 4, workers)
+            assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+            parked = await count(client, "parked")
+            assert parked < ORDERS, "every run parked before the kill; nothing was tested"
+            statuses = await check_consistent(client, delivered=set())
+            assert statuses["completed"] == 0
+
+            # A new worker takes over the dead one's runs once their leases expire.
+            second = await spawn()
+            await wait_until(client, "parked", ORDERS, workers)
+            await check_consistent(client, delivered=set())
+
+            # Phase 2: publish every payment and kill the worker with deliveries in flight.
+            delivered: set[str] = set()
+            for i, run_id in enumerate(ids):
+                result = await client.publish("payment", {"order": i, "amount": i * 10})
+                assert result.resumed == [run_id], (run_id, result)
+                delivered.add(run_id)
+            assert await client.subscriptions() == []
+            await wait_until(client, "completed", ORDERS // 4, workers)
+            assert await second.stop(signal.SIGKILL) == -signal.SIGKILL
+            statuses = await check_consistent(client, delivered)
+            assert statuses["completed"] < ORDERS, "all done before the kill; nothing tested"
+
+            # Phase 3: a third worker finishes everything; every run completed exactly once.
+            third = await spawn()
+            await all_completed(client)
+            assert await third.stop(signal.SIGTERM) == 0, third.output()
+        finally:
+            for w in workers:
+                await w.ensure_dead()
+
+        for i, run_id in enumerate(ids):
+            info = await client.get_run(run_id)
+            assert info.status is RunStatus.COMPLETED, info
+            assert info.output == {
+                "order": i,
+                "steps": [f"reserved:{i}", f"shipped:{i}"],
+                "paid": i * 10,
+            }
+            kinds = [(e.kind, e.name, e.status) for e in await client.history(run_id)]
+            assert kinds == [
+                ("step", "reserve", "done"),
+                ("event", "payment", "done"),
+                ("step", "ship", "done"),
+            ]
+        assert await client.subscriptions() == []

@@ -7,7 +7,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parkway.errors import (
     DuplicateWorkflowError,
@@ -19,7 +19,14 @@ from parkway.errors import (
 # Internal workflows (accumulators) are named "parkway.<kind>:<workflow>".
 INTERNAL_PREFIX = "parkway."
 
+if TYPE_CHECKING:
+    from parkway.events import Event
+    from parkway.store.base import Tx
+
 WorkflowFn = Callable[..., typing.Awaitable[Any]]
+# Decides in the publish transaction whether an event starts a run: returns the
+# run id to use, or None to start nothing (JSON flows: one run per subject).
+StartRule = Callable[["Tx", "Event", float], typing.Awaitable[str | None]]
 
 
 @dataclass
@@ -37,6 +44,7 @@ class WorkflowDef:
     unique_per_subject: bool = False
     internal: bool = False
     model: Any = field(default=None, repr=False)
+    start_rule: StartRule | None = field(default=None, repr=False)
 
     def check_input(self, value: Any) -> Any:
         """Validate ``value`` for a new run; return what is stored as the run's input.

@@ -351,8 +351,13 @@ class SQLiteStore:
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[SQLiteTx]:
         async with self._lock:
             conn = self.conn
-            # A read-only transaction reads one consistent WAL snapshot without the write lock.
-            conn.execute("BEGIN" if readonly else "BEGIN IMMEDIATE")
+            if readonly:
+                # Reads in autocommit mode: each statement sees the latest commit. Readers
+                # need no snapshot across statements: a run's journal changes only under
+                # its lease, and nothing read here is written back.
+                yield SQLiteTx(conn)
+                return
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield SQLiteTx(conn)
             except BaseException:
@@ -364,18 +369,10 @@ class SQLiteStore:
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         async with self.transaction():
-            conn = self.conn
-            rows = conn.execute(Q["claim_candidates"], (now, wall_now, limit * 4)).fetchall()
-            claimed: list[str] = []
-            for (run_id,) in rows:
-                if run_id in claimed:
-                    continue
-                cursor = conn.execute(Q["lease"], (owner, lease_until, run_id, wall_now))
-                if cursor.rowcount:
-                    claimed.append(run_id)
-                    if len(claimed) >= limit:
-                        break
-            return claimed
+            rows = self.conn.execute(
+                Q["claim"], (owner, lease_until, now, wall_now, limit)
+            ).fetchall()
+            return [run_id for (run_id,) in rows]
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         async with self.transaction():

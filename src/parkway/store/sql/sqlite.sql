@@ -48,15 +48,16 @@ SELECT id, run_id, name, payload, at FROM mailbox WHERE run_id = ? ORDER BY id
 -- name: delete_signal
 DELETE FROM mailbox WHERE id = ?
 
--- name: claim_candidates
-SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-WHERE t.due_at <= ? AND (r.lease_owner IS NULL OR r.lease_until < ?)
-ORDER BY t.due_at, t.id LIMIT ?
-
--- name: lease
-UPDATE runs SET lease_owner = ?, lease_until = ?,
+-- name: claim
+-- Lease the runs of the first due tasks whose run has no live lease, earliest
+-- first (walking tasks_by_due; several tasks of one run count once).
+UPDATE runs SET lease_owner = ?1, lease_until = ?2,
     status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-WHERE id = ? AND (lease_owner IS NULL OR lease_until < ?)
+WHERE id IN (
+    SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4)
+    ORDER BY t.due_at, t.id LIMIT ?5)
+RETURNING id
 
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?

@@ -29,6 +29,7 @@ from parkway.errors import (
     WorkflowFailedError,
 )
 from parkway.events import Batch, Debounce, Delivery, Event, PublishResult, SubscriptionInfo
+from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
 from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidInputError",
     "MessageInfo",
     "MessageNotFoundError",
+    "NodeModel",
     "NonDeterminismError",
     "ParkwayError",
     "PublishResult",
@@ -69,9 +71,11 @@ __all__ = [
     "SerializationError",
     "StepFailedError",
     "SubscriptionInfo",
+    "SubscriptionRequest",
     "UnknownWorkflowError",
     "WaitTimeoutError",
     "WorkflowContext",
     "WorkflowFailedError",
     "__version__",
+    "default_node_models",
 ]

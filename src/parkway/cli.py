@@ -580,3 +580,32 @@ def main(argv: list[str] | None = None) -> None:
 
 
 __all__ = ["cli", "load_app", "main"]
+
+
+# -- flows -----------------------------------------------------------------------------------
+
+
+@cli.group()
+def flows() -> None:
+    """JSON flows: check definitions before they are deployed."""
+
+
+@flows.command("validate")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option(
+    "--app",
+    type=APP,
+    help="module:attribute of the Engine: also check its custom node types and action handlers.",
+)
+def flows_validate(file: str, app: Engine | None) -> None:
+    """Check flow definition FILE; print OK with its size, or what is wrong (exit 1)."""
+    from parkway.flows import load
+
+    try:
+        if app is None:
+            flow = load(file)
+        else:
+            flow = load(file, node_models=app.node_models, actions=app._flow_actions)
+    except ParkwayError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"OK: flow {flow.id!r}: {len(flow.nodes)} nodes, {len(flow.edges)} edges")

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from parkway import _json, accumulate, messages
+from parkway import _json, accumulate, flows, messages
 from parkway.clock import Clock, SystemClock
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
@@ -39,6 +39,7 @@ from parkway.worker import Worker
 log = logging.getLogger("parkway")
 
 F = TypeVar("F", bound=WorkflowFn)
+A = TypeVar("A", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///parkway.db"
 # How often (engine time) expired subscriptions, old events and dead letters are swept.
@@ -52,7 +53,8 @@ class Engine:
         url: ``"memory://"``, ``"sqlite:///path/to.db"`` or ``"postgresql://..."``;
             ``None`` reads ``PARKWAY_URL``, else ``sqlite:///parkway.db``.
         event_extractor: ``event -> (domain, subject)`` for events without routing.
-        node_models: Node types available to JSON flows.
+        node_models: Node types available to JSON flows, by type name (default:
+            ``parkway.default_node_models``; extend a copy for custom nodes).
         clock: A :class:`parkway.testing.ManualClock` in tests; real time otherwise.
         worker: Run a worker in this process while the engine is open.
         concurrency: Runs the in-process worker advances at once.
@@ -84,7 +86,8 @@ class Engine:
             raise ParkwayError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
         self.url = resolved
         self.event_extractor = event_extractor
-        self.node_models = node_models
+        self.node_models = dict(flows.default_node_models if node_models is None else node_models)
+        self._flow_actions: dict[str, Callable[..., Any]] = {}
         self.message_ttl = to_seconds(message_ttl, "message_ttl")
         self.event_retention = to_seconds(event_retention, "event_retention")
         self.lease = to_seconds(lease, "lease")
@@ -175,6 +178,48 @@ class Engine:
             fn, name = name, None
             return register(fn)
         return register
+
+    def action(self, name: str | None = None) -> Callable[[A], A]:
+        """Register a handler for JSON flows' Action nodes; returns it unchanged.
+
+        The handler, sync or async, is called as ``handler(params, context)``
+        with the node's resolved params and a :class:`parkway.flows.FlowContext`
+        (``run_id domain subject trigger event state``), once, as a durable
+        step; its return value becomes ``state.<node id>``.
+
+        Args:
+            name: The name Action nodes use (default: the function's name).
+
+        Raises:
+            ParkwayError: The name is taken.
+        """
+
+        def register(fn: A) -> A:
+            action_name = name if isinstance(name, str) else getattr(fn, "__name__", "")
+            flows.register_action(self._flow_actions, action_name, fn)
+            return fn
+
+        if callable(name):  # used bare: @engine.action
+            fn, name = name, None
+            return register(fn)
+        return register
+
+    def add_flow(self, definition: Any, *, domain: str = "default") -> flows.FlowDefinition:
+        """Load a JSON flow and register it as a workflow named by its ``id``.
+
+        Args:
+            definition: A dict, a JSON string, or a path (``str`` or ``Path``).
+            domain: The domain whose events start and resume it.
+
+        Returns:
+            The validated :class:`parkway.flows.FlowDefinition`.
+
+        Raises:
+            FlowDefinitionError: The definition is malformed (the message names
+                the node and the field).
+            DuplicateWorkflowError: A workflow of that id and version exists.
+        """
+        return flows.add_flow(self, definition, domain=domain)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

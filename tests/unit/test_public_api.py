@@ -39,6 +39,7 @@ EXPECTED_ALL = {
     "InvalidInputError",
     "MessageInfo",
     "MessageNotFoundError",
+    "NodeModel",
     "NonDeterminismError",
     "ParkwayError",
     "PublishResult",
@@ -54,15 +55,17 @@ EXPECTED_ALL = {
     "SerializationError",
     "StepFailedError",
     "SubscriptionInfo",
+    "SubscriptionRequest",
     "UnknownWorkflowError",
     "WaitTimeoutError",
     "WorkflowContext",
     "WorkflowFailedError",
     "__version__",
+    "default_node_models",
 }
 
 # Plain values: they cannot carry a docstring of their own.
-DATA_NAMES = {"__version__", "Duration"}
+DATA_NAMES = {"__version__", "Duration", "default_node_models"}
 
 # The error classes the design contract names; all derive from ParkwayError.
 CONTRACT_ERRORS = [

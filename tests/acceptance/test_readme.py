@@ -15,8 +15,9 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
 EXPECTED = {
     0: ["parked", "'tracking': 'ZX-9'"],
     1: ["1 product:456", "emailed client:5: Blue mug is back"],
-    2: ["approved declined", "outcome='buffered'"],
-    3: ["reminded"],
+    2: ["to client:5: product 456 is back", "1"],
+    3: ["approved declined", "outcome='buffered'"],
+    4: ["reminded"],
 }
 
 

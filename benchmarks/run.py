@@ -1,11 +1,12 @@
 """Run every benchmark shape on parkway and, where installed, on DBOS; print one table.
 
-    python -m benchmarks.run [--quick] [--no-peers] [--write FILE]
+    python -m benchmarks.run [--quick] [--no-peers] [--peers restate] [--write FILE]
 
 Each shape runs in its own fresh process (``benchmarks.parkway_bench`` and
 ``benchmarks.peers.dbos_bench``), so peak RSS and threads are the shape's own.
 Ratios compare figures measured in this same invocation. ``--write`` also saves
-the table as Markdown (used for docs/performance.md).
+the table as Markdown (used for docs/performance.md). ``--peers restate`` adds a Restate
+column, measured by ``benchmarks.peers.restate_bench`` (see benchmarks/peers/README.md).
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
     parser.add_argument("--write", help="also write the Markdown table to this file")
+    parser.add_argument(
+        "--peers",
+        choices=("restate",),
+        action="append",
+        default=[],
+        help="also measure this peer, in a column of its own",
+    )
     args = parser.parse_args(argv)
 
     n = {
@@ -99,6 +107,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "benchmarks.peers.dbos_bench",
                 ["--shape", shape, "--n", str(count), "--db", "sqlite", *extra],
                 1800,
+            )
+    restate: dict[str, dict[str, Any]] = {}
+    if "restate" in args.peers:
+        for shape in ("steps3", "park", "wake"):
+            # Its server and SDK process on this machine, best of its protocols; then shut down.
+            extra = ["--finish", "shutdown"] if shape in ("park", "wake") else []
+            restate[shape] = run_json(
+                "benchmarks.peers.restate_bench",
+                ["--shape", shape, "--n", str(n[shape]), *extra],
+                2400,
             )
 
     rows = [
@@ -146,24 +164,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{platform.machine()} ({_cpus()} CPUs), Python {platform.python_version()}, "
         "SQLite backend, one process per shape"
         + ("" if args.no_peers else f"; DBOS {_dbos_version()} on SQLite (WAL) in the same run")
+        + (f"; Restate {_restate_version(restate)}" if restate else "")
         + (" (quick run: N/10)" if args.quick else "")
         + ".",
         "",
         "| shape | parkway | DBOS | ratio | target |",
         "|---|---:|---:|---:|---|",
     ]
+    if restate:
+        lines[-2:] = [
+            "| shape | parkway | DBOS | ratio | Restate | ratio | target |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
     for row in rows:
         mine = ours.get(row.shape, {})
         theirs = peer.get(row.shape, {})
         value = mine.get(row.key) if mine.get("available", True) else None
         other = theirs.get(row.key) if theirs.get("available") else None
-        ratio = ""
-        if isinstance(value, int | float) and isinstance(other, int | float) and value and other:
-            r = value / other if row.better == "higher" else other / value
-            ratio = f"{r:,.1f}×"
+        ratio = _ratio(row, value, other)
+        if restate:
+            res = restate.get(row.shape, {})
+            third = res.get(row.key) if res.get("available") else None
+            lines.append(
+                f"| {row.label} | {fmt(value)} | {fmt(other)} | {ratio} | {fmt(third)} "
+                f"| {_ratio(row, value, third)} | {row.target} |"
+            )
+            continue
         lines.append(f"| {row.label} | {fmt(value)} | {fmt(other)} | {ratio} | {row.target} |")
     notes = []
-    for name, results in (("parkway", ours), ("DBOS", peer)):
+    for name, results in (("parkway", ours), ("DBOS", peer), ("Restate", restate)):
         for shape, result in results.items():
             if not result.get("available", True):
                 notes.append(f"- {name} {shape}: not measured ({result.get('reason')})")
@@ -176,12 +205,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         variant = peer.get(shape, {}).get("variant")
         if variant:
             notes.append(f"- DBOS {shape}: best of its variants ({variant}).")
+    if restate:
+        notes += _restate_notes(restate)
     table = "\n".join(lines + (["", *notes] if notes else []))
     print(table)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as out:
             out.write(table + "\n")
     return 0
+
+
+def _ratio(row: Row, value: Any, other: Any) -> str:
+    if isinstance(value, int | float) and isinstance(other, int | float) and value and other:
+        r = value / other if row.better == "higher" else other / value
+        return f"{r:,.1f}×"
+    return ""
+
+
+def _restate_version(results: dict[str, dict[str, Any]]) -> str:
+    for result in results.values():
+        if result.get("peer_version"):
+            return f"{result['peer_version']} (Python SDK {result.get('sdk_version')})"
+    return "(not measured)"
+
+
+def _restate_notes(results: dict[str, dict[str, Any]]) -> list[str]:
+    notes = [
+        "- Restate: its server and the hypercorn-served SDK app on 127.0.0.1, driven over "
+        "the ingress HTTP API; RSS and threads are the server's and the SDK process's summed."
+    ]
+    steps3 = results.get("steps3", {})
+    if steps3.get("available"):
+        notes.append(
+            f"- Restate steps3: {steps3.get('variant')} protocol, {steps3.get('mode')} "
+            f"(sequential {fmt(steps3.get('sequential_wf_per_s'))}/s, "
+            f"{steps3.get('inflight')} in flight {fmt(steps3.get('concurrent_wf_per_s'))}/s)."
+        )
+    for shape in ("park", "wake"):
+        result = results.get(shape, {})
+        if result.get("available") and result.get("variant"):
+            notes.append(
+                f"- Restate {shape}: {result['variant']} protocol, parked = "
+                f"{result.get('park_point')}."
+            )
+    return notes
 
 
 def _cpus() -> int:

@@ -609,3 +609,88 @@ def flows_validate(file: str, app: Engine | None) -> None:
     except ParkwayError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"OK: flow {flow.id!r}: {len(flow.nodes)} nodes, {len(flow.edges)} edges")
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("app", type=APP)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free port, printed at start).")  # fmt: skip
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+              help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)  # fmt: skip
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    app: Engine,
+    host: str,
+    port: int,
+    concurrency: int | None,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Serve APP's JSON API and dashboard over HTTP, with its worker, until SIGTERM or SIGINT.
+
+    Routes are described at /openapi.json; the dashboard is at /. With
+    PARKWAY_API_TOKEN set, every route but /healthz needs
+    `Authorization: Bearer <token>`. Needs the http extra: pip install 'parkway[http]'.
+    """
+    missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
+    if missing:
+        raise click.ClickException(
+            f"parkway serve needs the http extra ({', '.join(missing)} not installed): "
+            "pip install 'parkway[http]'"
+        )
+    from parkway.http.server import ForcedStopError, bind
+    from parkway.http.server import serve as serve_http
+
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )  # fmt: skip
+    engine = _engine_for(ctx, app)
+    engine.run_worker = True
+    if concurrency is not None:
+        engine.concurrency = concurrency
+    try:
+        sock = bind(host, port)
+    except ParkwayError as exc:
+        raise click.ClickException(str(exc)) from exc
+    auth = "token required" if os.environ.get("PARKWAY_API_TOKEN") else "no token required"
+
+    def listening(url: str) -> None:
+        click.echo(
+            f"parkway serve: listening on {url} ({auth}), store {_redact(engine.url)}, "
+            f"pid {os.getpid()}",
+            err=True,
+        )
+
+    code = 0
+    try:
+        coro = serve_http(engine, sock, grace=grace, log_level=log_level, on_listening=listening)
+        message = f"stopped ({_run(coro, wait_for_threads=False)})"
+    except ForcedStopError as exc:
+        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    stuck = _busy_threads()
+    if stuck:
+        message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
+    click.echo(f"parkway serve: {message}, pid {os.getpid()}", err=True)
+    if stuck:  # as in `worker`: a sync step past the grace period must not hold the process
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True

@@ -385,6 +385,8 @@ class Engine:
             error = None
             if e.state == "error":
                 error, value = ErrorInfo.from_dict(value), None
+            elif e.state == "pending":
+                value = None  # what a pending wait stores is its own bookkeeping
             out.append(HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, _dt(e.at)))
         return out
 

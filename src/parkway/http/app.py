@@ -1,0 +1,502 @@
+"""The HTTP API: a Starlette app over one :class:`parkway.Engine`.
+
+Every route is declared once, in :data:`ROUTES`, which both the router and
+``/openapi.json`` read, so the document cannot drift from what is served.
+Requests are validated (size, JSON, fields) before the engine is called, so a
+rejected request writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from parkway.engine import Engine
+from parkway.errors import (
+    CorrelationError,
+    DuplicateSubscriptionError,
+    InvalidDurationError,
+    InvalidInputError,
+    MessageNotFoundError,
+    ParkwayError,
+    RunClosedError,
+    RunNotFoundError,
+    UnknownWorkflowError,
+)
+from parkway.events import SubscriptionInfo
+from parkway.http import schemas
+from parkway.http.dashboard import dashboard_response
+from parkway.http.schemas import MAX_BODY_BYTES
+
+log = logging.getLogger("parkway.http")
+
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[["Api", Request], Awaitable[Response]]
+
+TOKEN_ENV = "PARKWAY_API_TOKEN"
+# The only route open without the token: load balancers and orchestrators probe it.
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class Problem(Exception):
+    """An error answered as ``{"detail": ..., "error": ...}`` with ``status``."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        error: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.error, self.headers = status, detail, error, headers
+
+
+class Invalid(Exception):
+    """422: the fields at fault, each ``{"loc": [...], "msg": ..., "type": ...}``."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
+        self.errors = errors
+
+
+def _field_error(loc: list[str | int], msg: str, type_: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": msg, "type": type_}
+
+
+def _from_validation(where: str, exc: ValidationError) -> Invalid:
+    return Invalid(
+        [
+            # pydantic prefixes our validators' messages with "Value error, ": noise here.
+            _field_error([where, *e["loc"]], e["msg"].removeprefix("Value error, "), e["type"])
+            for e in exc.errors(include_url=False)
+        ]
+    )
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``data`` as JSON (orjson: datetimes as ISO 8601, non-str keys refused)."""
+    return Response(orjson.dumps(data), status, headers, media_type="application/json")
+
+
+def _problem_response(status: int, detail: str, error: str | None = None,
+                      headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+    return json_response({"detail": detail, "error": error}, status, headers)
+
+
+def _parkway_error(exc: ParkwayError) -> Exception:
+    """Translate an engine error into the HTTP answer it deserves."""
+    kind = type(exc).__name__
+    if isinstance(exc, RunNotFoundError):  # the engine's hint names the Python API
+        return Problem(404, f"no run with id {exc.run_id!r}; list runs with GET /runs", kind)
+    if isinstance(exc, MessageNotFoundError):
+        return Problem(404, str(exc), kind)
+    if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
+        return Problem(409, str(exc), kind)
+    # The request named something the engine does not know: the field is at fault,
+    # the route exists (so 422, not 404).
+    if isinstance(exc, UnknownWorkflowError):
+        return Invalid([_field_error(["body", "workflow"], str(exc), kind)])
+    if isinstance(exc, InvalidInputError):
+        path = [p for p in (exc.field or "").split(".") if p and p != "$"]
+        return Invalid([_field_error(["body", "input", *path], str(exc), kind)])
+    if isinstance(exc, InvalidDurationError):
+        return Invalid([_field_error(["body", exc.field], str(exc), kind)])
+    if type(exc) is ParkwayError and exc.__cause__ is not None:
+        # The engine validates with plain ParkwayErrors (raised `from None`); one that
+        # wraps another error is the store's (no connection, pool exhausted): not the
+        # client's fault.
+        return Problem(503, str(exc), kind)
+    # A malformed field the edge let through, an event the extractor cannot route,
+    # a payload that cannot be stored: the request is at fault.
+    return Invalid([_field_error(["body"], str(exc), kind)])
+
+
+# -- request parsing -------------------------------------------------------------------------
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, refused with 413 once it passes :data:`MAX_BODY_BYTES`.
+
+    Both the announced ``Content-Length`` and the bytes actually streamed are
+    checked: a chunked upload has no length to trust.
+    """
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise Problem(400, f"Content-Length {length!r} is not a number of bytes")
+        if int(length) > MAX_BODY_BYTES:
+            raise _too_large()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large() -> Problem:
+    return Problem(413, f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB)")
+
+
+def _json_value(raw: bytes, *, required: bool) -> Any:
+    if not raw.strip():
+        if required:
+            raise Invalid([_field_error(["body"], "a JSON object body is required", "missing")])
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Invalid([_field_error(["body"], f"not valid JSON: {exc}", "json_invalid")]) from None
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    """Read and validate a JSON body as ``model`` (422 naming the fields at fault)."""
+    data = _json_value(await read_body(request), required=True)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _from_validation("body", exc) from None
+
+
+def parse_query(request: Request, model: type[M]) -> M:
+    """Validate the query string as ``model``; unknown and repeated parameters are refused."""
+    values: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key in values:
+            raise Invalid([_field_error(["query", key], "give this parameter once", "repeated")])
+        values[key] = value
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise _from_validation("query", exc) from None
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+class Api:
+    """The route handlers, bound to one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def _require_open(self) -> None:
+        if not self.engine._open:
+            raise Problem(503, "the engine is not open (the server is starting or stopping)")
+
+    async def publish(self, request: Request) -> Response:
+        body = await parse_body(request, schemas.PublishRequest)
+        self._require_open()
+        result = await self.engine.publish(
+            body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
+        )
+        return json_response(result.to_dict())
+
+    async def correlate(self, request: Request) -> Response:
+        body = await parse_body(request, schemas.CorrelateRequest)
+        self._require_open()
+        result = await self.engine.correlate(
+            body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
+        )
+        return json_response(result.to_dict())
+
+    async def start(self, request: Request) -> Response:
+        body = await parse_body(request, schemas.StartRequest)
+        self._require_open()
+        handle = await self.engine.start(
+            body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
+        )
+        return json_response({"id": handle.id}, 201)
+
+    async def list_runs(self, request: Request) -> Response:
+        query = parse_query(request, schemas.RunsQuery)
+        self._require_open()
+        runs = await self.engine.list_runs(
+            workflow=query.workflow, status=query.status, subject=query.subject,
+            domain=query.domain, limit=query.limit,
+        )  # fmt: skip
+        return json_response([r.to_dict() for r in runs])
+
+    async def get_run(self, request: Request) -> Response:
+        self._require_open()
+        info = await self.engine.get_run(request.path_params["id"])
+        return json_response(info.to_dict())
+
+    async def history(self, request: Request) -> Response:
+        self._require_open()
+        entries = await self.engine.history(request.path_params["id"])
+        return json_response([e.to_dict() for e in entries])
+
+    async def signal(self, request: Request) -> Response:
+        payload = _json_value(await read_body(request), required=False)
+        self._require_open()
+        run_id, name = request.path_params["id"], request.path_params["name"]
+        await self.engine.signal(run_id, name, payload)
+        return json_response({"id": run_id, "signal": name}, 202)
+
+    async def cancel(self, request: Request) -> Response:
+        await read_body(request)  # ignored, but still held to the size limit
+        self._require_open()
+        run_id = request.path_params["id"]
+        await self.engine.cancel(run_id)
+        return json_response({"id": run_id}, 202)
+
+    async def subscriptions(self, request: Request) -> Response:
+        query = parse_query(request, schemas.SubscriptionsQuery)
+        self._require_open()
+        subs = await self.engine.subscriptions(run_id=query.run_id, name=query.name)
+        return json_response([_subscription(s) for s in subs])
+
+    async def messages(self, request: Request) -> Response:
+        query = parse_query(request, schemas.MessagesQuery)
+        self._require_open()
+        found = await self.engine.messages(status=query.status)
+        return json_response([m.to_dict() for m in found])
+
+    async def healthz(self, request: Request) -> Response:
+        self._require_open()
+        try:  # a cheap read proves the store answers
+            await self.engine.list_runs(limit=1)
+        except ParkwayError as exc:
+            raise Problem(503, f"the store does not answer: {exc}", type(exc).__name__) from exc
+        return json_response({"status": "ok"})
+
+    async def openapi(self, request: Request) -> Response:
+        from parkway.http.openapi import openapi_document
+
+        return json_response(openapi_document())
+
+    async def dashboard(self, request: Request) -> Response:
+        return dashboard_response()
+
+
+def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
+    return {
+        "run_id": sub.run_id, "kind": sub.kind, "domain": sub.domain, "name": sub.name,
+        "subject": sub.subject, "match": sub.match, "key": sub.key,
+        "expires_at": sub.expires_at.isoformat(),
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One response of a route, for ``/openapi.json``."""
+
+    description: str
+    model: type[BaseModel] | None = None
+    many: bool = False
+    media: str = "application/json"
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """A route: served by :class:`Api` ``.handler``, described in ``/openapi.json``."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    responses: dict[int, Doc]
+    body: type[BaseModel] | None = None
+    # The body is any JSON value (a signal's payload), not an object model.
+    raw_body: str | None = None
+    query: type[BaseModel] | None = None
+    errors: tuple[int, ...] = ()
+    public: bool = False
+    tags: tuple[str, ...] = ()
+
+
+_RUN = Doc("The run.", schemas.RunInfoOut)
+ROUTES: list[RouteSpec] = [
+    RouteSpec("POST", "/events", Api.publish, "Publish an event",
+              {200: Doc("What the publish did.", schemas.PublishResultOut)},
+              body=schemas.PublishRequest, tags=("events",)),
+    RouteSpec("POST", "/messages", Api.correlate, "Correlate a message to exactly one receiver",
+              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
+              body=schemas.CorrelateRequest, errors=(409,), tags=("messages",)),
+    RouteSpec("GET", "/messages", Api.messages, "List buffered messages and dead letters",
+              {200: Doc("Oldest first.", schemas.MessageInfoOut, many=True)},
+              query=schemas.MessagesQuery, tags=("messages",)),
+    RouteSpec("POST", "/runs", Api.start, "Start a run (an existing id returns that run)",
+              {201: Doc("The run's id.", schemas.RunIdOut)},
+              body=schemas.StartRequest, tags=("runs",)),
+    RouteSpec("GET", "/runs", Api.list_runs, "List runs, newest first",
+              {200: Doc("The runs.", schemas.RunInfoOut, many=True)},
+              query=schemas.RunsQuery, tags=("runs",)),
+    RouteSpec("GET", "/runs/{id}", Api.get_run, "Get a run", {200: _RUN},
+              errors=(404,), tags=("runs",)),
+    RouteSpec("GET", "/runs/{id}/history", Api.history, "A run's journal, in order",
+              {200: Doc("Journal entries.", schemas.HistoryEntryOut, many=True)},
+              errors=(404,), tags=("runs",)),
+    RouteSpec("POST", "/runs/{id}/signals/{name}", Api.signal, "Send a signal to a run",
+              {202: Doc("The signal is in the run's mailbox.", schemas.SignalOut)},
+              raw_body="The signal's payload: any JSON value (an empty body is null).",
+              errors=(404, 409), tags=("runs",)),
+    RouteSpec("POST", "/runs/{id}/cancel", Api.cancel,
+              "Cancel a run and its active children (a finished run is left as it is)",
+              {202: Doc("Cancelled.", schemas.RunIdOut)}, errors=(404,), tags=("runs",)),
+    RouteSpec("GET", "/subscriptions", Api.subscriptions, "List live subscriptions",
+              {200: Doc("One per waiting run, oldest first.", schemas.SubscriptionInfoOut,
+                        many=True)},
+              query=schemas.SubscriptionsQuery, tags=("runs",)),
+    RouteSpec("GET", "/healthz", Api.healthz, "Liveness: the server and its store answer",
+              {200: Doc("Healthy.", schemas.HealthOut)}, errors=(503,), public=True,
+              tags=("operations",)),
+    RouteSpec("GET", "/openapi.json", Api.openapi, "This document",
+              {200: Doc("OpenAPI 3.1.")}, tags=("operations",)),
+    RouteSpec("GET", "/", Api.dashboard,
+              "The dashboard (an HTML page; it asks for the token and sends it on each call)",
+              {200: Doc("The page.", media="text/html")}, tags=("operations",)),
+]  # fmt: skip
+
+
+# -- authentication --------------------------------------------------------------------------
+
+
+class TokenGuard:
+    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`.
+
+    The dashboard page is answered 401 *with* its HTML: it holds no data, and it
+    is where an operator pastes the token that its own calls then send.
+    """
+
+    def __init__(self, app: ASGIApp, token: Callable[[], str | None]) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        expected = self.token()
+        if not expected or _bearer_matches(scope, expected):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            response = dashboard_response(status=401)
+        else:
+            response = _problem_response(
+                401,
+                "this server requires Authorization: Bearer <token> "
+                f"(the value of {TOKEN_ENV} where it runs)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        await response(scope, receive, send)
+
+
+def _bearer_matches(scope: Scope, expected: str) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, given = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                # Constant time, so that the token cannot be guessed byte by byte.
+                return hmac.compare_digest(given.strip(), expected.encode())
+            return False
+    return False
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
+    """The HTTP API and dashboard over ``engine``, as an ASGI app.
+
+    Args:
+        engine: The engine to expose. If it is not open when the app starts
+            (ASGI lifespan), the app opens it and closes it at shutdown.
+        api_token: Require ``Authorization: Bearer <api_token>`` on every route
+            but ``/healthz``. ``None`` reads ``PARKWAY_API_TOKEN`` on each request;
+            an empty value means no token is required.
+    """
+    api = Api(engine)
+
+    def token() -> str | None:
+        return api_token if api_token is not None else os.environ.get(TOKEN_ENV)
+
+    def bind(handlers: dict[str, Handler]) -> Callable[[Request], Awaitable[Response]]:
+        # One endpoint per path, so that a wrong method gets 405 listing every allowed one.
+        async def endpoint(request: Request) -> Response:
+            method = "GET" if request.method == "HEAD" else request.method
+            return await handlers[method](api, request)
+
+        return endpoint
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        opened = not engine._open
+        if opened:
+            await engine.open()
+        try:
+            yield
+        finally:
+            if opened:
+                await engine.close()
+
+    by_path: dict[str, dict[str, Handler]] = {}
+    for spec in ROUTES:
+        by_path.setdefault(spec.path, {})[spec.method] = spec.handler
+    routes = [Route(path, bind(h), methods=list(h)) for path, h in by_path.items()]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(TokenGuard, token=token)],
+        exception_handlers={
+            Problem: _on_problem,
+            Invalid: _on_invalid,
+            ParkwayError: _on_parkway_error,
+            HTTPException: _on_http_exception,
+            # Starlette answers with this, then re-raises so that the server logs the traceback.
+            Exception: _on_unexpected,
+        },
+        lifespan=lifespan,
+    )
+
+
+async def _on_problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Problem)
+    return _problem_response(exc.status, exc.detail, exc.error, exc.headers)
+
+
+async def _on_invalid(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Invalid)
+    return json_response({"detail": exc.errors}, 422)
+
+
+async def _on_parkway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ParkwayError)
+    translated = _parkway_error(exc)
+    if isinstance(translated, Invalid):
+        return await _on_invalid(request, translated)
+    assert isinstance(translated, Problem)
+    if translated.status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return await _on_problem(request, translated)
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return _problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    return _problem_response(
+        500, "internal error; the traceback is in the server's log", type(exc).__name__
+    )

@@ -1,0 +1,123 @@
+"""``/openapi.json``: built from :data:`parkway.http.app.ROUTES` and the pydantic schemas."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+import parkway
+from parkway.http import schemas
+from parkway.http.app import ROUTES, Doc, RouteSpec
+
+_REF = "#/components/schemas/{model}"
+_ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
+    401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
+    404: ("No run (or message) with this id.", schemas.ErrorOut),
+    409: ("The run has finished, or the message found no receiver and may not be buffered.",
+          schemas.ErrorOut),
+    413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
+    422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
+    503: ("The engine or its store is not available.", schemas.ErrorOut),
+}  # fmt: skip
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of every route, request body and response."""
+    models: set[type[BaseModel]] = {schemas.ErrorOut, schemas.ValidationErrorOut}
+    for route in ROUTES:
+        models.update(m for m in (route.body, route.query) if m is not None)
+        models.update(d.model for d in route.responses.values() if d.model is not None)
+    ordered = sorted(models, key=lambda m: m.__name__)
+    _, top = models_json_schema([(m, "validation") for m in ordered], ref_template=_REF)
+    components: dict[str, Any] = top.get("$defs", {})
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, components)
+    for route in ROUTES:  # query models are described as parameters, not as schemas
+        if route.query is not None:
+            components.pop(route.query.__name__, None)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "parkway",
+            "version": parkway.__version__,
+            "description": "Durable, event-driven workflows: publish events, correlate "
+            "messages, start, inspect, signal and cancel runs.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": route.summary,
+        "operationId": route.handler.__name__,
+        "tags": list(route.tags),
+        "responses": {str(code): _response(doc) for code, doc in route.responses.items()},
+    }
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"{(\w+)}", route.path)
+    ]
+    if route.query is not None:
+        model = components[route.query.__name__]
+        for name, prop in model.get("properties", {}).items():
+            schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
+            params.append(
+                {"name": name, "in": "query", "required": False,
+                 "description": prop.get("description", ""), "schema": schema}
+            )  # fmt: skip
+    if params:
+        op["parameters"] = params
+    errors = set(route.errors)
+    if route.body is not None:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(route.body)}},
+        }
+        errors |= {413, 422}
+    elif route.raw_body is not None:
+        op["requestBody"] = {
+            "required": False,
+            "description": route.raw_body,
+            "content": {"application/json": {"schema": {}}},
+        }
+        errors |= {413, 422}
+    if route.query is not None:
+        errors.add(422)
+    if route.public:
+        op["security"] = []
+    else:
+        op["security"] = [{"bearer": []}]
+        errors.add(401)
+    for code in sorted(errors):
+        description, model = _ERRORS[code]
+        op["responses"][str(code)] = _response(Doc(description, model))
+    return op
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": _REF.format(model=model.__name__)}
+
+
+def _response(doc: Doc) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": doc.description}
+    if doc.media != "application/json":
+        out["content"] = {doc.media: {"schema": {"type": "string"}}}
+    elif doc.model is not None:
+        schema = _ref(doc.model)
+        out["content"] = {
+            doc.media: {"schema": {"type": "array", "items": schema} if doc.many else schema}
+        }
+    else:
+        out["content"] = {doc.media: {"schema": {"type": "object"}}}
+    return out

@@ -1,0 +1,277 @@
+"""The HTTP API's shapes: request bodies and query strings (validated), responses (documented).
+
+Requests are validated here, at the edge, so that a bad field is answered with
+422 naming it (``loc: ["body", "ttl"]``) before the engine is touched. Response
+models mirror the ``to_dict()`` of the engine's records; they feed
+``/openapi.json`` and the tests check every response against them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictStr,
+    WithJsonSchema,
+)
+
+from parkway.durations import to_seconds
+from parkway.errors import InvalidDurationError
+from parkway.models import RunStatus
+
+# A body or query string larger than this is refused with 413 before it is parsed.
+MAX_BODY_BYTES = 1024 * 1024
+# GET /runs never returns more rows than this in one response.
+MAX_LIMIT = 1000
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _duration(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, int | float | str):  # a bool is an int: refused by to_seconds
+            raise InvalidDurationError(value, "ttl")
+        return to_seconds(value, "ttl")
+    except InvalidDurationError:
+        raise ValueError(
+            'not a duration; give seconds (30) or a string such as "250ms", "10s", "1m", '
+            '"2h", "1d" or "1w"'
+        ) from None
+
+
+def _not_wildcard(value: str | None) -> str | None:
+    if value == "*":
+        raise ValueError("'*' is reserved for wildcard waits; name the subject")
+    return value
+
+
+Name = Annotated[StrictStr, Field(min_length=1), AfterValidator(_not_blank)]
+Text = Annotated[StrictStr, Field(min_length=1)]
+# One validator for the whole union, so that a bad ttl is one error at ["body", "ttl"].
+Seconds = Annotated[
+    float | None,
+    PlainValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}, {"type": "null"}],
+            "description": 'Seconds (30), or a duration such as "250ms", "10s", "5m", "1h".',
+        }
+    ),
+]
+
+
+class _Request(BaseModel):
+    # A misspelt field ("paylaod") would otherwise be ignored and its value lost.
+    model_config = ConfigDict(extra="forbid")
+
+
+class PublishRequest(_Request):
+    """``POST /events``: publish an event."""
+
+    name: Name = Field(description="The event's name, e.g. order.created.")
+    payload: Any = Field(default=None, description="Any JSON value.")
+    id: Text | None = Field(default=None, description="Event id; a repeat is a duplicate.")
+    domain: Text | None = Field(default=None, description="The event's domain.")
+    subject: Annotated[Text | None, AfterValidator(_not_wildcard)] = Field(
+        default=None, description="What the event is about, e.g. product:456."
+    )
+
+
+class CorrelateRequest(_Request):
+    """``POST /messages``: hand a message to exactly one receiver."""
+
+    name: Name = Field(description="The message name.")
+    key: Name = Field(description="The business key that picks the receiver.")
+    payload: Any = Field(default=None, description="Any JSON value.")
+    message_id: Text | None = Field(
+        default=None, description="De-duplication id: a repeat while buffered is a duplicate."
+    )
+    ttl: Seconds = Field(
+        default=None,
+        description="How long to buffer it if no run waits (default: the engine's message_ttl; "
+        "0 refuses to buffer).",
+    )
+
+
+class StartRequest(_Request):
+    """``POST /runs``: start a run (an existing ``id`` returns that run)."""
+
+    workflow: Name = Field(description="A registered workflow's name.")
+    input: Any = Field(default=None, description="The run's input, any JSON value.")
+    id: Text | None = Field(default=None, description="Run id (default: random).")
+    subject: Text | None = Field(default=None, description="The business entity it is about.")
+    domain: Text | None = Field(default=None, description="The run's domain (default: default).")
+
+
+class RunsQuery(_Request):
+    """``GET /runs`` filters."""
+
+    workflow: Text | None = Field(default=None, description="Only runs of this workflow.")
+    status: RunStatus | None = Field(default=None, description="Only runs in this status.")
+    subject: Text | None = Field(default=None, description="Only runs about this subject.")
+    domain: Text | None = Field(default=None, description="Only runs in this domain.")
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many runs.")
+
+
+class SubscriptionsQuery(_Request):
+    """``GET /subscriptions`` filters."""
+
+    run_id: Text | None = Field(default=None, description="Only this run's subscriptions.")
+    name: Text | None = Field(default=None, description="Only subscriptions to this name.")
+
+
+class MessagesQuery(_Request):
+    """``GET /messages`` filter."""
+
+    status: Literal["buffered", "expired"] | None = Field(
+        default=None, description="buffered messages, or expired ones (dead letters)."
+    )
+
+
+# -- responses (documentation; the tests hold every response to them) -----------------------
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorInfoOut(_Response):
+    """An error stored with a run or a journal entry."""
+
+    type: str
+    message: str
+    traceback: str | None
+
+
+class RunInfoOut(_Response):
+    """A snapshot of one run."""
+
+    id: str
+    workflow: str
+    version: str
+    status: RunStatus
+    input: Any
+    output: Any
+    error: ErrorInfoOut | None
+    domain: str
+    subject: str | None
+    parent_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class HistoryEntryOut(_Response):
+    """One journaled operation of a run; ``status`` is ``done``, ``error`` or ``pending``."""
+
+    position: int
+    kind: str
+    name: str
+    status: str
+    result: Any
+    error: ErrorInfoOut | None
+    at: datetime
+
+
+class DeliveryOut(_Response):
+    """An event copy on its way to one parked run."""
+
+    run_id: str
+    wait: str
+    source_subject: str | None
+
+
+class PublishResultOut(_Response):
+    """What one publish did."""
+
+    started: list[str]
+    resumed: list[str]
+    deliveries: list[DeliveryOut]
+    duplicate: bool
+    touched: int
+    event_id: str | None
+
+
+class CorrelationResultOut(_Response):
+    """What correlate did with a message."""
+
+    outcome: Literal["delivered", "started", "buffered", "duplicate"]
+    run_id: str | None
+
+
+class MessageInfoOut(_Response):
+    """A buffered message, or a dead letter (``status: expired``)."""
+
+    id: int
+    name: str
+    key: str
+    payload: Any
+    message_id: str | None
+    status: Literal["buffered", "expired"]
+    reason: str | None
+    received_at: datetime
+    expires_at: datetime
+
+
+class SubscriptionInfoOut(_Response):
+    """A live subscription: one parked run waiting for an event or a message."""
+
+    run_id: str
+    kind: Literal["event", "message"]
+    domain: str
+    name: str
+    subject: str | None
+    match: dict[str, Any] | None
+    key: str | None
+    expires_at: datetime
+
+
+class RunIdOut(_Response):
+    """The id of the run a request started, signalled or cancelled."""
+
+    id: str
+
+
+class SignalOut(_Response):
+    """A signal was put in the run's mailbox."""
+
+    id: str
+    signal: str
+
+
+class HealthOut(_Response):
+    """The server is up and its store answers."""
+
+    status: Literal["ok"]
+
+
+class ErrorOut(_Response):
+    """Any error but 422: what went wrong, and the parkway error type when there is one."""
+
+    detail: str
+    error: str | None = None
+
+
+class FieldErrorOut(_Response):
+    """One field at fault: ``loc`` is ``["body" | "query" | "path", field, ...]``."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(_Response):
+    """422: every field at fault."""
+
+    detail: list[FieldErrorOut]

@@ -381,6 +381,31 @@ class Execution:
         self.entries[pos] = entry
         self.writes.journal[pos] = entry
 
+    @staticmethod
+    def _deadline(
+        entry: JournalEntry | None, timeout: float | None, now: float
+    ) -> tuple[float | None, float | None]:
+        """A wait's deadline and timeout: fixed when it was first reached, kept on replay."""
+        if entry is not None:
+            return entry.deadline, _json.loads(entry.value)["timeout"]
+        return (None if timeout is None else now + timeout), timeout
+
+    def _resolve(
+        self, pos: int, kind: str, name: str, value: bytes, entry: JournalEntry | None
+    ) -> None:
+        """Journal a wait's input; a wait parked earlier also loses its timer."""
+        self._record(pos, kind, name, "done", value)
+        if entry is not None:
+            self.writes.finished_waits.append(pos)
+
+    def _park(
+        self, pos: int, kind: str, name: str, info: dict[str, Any], deadline: float | None
+    ) -> None:
+        """Journal a wait as pending, with a timer task at its deadline if it has one."""
+        self._record(pos, kind, name, "pending", _json.dumps(info), deadline)
+        if deadline is not None:
+            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+
     def _replayed(self, entry: JournalEntry) -> Any:
         if entry.state == "done":
             return _json.loads(entry.value)
@@ -463,26 +488,17 @@ class Execution:
         if entry is not None and entry.state != "pending":
             return self._replayed(entry)
         now = self.clock_now()
-        if entry is not None:
-            deadline, timeout = entry.deadline, _json.loads(entry.value)["timeout"]
-        else:
-            timeout = cmd.timeout
-            deadline = None if timeout is None else now + timeout
+        deadline, timeout = self._deadline(entry, cmd.timeout, now)
         signal = await self._take_signal(cmd.name)
         if signal is not None:
-            self._record(pos, "signal", cmd.name, "done", signal.payload or b"null")
+            self._resolve(pos, "signal", cmd.name, signal.payload or b"null", entry)
             self.writes.consumed_signals.append(signal.id)
-            if entry is not None:
-                self.writes.finished_waits.append(pos)
             return _json.loads(signal.payload)
         if deadline is not None and now >= deadline:
             error = WaitTimeoutError(f"wait_for_signal({cmd.name!r})", timeout or 0.0)
             raise self._fail_op(pos, "signal", cmd.name, error, entry is not None)
         if entry is None:
-            value = _json.dumps({"timeout": timeout})
-            self._record(pos, "signal", cmd.name, "pending", value, deadline)
-            if deadline is not None:
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+            self._park(pos, "signal", cmd.name, {"timeout": timeout}, deadline)
         raise Park
 
     async def _take_signal(self, name: str) -> SignalRecord | None:
@@ -534,16 +550,10 @@ class Execution:
         if entry is not None and entry.state == "error":
             return self._replayed(entry)
         now = self.clock_now()
-        if entry is not None:
-            deadline, timeout = entry.deadline, _json.loads(entry.value)["timeout"]
-        else:
-            timeout = cmd.timeout
-            deadline = None if timeout is None else now + timeout
+        deadline, timeout = self._deadline(entry, cmd.timeout, now)
         envelope = self._delivery(pos, deadline)
         if envelope is not None:
-            self._record(pos, "event", cmd.name, "done", _json.dumps({"event": envelope}))
-            if entry is not None:
-                self.writes.finished_waits.append(pos)
+            self._resolve(pos, "event", cmd.name, _json.dumps({"event": envelope}), entry)
             return envelope["payload"]
         if deadline is not None and now >= deadline:
             error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
@@ -551,9 +561,7 @@ class Execution:
         if entry is None:
             subject = cmd.subject or self.run.subject or "*"
             value = {"timeout": timeout, "subject": subject, "match": cmd.match}
-            self._record(pos, "event", cmd.name, "pending", _json.dumps(value), deadline)
-            if deadline is not None:
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+            self._park(pos, "event", cmd.name, value, deadline)
             ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
@@ -585,9 +593,7 @@ class Execution:
             deadline = None if timeout is None else now + timeout
         delivery = self._delivery(pos, deadline)
         if delivery is not None:
-            self._record(pos, "message", cmd.name, "done", _json.dumps({"message": delivery}))
-            if entry is not None:
-                self.writes.finished_waits.append(pos)
+            self._resolve(pos, "message", cmd.name, _json.dumps({"message": delivery}), entry)
             return delivery["payload"]
         async with self.store.transaction(readonly=True) as tx:
             holder = await tx.message_wait(cmd.name, key)
@@ -601,10 +607,7 @@ class Execution:
             # (A pending wait with no holder lost a registration race to a run that
             # has since finished waiting: register it now.)
             if entry is None:
-                value = _json.dumps({"timeout": timeout, "key": key})
-                self._record(pos, "message", cmd.name, "pending", value, deadline)
-                if deadline is not None:
-                    self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+                self._park(pos, "message", cmd.name, {"timeout": timeout, "key": key}, deadline)
             ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,

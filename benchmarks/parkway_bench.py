@@ -110,9 +110,27 @@ def db_bytes(path: Path) -> int:
 
 
 class Bench:
-    def __init__(self, db: str, folder: Path) -> None:
+    def __init__(self, db: str, folder: Path, pg_admin: str) -> None:
         self.path = folder / "bench.db"
         self.url = "memory://" if db == "memory" else f"sqlite:///{self.path}"
+        self.pg_admin, self.pg_database = pg_admin, ""
+        if db == "postgres":
+            # A fresh database on the server, dropped at the end (see close()).
+            import psycopg
+
+            self.pg_database = f"parkway_bench_{os.getpid()}"
+            with psycopg.connect(pg_admin, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database}")
+                conn.execute(f"CREATE DATABASE {self.pg_database}")
+            base, _, _ = pg_admin.rpartition("/")
+            self.url = f"{base}/{self.pg_database}"
+
+    def close(self) -> None:
+        if self.pg_database:
+            import psycopg
+
+            with psycopg.connect(self.pg_admin, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database} WITH (FORCE)")
 
     def engine(self, **options: Any) -> Engine:
         return Engine(self.url, **options)
@@ -326,8 +344,8 @@ async def parker(ctx, i):
 async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
     import subprocess
 
-    if not bench.url.startswith("sqlite"):
-        return {"available": False, "reason": "xwake needs a shared store (sqlite)"}
+    if bench.url.startswith("memory"):
+        return {"available": False, "reason": "xwake needs a shared store (sqlite, postgres)"}
     folder = bench.path.parent
     (folder / "xwake_app.py").write_text(XWAKE_APP.format(url=bench.url))
     engine = bench.engine(worker=False)
@@ -376,12 +394,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
     parser.add_argument("--n", type=int, default=None)
-    parser.add_argument("--db", choices=["sqlite", "memory"], default="sqlite")
+    parser.add_argument("--db", choices=["sqlite", "memory", "postgres"], default="sqlite")
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get(
+            "PARKWAY_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+        help="admin URL of the PostgreSQL server (a fresh database is made on it)",
+    )
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:
-        bench = Bench(args.db, Path(folder))
-        figures = asyncio.run(SHAPES[args.shape](bench, n))
+        bench = Bench(args.db, Path(folder), args.pg_url)
+        try:
+            figures = asyncio.run(SHAPES[args.shape](bench, n))
+        finally:
+            bench.close()
     figures.update(shape=args.shape, n=n, db=args.db, available=True, pid=os.getpid())
     sys.stdout.write(orjson.dumps(figures).decode() + "\n")
     return 0

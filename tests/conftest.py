@@ -16,7 +16,6 @@ Capabilities used by the suite:
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,20 +51,33 @@ def _sqlite_url(tmp: Path) -> str:
     return f"sqlite:///{tmp / 'parkway.db'}"
 
 
-def _postgres_url(_tmp: Path) -> str:  # pragma: no cover - not built yet
-    url = os.environ.get("PARKWAY_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("PARKWAY_TEST_POSTGRES_URL is not set")
+def _postgres_url(_tmp: Path) -> str:
+    """A fresh database per test, cloned from a template that holds the schema.
+
+    Server: ``PARKWAY_TEST_POSTGRES_URL`` (default postgres@127.0.0.1:5432/test);
+    skips when unreachable, fails instead when ``CI`` is set.
+    """
+    import importlib.util
+    import sys
+
+    helper = sys.modules.get("parkway_test_postgres_db")
+    if helper is None:  # by path: independent of pytest's import mode and sys.path
+        spec = importlib.util.spec_from_file_location(
+            "parkway_test_postgres_db", Path(__file__).parent / "store" / "postgres_db.py"
+        )
+        assert spec is not None and spec.loader is not None
+        helper = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(helper)
+    url: str = helper.new_database()
     return url
 
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", frozenset(), _memory_url),
     "sqlite": Backend("sqlite", frozenset({"persistent", "shared"}), _sqlite_url),
-    # When the PostgreSQL store exists, enable it by adding it to BACKEND_PARAMS:
     "postgres": Backend("postgres", frozenset({"persistent", "shared"}), _postgres_url),
 }
-BACKEND_PARAMS = ["memory", "sqlite"]
+BACKEND_PARAMS = ["memory", "sqlite", "postgres"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,10 +18,11 @@ the worker's lease, so a worker that lost its lease can never write.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import traceback as tb
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,10 @@ class Park(Exception):
 
 class LeaseLostError(ParkwayError):
     """This worker's lease on the run expired and another worker took it over."""
+
+
+class StoreFailedError(ParkwayError):
+    """The store failed while a run was being advanced; the worker retries the run later."""
 
 
 @dataclass
@@ -321,6 +326,8 @@ class Execution:
                 except NonDeterminismError as exc:
                     self.held = exc
                     return self._held()
+                except (LeaseLostError, StoreFailedError):
+                    raise  # the engine's trouble, not the workflow's: the worker retries
                 except Exception as exc:  # errors meant for the workflow (StepFailedError...)
                     throw = exc
             elif yielded is None:  # a bare `await asyncio.sleep(0)`
@@ -503,7 +510,7 @@ class Execution:
 
     async def _take_signal(self, name: str) -> SignalRecord | None:
         if self._mailbox is None:
-            async with self.store.transaction(readonly=True) as tx:
+            async with self._store_call(readonly=True) as tx:
                 self._mailbox = await tx.signals(self.run.id)
         for signal in self._mailbox:
             if signal.name == name:
@@ -595,7 +602,7 @@ class Execution:
         if delivery is not None:
             self._resolve(pos, "message", cmd.name, _json.dumps({"message": delivery}), entry)
             return delivery["payload"]
-        async with self.store.transaction(readonly=True) as tx:
+        async with self._store_call(readonly=True) as tx:
             holder = await tx.message_wait(cmd.name, key)
         if holder is not None and holder.run_id != self.run.id:
             error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
@@ -680,7 +687,7 @@ class Execution:
             return self._replayed(entry)
         child = next((r for r in self.writes.runs if r.id == cmd.name), None)
         if child is None:
-            async with self.store.transaction(readonly=True) as tx:
+            async with self._store_call(readonly=True) as tx:
                 child = await tx.get_run(cmd.name)
         if child is None:
             raise RunNotFoundError(cmd.name)
@@ -723,13 +730,26 @@ class Execution:
         log.error("%s", self.held)
         return Outcome("held", error=error_dict(self.held))
 
+    @contextlib.asynccontextmanager
+    async def _store_call(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
+        """A store transaction whose failure must never reach the workflow as its own error."""
+        try:
+            async with self.store.transaction(readonly=readonly) as tx:
+                yield tx
+        except (LeaseLostError, NonDeterminismError, Park):
+            raise
+        except Exception as exc:
+            raise StoreFailedError(
+                f"store failed while advancing run {self.run.id!r}: {exc}"
+            ) from exc
+
     # -- commits -----------------------------------------------------------------------------
 
     async def flush(self) -> None:
         """Commit buffered writes (fenced by the lease) before a side effect runs."""
         if not self.writes:
             return
-        async with self.store.transaction() as tx:
+        async with self._store_call() as tx:
             changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
             if not await tx.update_run(self.run.id, changes, owner=self.owner, release=False):
                 raise LeaseLostError(f"lost the lease on run {self.run.id!r}")

@@ -142,7 +142,11 @@ class Worker:
             # Tasks due now but not claimed belong to leased runs: their worker's
             # progress (or the lease's expiry) wakes us, not a spin.
             now = clock.now()
-            next_due = await store.next_due(after=now)
+            try:
+                next_due = await store.next_due(after=now)
+            except Exception:  # the store is down: poll again after the usual interval
+                log.warning("could not read the next due time", exc_info=True)
+                next_due = None
             if next_due is not None:
                 budget = min(budget, next_due - now)
         deadline = time.monotonic() + budget
@@ -185,12 +189,18 @@ class Worker:
     async def _advance(self, run_id: str) -> None:
         engine, store = self.engine, self.engine._store
         now = engine._clock.now()
-        async with store.transaction(readonly=True) as tx:
-            run = await tx.get_run(run_id)
-            if run is None or run.lease_owner != self.owner:
-                return
-            tasks = await tx.due_tasks(run_id, now)
-            journal = [] if run.status in TERMINAL else await tx.journal(run_id)
+        try:
+            async with store.transaction(readonly=True) as tx:
+                run = await tx.get_run(run_id)
+                if run is None or run.lease_owner != self.owner:
+                    return
+                tasks = await tx.due_tasks(run_id, now)
+                journal = [] if run.status in TERMINAL else await tx.journal(run_id)
+        except Exception:  # its lease will expire and a worker will take it again
+            log.warning(
+                "run %s: could not load it; retrying after its lease", run_id, exc_info=True
+            )
+            return
         try:
             if run.status in TERMINAL:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})

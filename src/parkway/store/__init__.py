@@ -23,10 +23,15 @@ def open_store(url: str) -> Store:
 
         return SQLiteStore.from_url(url)
     if scheme in ("postgres", "postgresql"):
-        raise ParkwayError(
-            f"the PostgreSQL backend is not available yet in this release (url {url!r}); "
-            "use sqlite:///path/to.db or memory://"
-        )
+        try:
+            from parkway.store.postgres import PostgresStore
+        except ImportError as exc:  # psycopg is a dependency; a broken install says so
+            raise ParkwayError(
+                f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({exc}); "
+                "pip install 'psycopg[binary]' psycopg-pool"
+            ) from exc
+
+        return PostgresStore.from_url(url)
     raise ParkwayError(
         f"unsupported store url {url!r}: use memory://, sqlite:///path/to.db "
         "or postgresql://user@host/db"

@@ -5,9 +5,14 @@
 
 -- == schema and migrations ==
 
+-- name: schema_usage
+SELECT has_schema_privilege(oid, 'USAGE') FROM pg_namespace WHERE nspname = 'parkway'
+
+-- name: schema_version_exists
+SELECT to_regclass('parkway.schema_version') IS NOT NULL
+
 -- name: schema_version
-SELECT CASE WHEN to_regclass('parkway.schema_version') IS NULL THEN 0
-            ELSE (SELECT coalesce(max(version), 0) FROM parkway.schema_version) END
+SELECT coalesce(max(version), 0) FROM parkway.schema_version
 
 -- name: schema_exists
 SELECT to_regnamespace('parkway') IS NOT NULL
@@ -37,10 +42,14 @@ WHERE n.nspname = 'parkway' AND c.relkind = 'r'
            AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))
 ORDER BY c.relname
 
--- name: schema_usage
-SELECT has_schema_privilege('parkway', 'USAGE')
 
 -- == locks (transaction-scoped advisory locks; keys are 64-bit hashes made in Python) ==
+
+-- name: xact_id
+SELECT pg_current_xact_id()::text
+
+-- name: xact_status
+SELECT pg_xact_status(%s::xid8)
 
 -- name: xact_lock
 SELECT pg_advisory_xact_lock(%s)
@@ -88,7 +97,8 @@ WHERE run_id = %s ORDER BY pos
 
 -- name: put_journal
 INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+SELECT %s::text, * FROM unnest(%s::int4[], %s::text[], %s::text[], %s::text[], %s::bytea[],
+                               %s::float8[], %s::float8[])
 ON CONFLICT (run_id, pos) DO UPDATE SET
     kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
     value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
@@ -115,6 +125,9 @@ SELECT pg_notify('parkway_tasks', %s)
 SELECT id, run_id, due_at, kind, pos, payload FROM parkway.tasks
 WHERE run_id = %s AND due_at <= %s ORDER BY id
 
+-- name: message_wait_keys
+SELECT subject FROM parkway.subscriptions WHERE run_id = %s AND kind = 'message'
+
 -- name: delete_tasks
 DELETE FROM parkway.tasks WHERE id = ANY(%s::int8[])
 
@@ -140,21 +153,23 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 
 -- == claiming and leases ==
 
--- name: claim_candidates
--- Runs with a due task and no live lease, oldest task first. SKIP LOCKED: a
+-- name: claim
+-- Lease the runs of the first due tasks whose run has no live lease, earliest
+-- first; one statement, so one round trip and no BEGIN/COMMIT. SKIP LOCKED: a
 -- run another worker is claiming (or a client is cancelling) right now is left
--- to it rather than waited for. A run with several due tasks comes back once
--- per task; the caller keeps the first `limit` distinct ids.
-SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
-WHERE t.due_at <= %s AND (r.lease_owner IS NULL OR r.lease_until < %s)
-ORDER BY t.due_at, t.id
-LIMIT %s
-FOR UPDATE OF r SKIP LOCKED
-
--- name: lease
+-- to it rather than waited for. Several due tasks of one run count once (and
+-- take several places under the limit: the next claim finds the others).
+WITH due AS (
+    SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+    WHERE t.due_at <= %s AND (r.lease_owner IS NULL OR r.lease_until < %s)
+    ORDER BY t.due_at, t.id
+    LIMIT %s
+    FOR UPDATE OF r SKIP LOCKED
+)
 UPDATE parkway.runs SET lease_owner = %s, lease_until = %s,
     status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-WHERE id = ANY(%s::text[])
+WHERE id IN (SELECT id FROM due)
+RETURNING id
 
 -- name: extend_leases
 UPDATE parkway.runs SET lease_until = %s WHERE id = ANY(%s::text[]) AND lease_owner = %s
@@ -194,13 +209,14 @@ DELETE FROM parkway.events WHERE published_at < %s
 
 -- name: add_subscription
 INSERT INTO parkway.subscriptions
-    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    (run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+     deadline)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, pos) DO UPDATE SET
     kind = EXCLUDED.kind, domain = EXCLUDED.domain, name = EXCLUDED.name,
     subject = EXCLUDED.subject, shape = EXCLUDED.shape, digest = EXCLUDED.digest,
     match = EXCLUDED.match, wait = EXCLUDED.wait, expires_at = EXCLUDED.expires_at,
-    created_at = EXCLUDED.created_at
+    created_at = EXCLUDED.created_at, deadline = EXCLUDED.deadline
 
 -- name: shapes
 -- The distinct shapes of (domain, name), one index probe each (a loose index
@@ -218,14 +234,16 @@ WITH RECURSIVE found (shape) AS (
 SELECT shape FROM found WHERE shape IS NOT NULL
 
 -- name: find_subscriptions
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM parkway.subscriptions
 WHERE domain = %s AND name = %s AND shape = %s AND digest = %s AND subject IN (%s, '*')
   AND kind = %s
 ORDER BY created_at, run_id
 
 -- name: find_subscriptions_locked
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM parkway.subscriptions
 WHERE domain = %s AND name = %s AND shape = %s AND digest = %s AND subject IN (%s, '*')
   AND kind = %s
@@ -233,7 +251,8 @@ ORDER BY created_at, run_id
 FOR UPDATE
 
 -- name: list_subscriptions
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM parkway.subscriptions
 
 -- name: delete_subscription
@@ -248,11 +267,13 @@ DELETE FROM parkway.subscriptions WHERE expires_at < %s
 -- == messages ==
 
 -- name: message_wait
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM parkway.subscriptions WHERE kind = 'message' AND name = %s AND subject = %s
 
 -- name: message_wait_locked
-SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
 FROM parkway.subscriptions WHERE kind = 'message' AND name = %s AND subject = %s
 FOR UPDATE
 

@@ -104,6 +104,7 @@ CREATE TABLE parkway.subscriptions (
     wait       TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL,
     created_at DOUBLE PRECISION NOT NULL,
+    deadline   DOUBLE PRECISION,
     PRIMARY KEY (run_id, pos)
 );
 

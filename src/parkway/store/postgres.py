@@ -1,0 +1,1048 @@
+"""PostgreSQL store: many worker processes on many machines (``postgresql://...``).
+
+Driver: psycopg 3 (async) with ``psycopg_pool.AsyncConnectionPool``, rather
+than asyncpg. psycopg goes through libpq, so a parkway URL means exactly what
+it means to ``psql`` (``.pgpass``, service files, ``PG*`` variables, every
+``sslmode``, several hosts); its API is fully typed (this package is mypy
+strict); its pool replaces broken connections by itself and LISTEN needs no
+callback plumbing (``notifies()``); and it works behind PgBouncer. asyncpg is
+faster per statement, but not where parkway spends its time: measured on a
+2-core box, a 4-statement transaction with a durable commit ran at 520-880/s
+on psycopg and 350-1650/s on asyncpg (commit-bound, noisy); with
+``synchronous_commit=off`` asyncpg was 1.2-1.6x faster.
+
+One transaction = one pooled connection in autocommit mode: a write
+transaction sends ``BEGIN ISOLATION LEVEL READ COMMITTED`` in one pipeline
+with its first statement; a read-only one runs statement by statement, as on
+SQLite. The worker's claim, lease and polling calls are single statements.
+SQLite runs one writer at a time, so every read-then-write in the engine is
+atomic there for free; under READ COMMITTED with many processes each such
+sequence needs a lock, and each lock below names the race it closes (each has
+a test in tests/store/test_conformance.py that fails without it):
+
+- publish vs publish on one subscription: ``find_subscriptions`` locks the
+  rows (``FOR UPDATE``); the loser re-reads them deleted and skips them.
+- publish vs a ``since_start`` park (``events_since`` then
+  ``add_subscription``): ``insert_event`` takes a shared advisory lock on the
+  event's (domain, name), ``events_since`` an exclusive one, so one of the two
+  commits first and the other sees its row: the event is never lost between
+  them. Plain waits need no lock (an event published before a wait commits is
+  simply earlier than the wait), and publishes of one name stay concurrent.
+- the same event id or message id published twice at once: an exclusive
+  advisory lock on the id in ``get_event`` / ``message_id_seen``, so the second
+  sees the first and reports a duplicate.
+- correlate vs correlate, vs a ``wait_for_message`` being registered, vs a
+  message-started run ending (which starts the next one): an exclusive
+  advisory lock on the subject/key, taken by ``message_wait``,
+  ``oldest_message`` and ``active_run`` (the same key for all three, so they
+  never deadlock on each other), plus row locks on the wait and the message.
+- ``unique_per_subject`` starts: ``active_run`` holds the subject lock until
+  commit, so two publishes cannot both see "no active run".
+- a message delivered while its run stops waiting (``messages.rebuffer`` reads
+  the run's deliveries, then deletes its tasks): a read-write ``due_tasks``
+  takes the key lock of the run's message waits first, so the delivery is
+  either among what it reads or finds the wait gone.
+- cancel vs claim: ``get_run`` in a read-write transaction locks the row
+  (``FOR NO KEY UPDATE``); ``claim`` skips locked rows.
+- two starts of one run id: ``insert_run`` does nothing when the id exists.
+
+Lock waits are bounded by ``statement_timeout``; a deadlock (which these lock
+orders make unlikely) is detected by PostgreSQL and surfaces as a failed
+transaction, which the worker retries.
+
+A lost connection (server restart, failover, ``pg_terminate_backend``) is
+survived where the outcome is certain: a read or a transaction's first
+statement moves to a fresh connection; a write transaction cut off midway is
+replayed on one (see :class:`PostgresTx`); a ``COMMIT`` whose reply was lost
+asks the server what became of the transaction (``pg_xact_status``). The
+listener reconnects by itself and then reports a change, since notifications
+sent meanwhile are lost. Needs PostgreSQL 13 or later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg_pool
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from parkway.durations import to_seconds
+from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.store.base import (
+    RUN_MUTABLE,
+    EventRecord,
+    JournalEntry,
+    MessageRecord,
+    NewTask,
+    RunRecord,
+    SignalRecord,
+    SubscriptionRecord,
+    TaskRecord,
+)
+from parkway.store.sql import load_migrations, load_queries
+
+log = logging.getLogger("parkway.store.postgres")
+
+Q = load_queries("postgres.sql")
+MIGRATIONS = load_migrations("postgres_migrations")
+
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+Row = tuple[Any, ...]
+Query = str | sql.SQL | sql.Composed
+Step = tuple[Query, Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one statement returned: its rows (``None``: it returns none) and row count."""
+
+    rows: list[Row] | None
+    rowcount: int
+
+
+CHANNEL = "parkway_tasks"
+BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+# Parkway's own URL query parameters (removed before the URL reaches libpq).
+DEFAULT_POOL_SIZE = 10
+DEFAULT_POOL_TIMEOUT = 30.0
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+# A session idle inside a transaction this long is ended by the server, so a
+# frozen process cannot hold run locks forever (parkway never waits on user
+# code inside a transaction).
+IDLE_IN_TRANSACTION_TIMEOUT = 60.0
+# The listener probes its connection this often when no notification came.
+LISTEN_PROBE = 30.0
+
+
+def lock_key(kind: str, *parts: str) -> int:
+    """A 64-bit advisory lock key for ``kind`` and ``parts`` (length-prefixed: unambiguous)."""
+    text = "".join(f"{len(p)}:{p}" for p in (kind, *parts))
+    return int.from_bytes(
+        hashlib.blake2b(text.encode(), digest_size=8).digest(), "big", signed=True
+    )
+
+
+MIGRATION_LOCK = lock_key("parkway-migrations")
+
+
+def _subject_lock(domain: str, subject: str | None) -> int:
+    return lock_key("subject", domain, "" if subject is None else f"={subject}")
+
+
+class PostgresTx:
+    """Primitive operations on an open PostgreSQL transaction.
+
+    ``BEGIN`` is not sent on its own: it rides in one pipeline with the first
+    statement, and so does an advisory lock with the statement it guards, so a
+    publish or a commit pays one round trip per statement that needs a result.
+
+    A write transaction keeps a log of its statements and their results. If the
+    connection dies before ``COMMIT`` (server restart, failover, a terminated
+    backend), the server has rolled it all back; the transaction is replayed on
+    a fresh connection, and carries on only if every result comes back the
+    same (then the caller's decisions, made on those results, still hold).
+    """
+
+    def __init__(self, store: PostgresStore, conn: Conn, *, readonly: bool) -> None:
+        self._store = store
+        self._c = conn
+        self._ro = readonly
+        # Reads run statement by statement in autocommit mode, as on SQLite: no
+        # reader needs one snapshot across statements (a run's journal changes
+        # only under its lease), and it saves the COMMIT round trip.
+        self._begin: str | None = None if readonly else BEGIN_WRITE
+        self._log: list[tuple[Step, Result]] = []
+        self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
+        self._notified = False
+
+    @property
+    def started(self) -> bool:
+        """Whether a transaction was begun (else there is nothing to commit)."""
+        return not self._ro and self._begin is None
+
+    async def _exec(
+        self, query: Query, params: Sequence[Any] = (), *, lock: int | None = None,
+        shared: bool = False,
+    ) -> Result:  # fmt: skip
+        """Run ``query``, after ``lock`` (an advisory key held to commit) if given.
+
+        The lock is a statement of its own, sent in the same pipeline: the query
+        then reads a snapshot taken after the lock was granted, which under READ
+        COMMITTED sees whatever the previous holder committed.
+        """
+        if lock is None:
+            return (await self._run([(query, params)]))[-1]
+        locking = Q["xact_lock_shared" if shared else "xact_lock"]
+        return (await self._run([(locking, (lock,)), (query, params)]))[-1]
+
+    async def _run(self, steps: list[Step]) -> list[Result]:
+        """Run statements in one round trip, surviving a connection that dies under them."""
+        attempts = self._store.pool_size + 1
+        for attempt in range(attempts):
+            try:
+                if attempt:
+                    await self._recover()
+                if self._begin is None:
+                    results = await self._send(steps)
+                else:
+                    results = await self._send([(self._begin, ()), (Q["xact_id"], ()), *steps])
+                    self._begin, self._xid, results = None, _xid(results[1]), results[2:]
+            except psycopg.OperationalError as exc:
+                if not _connection_lost(exc, self._c) or attempt == attempts - 1:
+                    raise
+                continue
+            if not self._ro:
+                self._log += zip(steps, results, strict=True)
+            return results
+        raise AssertionError("unreachable")
+
+    async def _recover(self) -> None:
+        """A fresh connection, with this transaction's statements replayed on it."""
+        fresh = await self._store._getconn()
+        lost, self._c = self._c, fresh
+        await lost.close()  # in an unknown state: the pool discards it
+        await self._store._putconn(lost)
+        if self._ro:
+            return
+        self._begin = BEGIN_WRITE
+        if not self._log:
+            return
+        log.warning("connection to %s lost mid-transaction; replaying it", self._store.display)
+        steps = [step for step, _ in self._log]
+        results = await self._send([(BEGIN_WRITE, ()), (Q["xact_id"], ()), *steps])
+        self._begin, self._xid = None, _xid(results[1])
+        if results[2:] != [result for _, result in self._log]:
+            raise ParkwayError(
+                f"the connection to PostgreSQL {self._store.display} was lost mid-transaction "
+                "and the data it had read changed meanwhile; rolled back, retry"
+            )
+
+    async def _commit(self) -> None:
+        """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
+        if not self.started:
+            return
+        attempts = self._store.pool_size + 1
+        for attempt in range(attempts):
+            try:
+                if attempt:
+                    await self._recover()  # only once the server said it did not commit
+                await self._c.execute("COMMIT")
+                return
+            except psycopg.OperationalError as exc:
+                if not _connection_lost(exc, self._c) or attempt == attempts - 1:
+                    raise
+                # The reply was lost, not necessarily the commit: ask the server.
+                status = await self._store._xact_status(self._xid)
+                if status == "committed":
+                    return
+                if status != "aborted":
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _send(self, steps: list[Step]) -> list[Result]:
+        if len(steps) == 1:
+            cursors = [await self._c.execute(*steps[0])]
+        else:
+            async with self._c.pipeline():
+                cursors = [await self._c.execute(query, params) for query, params in steps]
+        return [Result(await c.fetchall() if c.description else None, c.rowcount) for c in cursors]
+
+    async def _all(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> list[Row]:
+        return (await self._exec(query, params, **lock)).rows or []
+
+    async def _one(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> Row | None:
+        rows = (await self._exec(query, params, **lock)).rows
+        return rows[0] if rows else None
+
+    # -- runs --------------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await self._one(Q["get_run" if self._ro else "get_run_locked"], (run_id,))
+        return RunRecord(*row) if row else None
+
+    async def insert_run(self, run: RunRecord) -> None:
+        await self._exec(
+            Q["insert_run"],
+            (
+                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+                run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+            ),
+        )  # fmt: skip
+
+    async def update_run(
+        self,
+        run_id: str,
+        changes: dict[str, Any],
+        *,
+        owner: str | None = None,
+        release: bool = True,
+    ) -> bool:
+        if not set(changes) <= RUN_MUTABLE:
+            raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
+        sets: list[sql.Composable] = [
+            sql.SQL("{} = %s").format(sql.Identifier(key)) for key in changes
+        ]
+        params: list[Any] = list(changes.values())
+        where = sql.SQL("id = %s")
+        params.append(run_id)
+        if owner is not None:
+            if release:
+                sets.append(sql.SQL("lease_owner = NULL, lease_until = NULL"))
+            where = sql.SQL("id = %s AND lease_owner = %s")
+            params.append(owner)
+        query = sql.SQL("UPDATE parkway.runs SET {} WHERE {}").format(
+            sql.SQL(", ").join(sets), where
+        )
+        return (await self._exec(query, params)).rowcount == 1
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        subject: str | None,
+        domain: str | None,
+        parent_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        clauses: list[sql.Composable] = []
+        params: list[Any] = []
+        for column, value in (
+            ("workflow", workflow),
+            ("status", status),
+            ("subject", subject),
+            ("domain", domain),
+            ("parent_id", parent_id),
+        ):
+            if value is not None:
+                clauses.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+                params.append(value)
+        if workflow is None:  # internal runs are listed only by their own name
+            clauses.append(sql.SQL("workflow NOT LIKE %s"))
+            params.append("parkway.%")
+        query = sql.SQL("{}\n{} ORDER BY created_at DESC, id DESC LIMIT %s").format(
+            sql.SQL(Q["list_runs"]), _where(clauses)
+        )
+        return [RunRecord(*row) for row in await self._all(query, (*params, limit))]
+
+    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
+        lock = None if self._ro else _subject_lock(domain, subject)
+        if subject is None:
+            row = await self._one(Q["active_run_no_subject"], (workflow, domain), lock=lock)
+        else:
+            row = await self._one(Q["active_run"], (workflow, domain, subject), lock=lock)
+        return row[0] if row else None
+
+    # -- journal -----------------------------------------------------------------------------
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        return [JournalEntry(*row) for row in await self._all(Q["journal"], (run_id,))]
+
+    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        # One statement for all; the last entry for a position wins, as on SQLite.
+        latest = list({e.pos: e for e in entries}.values())
+        if latest:
+            await self._exec(
+                Q["put_journal"],
+                (
+                    run_id, [e.pos for e in latest], [e.kind for e in latest],
+                    [e.name for e in latest], [e.state for e in latest],
+                    [e.value for e in latest], [e.deadline for e in latest],
+                    [e.at for e in latest],
+                ),
+            )  # fmt: skip
+
+    async def clear_journal(self, run_id: str) -> None:
+        await self._exec(Q["clear_journal"], (run_id,))
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
+        if not tasks:
+            return
+        columns = (
+            [t.run_id for t in tasks],
+            [t.due_at for t in tasks],
+            [t.kind for t in tasks],
+            [t.pos for t in tasks],
+            [t.payload for t in tasks],
+        )
+        if self._notified:
+            await self._exec(Q["add_tasks"], columns)
+        else:
+            await self._exec(Q["add_tasks_notify"], (*columns, self._store._token))
+            self._notified = True
+
+    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
+        if self._ro:
+            return [TaskRecord(*row) for row in await self._all(Q["due_tasks"], (run_id, now))]
+        # Read-write: the run's commit is about to re-buffer the message deliveries
+        # it will not take and delete the rest (messages.rebuffer). A correlate
+        # committing a delivery between that read and that delete would lose its
+        # message, so while the run has a message wait, take its key's lock (the
+        # one correlate holds to commit) and read after. A run without one
+        # can get no message delivery: one read, in the same round trip.
+        waits, tasks = await self._run(
+            [(Q["message_wait_keys"], (run_id,)), (Q["due_tasks"], (run_id, now))]
+        )
+        keys = sorted({row[0] for row in waits.rows or []})
+        if keys:
+            locks: list[Step] = [(Q["xact_lock"], (_subject_lock("default", k),)) for k in keys]
+            tasks = (await self._run([*locks, (Q["due_tasks"], (run_id, now))]))[-1]
+        return [TaskRecord(*row) for row in tasks.rows or []]
+
+    async def delete_tasks(self, ids: Sequence[int]) -> None:
+        if ids:
+            await self._exec(Q["delete_tasks"], (list(ids),))
+
+    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
+        if pos is None:
+            await self._exec(Q["delete_wait_tasks"], (run_id,))
+        else:
+            await self._exec(Q["delete_wait_tasks_at"], (run_id, pos))
+
+    async def delete_all_tasks(self, run_id: str) -> None:
+        await self._exec(Q["delete_all_tasks"], (run_id,))
+
+    # -- mailbox -----------------------------------------------------------------------------
+
+    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
+        await self._exec(Q["add_signal"], (run_id, name, payload, at))
+
+    async def signals(self, run_id: str) -> list[SignalRecord]:
+        return [SignalRecord(*row) for row in await self._all(Q["signals"], (run_id,))]
+
+    async def delete_signals(self, ids: Sequence[int]) -> None:
+        if ids:
+            await self._exec(Q["delete_signals"], (list(ids),))
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        lock = None if self._ro else lock_key("event-id", event_id)
+        row = await self._one(Q["get_event"], (event_id,), lock=lock)
+        return EventRecord(*row) if row else None
+
+    async def insert_event(self, event: EventRecord) -> None:
+        await self._exec(
+            Q["insert_event"],
+            (event.id, event.name, event.domain, event.subject, event.payload, event.published_at),
+            lock=lock_key("event-name", event.domain, event.name),
+            shared=True,
+        )
+
+    async def delete_event(self, event_id: str) -> None:
+        await self._exec(Q["delete_event"], (event_id,))
+
+    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
+        lock = None if self._ro else lock_key("event-name", domain, name)
+        rows = await self._all(Q["events_since"], (domain, name, since), lock=lock)
+        return [EventRecord(*row) for row in rows]
+
+    async def prune_events(self, before: float) -> int:
+        return (await self._exec(Q["prune_events"], (before,))).rowcount
+
+    # -- subscriptions -----------------------------------------------------------------------
+
+    async def add_subscription(self, sub: SubscriptionRecord) -> None:
+        await self._exec(
+            Q["add_subscription"],
+            (
+                sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
+                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at, sub.deadline,
+            ),
+        )  # fmt: skip
+
+    async def shapes(self, domain: str, name: str) -> list[str]:
+        return [row[0] for row in await self._all(Q["shapes"], (domain, name, domain, name))]
+
+    async def find_subscriptions(
+        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
+    ) -> list[SubscriptionRecord]:
+        # '*' never names a real subject, so a missing subject matches only wildcards.
+        query = Q["find_subscriptions" if self._ro else "find_subscriptions_locked"]
+        rows = await self._all(query, (domain, name, shape, digest, subject or "*", kind))
+        return [SubscriptionRecord(*row) for row in rows]
+
+    async def list_subscriptions(
+        self, *, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionRecord]:
+        clauses: list[sql.Composable] = []
+        params: list[Any] = []
+        if run_id is not None:
+            clauses.append(sql.SQL("run_id = %s"))
+            params.append(run_id)
+        if name is not None:
+            clauses.append(sql.SQL("name = %s"))
+            params.append(name)
+        query = sql.SQL("{}\n{} ORDER BY created_at, run_id, pos").format(
+            sql.SQL(Q["list_subscriptions"]), _where(clauses)
+        )
+        return [SubscriptionRecord(*row) for row in await self._all(query, params)]
+
+    async def delete_subscription(self, run_id: str, pos: int) -> None:
+        await self._exec(Q["delete_subscription"], (run_id, pos))
+
+    async def delete_run_subscriptions(self, run_id: str) -> None:
+        await self._exec(Q["delete_run_subscriptions"], (run_id,))
+
+    async def sweep_subscriptions(self, now: float) -> int:
+        return (await self._exec(Q["sweep_subscriptions"], (now,))).rowcount
+
+    # -- messages ----------------------------------------------------------------------------
+
+    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
+        if self._ro:
+            row = await self._one(Q["message_wait"], (name, key))
+        else:
+            # Message-started runs live in domain "default" with subject = key:
+            # the same lock as active_run's for them, so the two never deadlock.
+            lock = _subject_lock("default", key)
+            row = await self._one(Q["message_wait_locked"], (name, key), lock=lock)
+        return SubscriptionRecord(*row) if row else None
+
+    async def add_message(self, message: MessageRecord) -> int:
+        m = message
+        row = await self._one(
+            Q["add_message"],
+            (m.name, m.key, m.payload, m.message_id, m.status, m.reason, m.received_at,
+             m.expires_at),
+        )  # fmt: skip
+        assert row is not None
+        return int(row[0])
+
+    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None:
+        if self._ro:
+            row = await self._one(Q["oldest_message"], (name, key, now))
+        else:
+            lock = _subject_lock("default", key)
+            row = await self._one(Q["oldest_message_locked"], (name, key, now), lock=lock)
+        return MessageRecord(*row) if row else None
+
+    async def get_message(self, message_id: int) -> MessageRecord | None:
+        query = Q["get_message" if self._ro else "get_message_locked"]
+        row = await self._one(query, (message_id,))
+        return MessageRecord(*row) if row else None
+
+    async def list_messages(self, status: str | None) -> list[MessageRecord]:
+        if status is None:
+            rows = await self._all(Q["list_messages"])
+        else:
+            rows = await self._all(Q["list_messages_by_status"], (status,))
+        return [MessageRecord(*row) for row in rows]
+
+    async def delete_message(self, message_id: int) -> None:
+        await self._exec(Q["delete_message"], (message_id,))
+
+    async def update_message(
+        self, message_id: int, status: str, reason: str | None, expires_at: float
+    ) -> None:
+        await self._exec(Q["update_message"], (status, reason, expires_at, message_id))
+
+    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
+        rows = await self._all(Q["expire_messages"], (reason, now))
+        return sorted((MessageRecord(*row) for row in rows), key=lambda m: m.id)
+
+    async def message_id_seen(self, message_id: str) -> float | None:
+        lock = None if self._ro else lock_key("message-id", message_id)
+        row = await self._one(Q["message_id_seen"], (message_id,), lock=lock)
+        return float(row[0]) if row else None
+
+    async def remember_message_id(self, message_id: str, at: float) -> None:
+        await self._exec(Q["remember_message_id"], (message_id, at))
+
+    async def prune_message_ids(self, before: float) -> None:
+        await self._exec(Q["prune_message_ids"], (before,))
+
+
+class PostgresStore:
+    """A PostgreSQL database shared by any number of worker and client processes.
+
+    URL: anything libpq accepts (``postgresql://user:password@host:port/db?sslmode=...``),
+    plus parkway's own query parameters: ``pool_size`` (connections per process,
+    default 10), ``pool_timeout`` (how long a transaction waits for a free
+    connection, default 30s) and ``statement_timeout`` (default 30s; 0 = none).
+    """
+
+    capabilities: frozenset[str] = frozenset({"persistent", "shared"})
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        display: str,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+    ) -> None:
+        self.conninfo = conninfo
+        self.display = display
+        self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
+        self._params = conninfo_to_dict(conninfo)
+        self._pool: psycopg_pool.AsyncConnectionPool[Conn] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._changed = False
+        # Tags this store's notifications, so that its own commits do not wake it.
+        self._token = uuid.uuid4().hex
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """Parse ``url`` (libpq syntax plus parkway's parameters) without connecting."""
+        parts = urlsplit(url)
+        ours: dict[str, str] = {}
+        rest: list[tuple[str, str]] = []
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key in ("pool_size", "pool_timeout", "statement_timeout"):
+                ours[key] = value
+            else:
+                rest.append((key, value))
+        # Rebuilt by hand: urlunsplit would turn postgresql:///db into postgresql:/db.
+        libpq_url = url.split("?", 1)[0] + (f"?{urlencode(rest, quote_via=quote)}" if rest else "")
+        try:
+            params = conninfo_to_dict(libpq_url)
+        except psycopg.Error as exc:
+            raise ParkwayError(
+                f"bad PostgreSQL url {_redact(url)!r}: {exc}; write "
+                "postgresql://user:password@host:5432/database"
+            ) from exc
+        try:
+            pool_size = int(ours.get("pool_size", DEFAULT_POOL_SIZE))
+            if pool_size < 1:
+                raise ValueError
+        except ValueError:
+            raise ParkwayError(
+                f"pool_size in {_redact(url)!r} must be a whole number >= 1, "
+                f"got {ours['pool_size']!r}"
+            ) from None
+        pool_timeout = _duration(ours.get("pool_timeout"), DEFAULT_POOL_TIMEOUT, "pool_timeout")
+        statement_timeout = _duration(
+            ours.get("statement_timeout"), DEFAULT_STATEMENT_TIMEOUT, "statement_timeout"
+        )
+        settings = (
+            f"-c statement_timeout={round(statement_timeout * 1000)} "
+            f"-c idle_in_transaction_session_timeout={round(IDLE_IN_TRANSACTION_TIMEOUT * 1000)}"
+        )
+        params["options"] = f"{params.get('options') or ''} {settings}".strip()
+        params.setdefault("application_name", "parkway")
+        params.setdefault("connect_timeout", "10")
+        user = params.get("user") or "(default user)"
+        where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        display = f"{user}@{where}/{params.get('dbname') or '(default database)'}"
+        return cls(
+            make_conninfo("", **params),
+            display=display,
+            pool_size=pool_size,
+            pool_timeout=pool_timeout,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise self._connect_error(exc) from exc
+        try:
+            await self._migrate(conn)
+            await self._check_privileges(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise self._privilege_error(exc) from exc
+        except psycopg.Error as exc:
+            raise ParkwayError(
+                f"cannot prepare parkway's schema in PostgreSQL {self.display}: {_first_line(exc)}"
+            ) from exc
+        finally:
+            await conn.close()
+        pool: psycopg_pool.AsyncConnectionPool[Conn] = psycopg_pool.AsyncConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"autocommit": True},
+            timeout=self.pool_timeout,
+            name="parkway",
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.pool_timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise ParkwayError(
+                f"cannot open a connection pool to PostgreSQL {self.display}: {_first_line(exc)}"
+            ) from exc
+        self._pool = pool
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def _migrate(self, conn: Conn) -> None:
+        latest = MIGRATIONS[-1][0]
+        if await self._version(conn) == latest:
+            return  # the common case: no lock, no DDL, no CREATE privilege needed
+        # Processes starting together queue here; each re-reads the version once it
+        # holds the lock, so the migrations run once. Session-level: DDL commits.
+        await conn.execute(Q["lock_migrations"], (MIGRATION_LOCK,))
+        try:
+            await conn.execute("SET statement_timeout = 0")
+            current = await self._version(conn)
+            if current > latest:
+                raise ParkwayError(
+                    f"the parkway schema in {self.display} is at version {current}, newer "
+                    f"than this parkway knows (up to {latest}); upgrade parkway"
+                )
+            if current < latest:
+                async with conn.transaction():
+                    exists = await conn.execute(Q["schema_exists"])
+                    row = await exists.fetchone()
+                    if not (row and row[0]):
+                        await conn.execute(Q["create_schema"])
+                    await conn.execute(Q["create_schema_version"])
+            for version, script in MIGRATIONS:
+                if version > current:
+                    async with conn.transaction():
+                        # No parameters: sent as one simple query, several statements.
+                        await conn.execute(script.encode())
+                        await conn.execute(Q["record_version"], (version, time.time()))
+                    log.info("applied parkway schema migration %03d to %s", version, self.display)
+        finally:
+            if not conn.broken:
+                await conn.execute(Q["unlock_migrations"], (MIGRATION_LOCK,))
+                await conn.execute("RESET statement_timeout")
+
+    async def _version(self, conn: Conn) -> int:
+        latest = MIGRATIONS[-1][0]
+        cursor = await conn.execute(Q["schema_usage"])
+        row = await cursor.fetchone()
+        if row is None:
+            return 0  # no schema yet
+        if not row[0]:
+            raise self._privilege_error(None, "USAGE on schema parkway")
+        cursor = await conn.execute(Q["schema_version_exists"])
+        row = await cursor.fetchone()
+        if not (row and row[0]):
+            return 0
+        cursor = await conn.execute(Q["schema_version"])
+        row = await cursor.fetchone()
+        version = int(row[0]) if row else 0
+        if version > latest:
+            raise ParkwayError(
+                f"the parkway schema in {self.display} is at version {version}, newer than "
+                f"this parkway knows (up to {latest}); upgrade parkway"
+            )
+        return version
+
+    async def _check_privileges(self, conn: Conn) -> None:
+        # Fail at open with the fix, not at the first write with a bare error.
+        cursor = await conn.execute(Q["missing_privileges"])
+        missing = [r[0] for r in await cursor.fetchall()]
+        if missing:
+            raise self._privilege_error(
+                None, f"SELECT, INSERT, UPDATE or DELETE on parkway.{', parkway.'.join(missing)}"
+            )
+
+    def _connect_error(self, exc: psycopg.OperationalError) -> ParkwayError:
+        detail = str(exc).strip()
+        lower = detail.lower()
+        db = self._params.get("dbname") or "(default)"
+        user = self._params.get("user") or "(default)"
+        if "database" in lower and "does not exist" in lower:
+            return ParkwayError(
+                f"PostgreSQL database {db!r} does not exist ({self.display}); create it "
+                f'(createdb {db}, or CREATE DATABASE "{db}") or fix the database name in the url'
+            )
+        if "role" in lower and "does not exist" in lower:
+            return ParkwayError(
+                f"PostgreSQL role {user!r} does not exist ({self.display}); create it "
+                "(CREATE ROLE ... LOGIN) or fix the user name in the url"
+            )
+        if "password" in lower or "authentication" in lower:
+            return ParkwayError(
+                f"PostgreSQL refused the credentials of {user!r} ({self.display}): "
+                f"{_first_line(exc)}; check the user and password in the url or ~/.pgpass"
+            )
+        return ParkwayError(
+            f"cannot connect to PostgreSQL {self.display}: {_first_line(exc)}; check the host "
+            "and port in the url and that the server is running and accepts TCP connections"
+        )
+
+    def _privilege_error(self, exc: psycopg.Error | None, what: str = "") -> ParkwayError:
+        user = self._params.get("user") or "the connecting role"
+        db = self._params.get("dbname") or "the database"
+        if exc is not None:
+            return ParkwayError(
+                f"PostgreSQL role {user!r} may not create parkway's schema in database "
+                f'{db!r} ({_first_line(exc)}); GRANT CREATE ON DATABASE "{db}" TO "{user}", '
+                "or open parkway once as a role that may (e.g. the database owner), then "
+                f"GRANT USAGE ON SCHEMA parkway and SELECT, INSERT, UPDATE, DELETE ON ALL "
+                f'TABLES IN SCHEMA parkway TO "{user}"'
+            )
+        return ParkwayError(
+            f"PostgreSQL role {user!r} lacks {what} in database {db!r}; as the schema's "
+            f'owner run: GRANT USAGE ON SCHEMA parkway TO "{user}"; GRANT SELECT, INSERT, '
+            f'UPDATE, DELETE ON ALL TABLES IN SCHEMA parkway TO "{user}"'
+        )
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @property
+    def pool(self) -> psycopg_pool.AsyncConnectionPool[Conn]:
+        if self._pool is None:
+            raise ParkwayError("the store is not open; use `async with engine:` first")
+        return self._pool
+
+    async def _getconn(self) -> Conn:
+        try:
+            return await self.pool.getconn()
+        except psycopg_pool.PoolTimeout as exc:
+            raise ParkwayError(
+                f"no connection to PostgreSQL {self.display} within {self.pool_timeout:g}s: "
+                f"the server is unreachable or all {self.pool_size} pooled connections are "
+                "busy (raise pool_size in the url)"
+            ) from exc
+        except psycopg_pool.PoolClosed as exc:
+            raise ParkwayError("the store is closed; open the engine again") from exc
+
+    async def _putconn(self, conn: Conn) -> None:
+        pool = self._pool
+        if pool is None:
+            await conn.close()
+        else:
+            await pool.putconn(conn)
+
+    @asynccontextmanager
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[PostgresTx]:
+        tx = PostgresTx(self, await self._getconn(), readonly=readonly)
+        try:
+            try:
+                yield tx
+            except BaseException as exc:
+                await _rollback(tx._c)
+                if isinstance(exc, psycopg.Error):
+                    raise self._failed(exc) from exc
+                raise
+            try:
+                await tx._commit()
+            except BaseException as exc:
+                await _rollback(tx._c)
+                if isinstance(exc, psycopg.Error):
+                    raise self._failed(exc, committing=True) from exc
+                raise
+        finally:
+            await self._putconn(tx._c)
+
+    async def _xact_status(self, xid: str | None, patience: float = 5.0) -> str | None:
+        """``committed``, ``aborted`` or ``None`` (unknown) for transaction ``xid``.
+
+        A transaction that never got an id wrote nothing: as good as aborted.
+        """
+        if xid is None:
+            return "aborted"
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                rows = await self._single(Q["xact_status"], (xid,))
+            except ParkwayError:
+                log.warning("could not learn the fate of transaction %s", xid, exc_info=True)
+                return None
+            status = rows[0][0] if rows else None
+            # "in progress": the server has not finished ending the lost session yet.
+            if status != "in progress" or time.monotonic() > deadline:
+                return None if status == "in progress" else status
+            await asyncio.sleep(0.05)
+
+    async def _single(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One statement in autocommit mode (its own transaction), retried on a dead connection.
+
+        Only for statements that may safely run twice (reads, claims, lease updates).
+        """
+        for attempt in range(self.pool_size + 1):
+            conn = await self._getconn()
+            try:
+                cursor = await conn.execute(query, params)
+                return await cursor.fetchall() if cursor.description else []
+            except psycopg.OperationalError as exc:
+                if not _connection_lost(exc, conn) or attempt == self.pool_size:
+                    raise self._failed(exc) from exc
+                await conn.close()
+            except psycopg.Error as exc:
+                raise self._failed(exc) from exc
+            finally:
+                await self._putconn(conn)
+        raise AssertionError("unreachable")
+
+    def _failed(self, exc: BaseException, *, committing: bool = False) -> ParkwayError:
+        detail = _first_line(exc)
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            hint = "a statement ran past statement_timeout; raise it: ?statement_timeout=60s"
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            user = self._params.get("user") or "the connecting role"
+            hint = f"grant {user!r} SELECT, INSERT, UPDATE, DELETE on the tables of schema parkway"
+        elif isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+            hint = "another transaction got in the way; retry"
+        elif isinstance(exc, psycopg.OperationalError):
+            hint = "the server may be restarting or unreachable; retry"
+        else:
+            hint = "nothing of the transaction was saved"
+        # Only a COMMIT cut off with its connection leaves the outcome unknown
+        # (when even the server could not tell us afterwards).
+        unknown = (
+            committing
+            and isinstance(exc, psycopg.OperationalError)
+            and (exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")))
+        )
+        outcome = "the commit may or may not have happened" if unknown else "rolled back"
+        return ParkwayError(f"PostgreSQL {self.display}: {detail} ({outcome}; {hint})")
+
+    # -- the worker's calls ------------------------------------------------------------------
+
+    async def claim(
+        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+    ) -> list[str]:
+        rows = await self._single(Q["claim"], (now, wall_now, limit, owner, lease_until))
+        return [row[0] for row in rows]
+
+    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
+        if run_ids:
+            await self._single(Q["extend_leases"], (lease_until, list(run_ids), owner))
+
+    async def release_leases(self, owner: str) -> None:
+        await self._single(Q["release_leases"], (owner,))
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        try:
+            if after is None:
+                rows = await self._single(Q["next_due"])
+            else:
+                rows = await self._single(Q["next_due_after"], (after,))
+        except ParkwayError:
+            # Polled by the worker's idle loop, which must outlive a database outage:
+            # "unknown" makes it wait its full poll interval and try to claim again.
+            log.warning("could not read the next due time", exc_info=True)
+            return None
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    async def has_due(self, now: float) -> bool:
+        rows = await self._single(Q["has_due"], (now,))
+        return bool(rows[0][0])
+
+    async def changed(self) -> bool:
+        if self._pool is None:
+            return False
+        if self._listener is None:
+            # Started on first use: client-only engines never poll, and keep one
+            # connection fewer.
+            self._listener = asyncio.create_task(self._listen(), name="parkway-listener")
+            return True
+        changed, self._changed = self._changed, False
+        return changed
+
+    async def _listen(self) -> None:
+        """Hold a LISTEN connection; set the changed flag on every foreign notification."""
+        delay = 0.1
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    # Whatever was committed while nobody listened: look once.
+                    self._changed = True
+                    delay = 0.1
+                    while True:
+                        async for note in conn.notifies(timeout=LISTEN_PROBE):
+                            if note.payload != self._token:
+                                self._changed = True
+                        # Quiet for a while: a dead peer only shows when we talk to it.
+                        await conn.execute("SELECT 1")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "notification connection to %s lost (%s); reconnecting in %.1fs",
+                    self.display, _first_line(exc), delay,
+                )  # fmt: skip
+                self._changed = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _xid(result: Result) -> str | None:
+    return str(result.rows[0][0]) if result.rows else None
+
+
+def _connection_lost(exc: psycopg.OperationalError, conn: Conn) -> bool:
+    """Whether ``exc`` means the connection is gone (rather than a statement failed)."""
+    if conn.broken or conn.closed:
+        return True
+    state = exc.sqlstate
+    # None: a client-side failure (lost socket, a pipeline cut short); class 08:
+    # connection exceptions; 57P0x: the server shut the session down.
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+async def _rollback(conn: Conn) -> None:
+    # On failure the connection is in an unknown state (broken, or interrupted
+    # mid-query): close it, and the pool replaces it.
+    try:
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.execute("ROLLBACK")
+    except Exception:
+        await conn.close()
+    except BaseException:
+        await conn.close()
+        raise
+
+
+def _where(clauses: list[sql.Composable]) -> sql.Composable:
+    if not clauses:
+        return sql.SQL("")
+    return sql.SQL("WHERE {}").format(sql.SQL(" AND ").join(clauses))
+
+
+def _duration(value: str | None, default: float, name: str) -> float:
+    if value is None:
+        return default
+    try:
+        return to_seconds(float(value) if _is_number(value) else value, name)
+    except InvalidDurationError as exc:
+        raise ParkwayError(f"{name} in the PostgreSQL url: {exc}") from exc
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())[:500]
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,1100 @@
+"""The store conformance suite: the spec of the ``Store`` / ``Tx`` protocol.
+
+Every test runs on every backend (memory, SQLite, PostgreSQL), against the
+protocol alone, the way the engine calls it. Tests that need two processes on
+one store are marked ``requires("shared")``; the races among them run the second
+party on its own store instance, in its own thread and event loop, started while
+the first party's transaction is still open: a backend passes only if the second
+party sees the world as if the two had run one after the other (SQLite makes it
+wait for the write lock; PostgreSQL must make it wait on the right lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from parkway.store import Store, open_store
+from parkway.store.base import (
+    EventRecord,
+    JournalEntry,
+    MessageRecord,
+    NewTask,
+    RunRecord,
+    SubscriptionRecord,
+    Tx,
+)
+
+T = TypeVar("T")
+
+NOW = 1_000_000.0  # engine time
+WALL = 2_000_000.0  # wall-clock time, for leases
+
+
+def run(run_id: str, **fields: Any) -> RunRecord:
+    values: dict[str, Any] = dict(
+        id=run_id, workflow="wf", version="1", status="pending", input=b'{"n": 1}',
+        output=None, error=None, domain="default", subject=None, parent_id=None,
+        trigger=None, generation=0, created_at=NOW, updated_at=NOW,
+    )  # fmt: skip
+    values.update(fields)
+    return RunRecord(**values)
+
+
+def entry(pos: int, state: str = "done", value: bytes | None = b"1", **fields: Any) -> JournalEntry:
+    values: dict[str, Any] = dict(
+        pos=pos, kind="step", name=f"s{pos}", state=state, value=value, deadline=None, at=NOW
+    )
+    values.update(fields)
+    return JournalEntry(**values)
+
+
+def event(event_id: str, name: str = "order.paid", **fields: Any) -> EventRecord:
+    values: dict[str, Any] = dict(
+        id=event_id, name=name, domain="default", subject=None, payload=b'{"a": 1}',
+        published_at=NOW,
+    )  # fmt: skip
+    values.update(fields)
+    return EventRecord(**values)
+
+
+def sub(run_id: str, pos: int = 0, **fields: Any) -> SubscriptionRecord:
+    values: dict[str, Any] = dict(
+        run_id=run_id, pos=pos, kind="event", domain="default", name="order.paid",
+        subject="*", shape="", digest="", match=None, wait=f"wait#{pos}",
+        expires_at=NOW + 3600, created_at=NOW,
+    )  # fmt: skip
+    values.update(fields)
+    return SubscriptionRecord(**values)
+
+
+def message_wait(run_id: str, name: str, key: str, pos: int = 0) -> SubscriptionRecord:
+    return sub(run_id, pos, kind="message", name=name, subject=key, wait=f"wait_for_message#{pos}")
+
+
+def message(name: str, key: str, payload: bytes = b'"m"', **fields: Any) -> MessageRecord:
+    values: dict[str, Any] = dict(
+        id=0, name=name, key=key, payload=payload, message_id=None, status="buffered",
+        reason=None, received_at=NOW, expires_at=NOW + 60,
+    )  # fmt: skip
+    values.update(fields)
+    return MessageRecord(**values)
+
+
+@pytest.fixture
+async def store(engine_url: str) -> AsyncIterator[Store]:
+    """An open, empty store of the backend under test."""
+    opened = open_store(engine_url)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def one(store: Store, body: Callable[[Tx], Awaitable[T]], *, readonly: bool = False) -> T:
+    """``body`` in one transaction of its own."""
+    async with store.transaction(readonly=readonly) as tx:
+        return await body(tx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle
+
+
+async def test_open_twice_and_close_twice_are_harmless(engine_url: str) -> None:
+    store = open_store(engine_url)
+    await store.open()
+    await store.open()
+    await store.close()
+    await store.close()
+
+
+@pytest.mark.requires("persistent")
+async def test_data_survives_closing_and_reopening(engine_url: str) -> None:
+    first = open_store(engine_url)
+    await first.open()
+    async with first.transaction() as tx:
+        await tx.insert_run(run("kept"))
+    await first.close()
+    second = open_store(engine_url)
+    await second.open()
+    try:
+        got = await one(second, lambda tx: tx.get_run("kept"), readonly=True)
+        assert got == run("kept")
+    finally:
+        await second.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+async def test_a_run_round_trips_every_field(store: Store) -> None:
+    full = run(
+        "r1", workflow="order", version="2", status="parked", input=b'{"x": [1, 2]}',
+        output=b'"out"', error=b'{"type": "E"}', domain="shop", subject="client:5",
+        parent_id="p", trigger=b'{"id": "e1"}', generation=3, created_at=NOW + 0.125,
+        updated_at=NOW + 0.5,
+    )  # fmt: skip
+    async with store.transaction() as tx:
+        await tx.insert_run(full)
+        await tx.insert_run(run("r2"))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("r1") == full
+        assert await tx.get_run("r2") == run("r2")
+        assert await tx.get_run("nope") is None
+    got = await one(store, lambda tx: tx.get_run("r1"), readonly=True)
+    assert got is not None and isinstance(got.input, bytes) and got.lease_owner is None
+
+
+async def test_update_run_changes_fields_and_fences_on_the_lease(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+    assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1) == []
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("r", NOW, "start")])
+    assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1) == ["r"]
+    async with store.transaction() as tx:
+        assert await tx.update_run("r", {"status": "parked"}, owner="w2") is False
+        assert await tx.update_run("r", {"updated_at": NOW + 1}, owner="w1", release=False)
+        held = await tx.get_run("r")
+        assert held is not None and held.lease_owner == "w1" and held.lease_until == WALL + 30
+        assert await tx.update_run("r", {"status": "parked", "output": b"1"}, owner="w1")
+        released = await tx.get_run("r")
+        assert released is not None
+        assert (released.status, released.output, released.updated_at) == ("parked", b"1", NOW + 1)
+        assert (released.lease_owner, released.lease_until) == (None, None)
+        # Without an owner, the update is unconditional.
+        assert await tx.update_run("r", {"status": "cancelled", "generation": 1})
+        assert await tx.update_run("missing", {"status": "cancelled"}) is False
+    final = await one(store, lambda tx: tx.get_run("r"))
+    assert final is not None and (final.status, final.generation) == ("cancelled", 1)
+
+
+async def test_list_runs_filters_newest_first_and_hides_internal_runs(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("a", created_at=NOW + 1, subject="s1", status="parked"))
+        await tx.insert_run(run("b", created_at=NOW + 2, workflow="other", domain="d2"))
+        await tx.insert_run(run("c", created_at=NOW + 2, subject="s1", parent_id="a"))
+        await tx.insert_run(run("acc", created_at=NOW + 3, workflow="parkway.debounce:wf"))
+
+    async def ids(**filters: Any) -> list[str]:
+        args: dict[str, Any] = dict(
+            workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=100
+        )
+        args.update(filters)
+        async with store.transaction(readonly=True) as tx:
+            return [r.id for r in await tx.list_runs(**args)]
+
+    assert await ids() == ["c", "b", "a"]  # created_at DESC, then id DESC
+    assert await ids(limit=2) == ["c", "b"]
+    assert await ids(workflow="wf") == ["c", "a"]
+    assert await ids(status="parked") == ["a"]
+    assert await ids(subject="s1") == ["c", "a"]
+    assert await ids(domain="d2") == ["b"]
+    assert await ids(parent_id="a") == ["c"]
+    assert await ids(workflow="parkway.debounce:wf") == ["acc"]
+
+
+async def test_active_run_finds_an_unfinished_run_per_subject(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("done", subject="k", status="completed"))
+        await tx.insert_run(run("live", subject="k", status="parked"))
+        await tx.insert_run(run("nosub", subject=None, status="running"))
+        await tx.insert_run(run("failed", subject="f", status="failed"))
+    async with store.transaction() as tx:
+        assert await tx.active_run("wf", "default", "k") == "live"
+        assert await tx.active_run("wf", "default", None) == "nosub"
+        assert await tx.active_run("wf", "default", "f") is None
+        assert await tx.active_run("wf", "other", "k") is None
+        assert await tx.active_run("other", "default", "k") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Journal
+
+
+async def test_journal_is_ordered_replaced_by_position_and_cleared(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.put_journal("r", [entry(1), entry(0, value=None), entry(2, "pending")])
+        await tx.put_journal("other", [entry(0)])
+    async with store.transaction() as tx:
+        assert [e.pos for e in await tx.journal("r")] == [0, 1, 2]
+        first = (await tx.journal("r"))[0]
+        assert first == entry(0, value=None)
+        await tx.put_journal("r", [entry(2, "done", b'{"ok": true}', deadline=NOW + 5)])
+        assert (await tx.journal("r"))[2] == entry(2, "done", b'{"ok": true}', deadline=NOW + 5)
+        await tx.clear_journal("r")
+        assert await tx.journal("r") == []
+        assert len(await tx.journal("other")) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+async def test_due_tasks_are_per_run_in_insertion_order(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_tasks(
+            [
+                NewTask("r", NOW + 10, "timer", 3),
+                NewTask("r", NOW, "start"),
+                NewTask("r", NOW, "delivery", 1, b'{"e": 1}'),
+                NewTask("s", NOW, "start"),
+            ]
+        )
+        await tx.add_tasks([])
+    async with store.transaction(readonly=True) as tx:
+        due = await tx.due_tasks("r", NOW)
+        assert [(t.kind, t.pos, t.payload, t.due_at) for t in due] == [
+            ("start", None, None, NOW),
+            ("delivery", 1, b'{"e": 1}', NOW),
+        ]
+        assert due[0].id < due[1].id and due[0].run_id == "r"
+        assert [t.kind for t in await tx.due_tasks("r", NOW + 10)] == ["timer", "start", "delivery"]
+        assert await tx.due_tasks("nobody", NOW) == []
+
+
+async def test_task_deletion_by_id_by_wait_and_by_run(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_tasks(
+            [
+                NewTask("r", NOW, "start"),
+                NewTask("r", NOW, "timer", 1),
+                NewTask("r", NOW, "delivery", 2, b"{}"),
+                NewTask("r", NOW, "signal"),
+                NewTask("s", NOW, "timer", 1),
+            ]
+        )
+    async with store.transaction() as tx:
+        start = (await tx.due_tasks("r", NOW))[0]
+        await tx.delete_tasks([start.id])
+        await tx.delete_tasks([])
+        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["timer", "delivery", "signal"]
+        await tx.delete_wait_tasks("r", 2)
+        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["timer", "signal"]
+        await tx.delete_wait_tasks("r")  # every task aimed at a wait (pos set)
+        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["signal"]
+        await tx.delete_all_tasks("r")
+        assert await tx.due_tasks("r", NOW) == []
+        assert [t.kind for t in await tx.due_tasks("s", NOW)] == ["timer"]
+
+
+async def test_task_ids_are_never_reused(store: Store) -> None:
+    seen: set[int] = set()
+    for _ in range(3):
+        async with store.transaction() as tx:
+            await tx.add_tasks([NewTask("r", NOW, "start"), NewTask("r", NOW, "signal")])
+            tasks = await tx.due_tasks("r", NOW)
+            ids = {t.id for t in tasks}
+            assert not ids & seen and all(i > max(seen, default=0) for i in ids)
+            seen |= ids
+            await tx.delete_tasks(list(ids))
+
+
+async def test_next_due_and_has_due(store: Store) -> None:
+    assert await store.next_due() is None
+    assert await store.has_due(NOW) is False
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("r", NOW + 5, "timer", 0), NewTask("r", NOW + 9, "timer", 1)])
+    assert await store.next_due() == NOW + 5
+    assert await store.next_due(after=NOW + 5) == NOW + 9
+    assert await store.next_due(after=NOW + 9) is None
+    assert await store.has_due(NOW + 4.999) is False
+    assert await store.has_due(NOW + 5) is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Signals (the mailbox)
+
+
+async def test_signals_keep_send_order_and_are_deleted_by_id(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_signal("r", "go", b"1", NOW)
+        await tx.add_signal("r", "stop", None, NOW + 1)
+        await tx.add_signal("r", "go", b"2", NOW + 2)
+        await tx.add_signal("s", "go", b"9", NOW)
+    async with store.transaction() as tx:
+        mailbox = await tx.signals("r")
+        assert [(s.name, s.payload, s.at) for s in mailbox] == [
+            ("go", b"1", NOW), ("stop", None, NOW + 1), ("go", b"2", NOW + 2),
+        ]  # fmt: skip
+        assert mailbox[0].id < mailbox[1].id < mailbox[2].id
+        await tx.delete_signals([mailbox[0].id, mailbox[2].id])
+        await tx.delete_signals([])
+        assert [s.name for s in await tx.signals("r")] == ["stop"]
+        assert len(await tx.signals("s")) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+
+
+async def test_events_are_kept_by_id_and_looked_back_in_publish_order(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_event(event("e1", published_at=NOW))
+        await tx.insert_event(event("e2", published_at=NOW + 1, subject="client:5"))
+        await tx.insert_event(event("e3", published_at=NOW + 1))  # same instant: publish order
+        await tx.insert_event(event("e4", name="other", published_at=NOW + 2))
+        await tx.insert_event(event("e5", domain="d2", published_at=NOW + 2))
+    async with store.transaction() as tx:
+        assert await tx.get_event("e2") == event("e2", published_at=NOW + 1, subject="client:5")
+        assert await tx.get_event("nope") is None
+        since = await tx.events_since("default", "order.paid", NOW + 0.5)
+        assert [e.id for e in since] == ["e2", "e3"]
+        assert [e.id for e in await tx.events_since("default", "order.paid", NOW)] == [
+            "e1", "e2", "e3",
+        ]  # fmt: skip
+        await tx.delete_event("e1")
+        await tx.delete_event("nope")
+        assert await tx.get_event("e1") is None
+        assert await tx.prune_events(NOW + 2) == 2  # e2, e3
+        assert [e.id for e in await tx.events_since("d2", "order.paid", 0)] == ["e5"]
+        assert await tx.get_event("e4") is not None
+
+
+async def test_an_event_id_can_be_reused_after_its_event_is_deleted(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_event(event("e1", published_at=NOW))
+        await tx.delete_event("e1")
+        await tx.insert_event(event("e1", published_at=NOW + 1, payload=b"2"))
+    got = await one(store, lambda tx: tx.get_event("e1"))
+    assert got is not None and got.payload == b"2"
+
+
+# ---------------------------------------------------------------------------------------------
+# Subscriptions (the publish index)
+
+
+async def test_subscriptions_are_found_by_exact_key_or_wildcard(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(sub("own", subject="product:1", shape="sku", digest="d1"))
+        await tx.add_subscription(sub("any", subject="*", shape="sku", digest="d1",
+                                      created_at=NOW + 1))  # fmt: skip
+        await tx.add_subscription(sub("other", subject="product:2", shape="sku", digest="d1"))
+        await tx.add_subscription(sub("digest", subject="product:1", shape="sku", digest="d2"))
+        await tx.add_subscription(sub("plain", subject="*", shape="", digest=""))
+        await tx.add_subscription(sub("dom", subject="*", domain="d2", shape="sku", digest="d1"))
+        await tx.add_subscription(message_wait("msg", "order.paid", "product:1"))
+
+    async def find(subject: str | None, shape: str = "sku", digest: str = "d1",
+                   kind: str = "event") -> list[str]:  # fmt: skip
+        async with store.transaction() as tx:
+            found = await tx.find_subscriptions(
+                domain="default", name="order.paid", shape=shape, digest=digest,
+                subject=subject, kind=kind,
+            )  # fmt: skip
+            return [s.run_id for s in found]
+
+    assert await find("product:1") == ["own", "any"]  # oldest first
+    assert await find("product:2") == ["other", "any"]
+    assert await find(None) == ["any"]  # no subject: wildcards only
+    assert await find("product:1", digest="d2") == ["digest"]
+    assert await find("product:9", shape="", digest="") == ["plain"]
+    assert await find("product:1", shape="", digest="", kind="message") == ["msg"]
+    assert await find("product:2", shape="", digest="", kind="message") == []
+    async with store.transaction(readonly=True) as tx:
+        assert sorted(await tx.shapes("default", "order.paid")) == ["", "sku"]
+        assert await tx.shapes("default", "nothing") == []
+        found = await tx.find_subscriptions(
+            domain="default", name="order.paid", shape="sku", digest="d1",
+            subject="product:1", kind="event",
+        )  # fmt: skip
+        assert found[0] == sub("own", subject="product:1", shape="sku", digest="d1")
+
+
+async def test_a_subscription_round_trips_every_field(store: Store) -> None:
+    full = sub(
+        "r", 7, kind="event", domain="shop", name="paid", subject="client:5", shape="a|b",
+        digest="ff00", match=b'{"a": 1, "b": [2]}', wait="wait_for_event:paid#7",
+        expires_at=NOW + 99.5, created_at=NOW + 0.25, deadline=NOW + 60,
+    )  # fmt: skip
+    async with store.transaction() as tx:
+        await tx.add_subscription(full)
+        await tx.add_subscription(sub("bare", 0))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.list_subscriptions(run_id="r") == [full]
+        assert [s.deadline for s in await tx.list_subscriptions(run_id="bare")] == [None]
+
+
+async def test_adding_a_subscription_twice_replaces_it(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(sub("r", 3, subject="a", match=b'{"x": 1}'))
+        await tx.add_subscription(sub("r", 3, subject="b", match=b'{"x": 2}'))
+    subs = await one(store, lambda tx: tx.list_subscriptions(run_id="r"))
+    assert [(s.subject, s.match) for s in subs] == [("b", b'{"x": 2}')]
+
+
+async def test_list_and_delete_subscriptions(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(sub("r", 1, created_at=NOW + 2))
+        await tx.add_subscription(sub("r", 2, name="other", created_at=NOW + 1))
+        await tx.add_subscription(sub("s", 1, created_at=NOW))
+    async with store.transaction() as tx:
+        assert [(s.run_id, s.pos) for s in await tx.list_subscriptions()] == [
+            ("s", 1), ("r", 2), ("r", 1),
+        ]  # fmt: skip
+        assert [s.pos for s in await tx.list_subscriptions(run_id="r")] == [2, 1]
+        assert [s.run_id for s in await tx.list_subscriptions(name="order.paid")] == ["s", "r"]
+        assert [s.pos for s in await tx.list_subscriptions(run_id="r", name="other")] == [2]
+        await tx.delete_subscription("r", 2)
+        await tx.delete_subscription("r", 99)
+        assert [s.pos for s in await tx.list_subscriptions(run_id="r")] == [1]
+        await tx.delete_run_subscriptions("r")
+        assert [s.run_id for s in await tx.list_subscriptions()] == ["s"]
+
+
+async def test_the_sweep_drops_expired_subscriptions_and_unused_shapes(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(sub("old", shape="a", expires_at=NOW - 1))
+        await tx.add_subscription(sub("edge", shape="b", expires_at=NOW))
+        await tx.add_subscription(sub("new", shape="b", expires_at=NOW + 1))
+    async with store.transaction() as tx:
+        assert await tx.sweep_subscriptions(NOW) == 1  # expires_at < now
+        assert sorted(s.run_id for s in await tx.list_subscriptions()) == ["edge", "new"]
+        assert await tx.shapes("default", "order.paid") == ["b"]
+        await tx.delete_run_subscriptions("edge")
+        await tx.delete_run_subscriptions("new")
+        assert await tx.sweep_subscriptions(NOW) == 0
+        assert await tx.shapes("default", "order.paid") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+
+
+async def test_a_message_wait_is_found_by_name_and_key(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(message_wait("r", "payment", "APP-1", pos=4))
+        await tx.add_subscription(sub("e", subject="APP-1", name="payment"))  # an event wait
+    async with store.transaction() as tx:
+        wait = await tx.message_wait("payment", "APP-1")
+        assert wait is not None and (wait.run_id, wait.pos, wait.kind) == ("r", 4, "message")
+        assert await tx.message_wait("payment", "APP-2") is None
+        assert await tx.message_wait("other", "APP-1") is None
+        await tx.delete_subscription("r", 4)
+        assert await tx.message_wait("payment", "APP-1") is None
+
+
+async def test_at_most_one_wait_per_message_name_and_key(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_subscription(message_wait("first", "payment", "K"))
+    # A second wait on the same (name, key) is refused (the transaction fails) or
+    # replaces the first; never do both stand.
+    try:
+        async with store.transaction() as tx:
+            await tx.add_subscription(message_wait("second", "payment", "K"))
+    except Exception:
+        pass
+    async with store.transaction(readonly=True) as tx:
+        waits = [s for s in await tx.list_subscriptions(name="payment") if s.kind == "message"]
+        assert len(waits) == 1
+        holder = await tx.message_wait("payment", "K")
+        assert holder is not None and holder.run_id == waits[0].run_id
+
+
+async def test_buffered_messages_oldest_first_then_dead_letters(store: Store) -> None:
+    async with store.transaction() as tx:
+        m1 = await tx.add_message(message("pay", "K", b'"1"', expires_at=NOW + 10))
+        m2 = await tx.add_message(message("pay", "K", b'"2"', message_id="mid", expires_at=NOW + 5))
+        m3 = await tx.add_message(message("pay", "L", b'"3"', expires_at=NOW + 10))
+    assert m1 < m2 < m3
+    async with store.transaction() as tx:
+        oldest = await tx.oldest_message("pay", "K", NOW)
+        assert oldest == message("pay", "K", b'"1"', id=m1, expires_at=NOW + 10)
+        assert await tx.oldest_message("pay", "nope", NOW) is None
+        # Past its TTL a message is not handed out, even before it is dead-lettered.
+        older = await tx.oldest_message("pay", "K", NOW + 7)
+        assert older is not None and older.id == m1
+        assert await tx.oldest_message("pay", "K", NOW + 10) is None
+        got = await tx.get_message(m2)
+        assert got is not None and (got.message_id, got.payload) == ("mid", b'"2"')
+        assert await tx.get_message(999_999) is None
+        expired = await tx.expire_messages(NOW + 5, "too late")  # expires_at <= now
+        assert [(m.id, m.status, m.reason) for m in expired] == [(m2, "expired", "too late")]
+        assert await tx.expire_messages(NOW + 5, "again") == []
+        assert [m.id for m in await tx.list_messages(None)] == [m1, m2, m3]
+        assert [m.id for m in await tx.list_messages("buffered")] == [m1, m3]
+        assert [m.id for m in await tx.list_messages("expired")] == [m2]
+        await tx.update_message(m2, "buffered", None, NOW + 100)
+        revived = await tx.oldest_message("pay", "K", NOW + 50)
+        assert revived is not None and revived.id == m2
+        await tx.delete_message(m1)
+        await tx.delete_message(m1)
+        assert [m.id for m in await tx.list_messages(None)] == [m2, m3]
+
+
+async def test_message_ids_are_remembered_then_pruned(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.message_id_seen("a") is None
+        await tx.remember_message_id("a", NOW)
+        await tx.remember_message_id("b", NOW + 10)
+        await tx.remember_message_id("a", NOW + 1)  # a repeat moves it on
+    async with store.transaction() as tx:
+        assert await tx.message_id_seen("a") == NOW + 1
+        await tx.prune_message_ids(NOW + 5)
+        assert await tx.message_id_seen("a") is None
+        assert await tx.message_id_seen("b") == NOW + 10
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims and leases
+
+
+async def _runs_with_tasks(store: Store, spec: dict[str, list[float]], **fields: Any) -> None:
+    async with store.transaction() as tx:
+        for run_id, dues in spec.items():
+            await tx.insert_run(run(run_id, **fields))
+            await tx.add_tasks([NewTask(run_id, due, "start") for due in dues])
+
+
+async def test_claim_leases_runs_with_due_tasks_oldest_first(store: Store) -> None:
+    await _runs_with_tasks(
+        store, {"late": [NOW + 60], "b": [NOW - 1, NOW], "a": [NOW - 2], "c": [NOW]}
+    )
+    claimed = await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=2)
+    assert sorted(claimed) == ["a", "b"]
+    rest = await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert rest == ["c"]  # a and b are leased; "late" is not due
+    async with store.transaction(readonly=True) as tx:
+        a = await tx.get_run("a")
+        c = await tx.get_run("c")
+    assert a is not None and (a.lease_owner, a.lease_until, a.status) == (
+        "w1",
+        WALL + 30,
+        "running",
+    )
+    assert c is not None and c.lease_owner == "w2"
+
+
+async def test_claim_starts_pending_runs_only(store: Store) -> None:
+    await _runs_with_tasks(store, {"p": [NOW]}, status="pending")
+    await _runs_with_tasks(store, {"k": [NOW]}, status="parked")
+    await _runs_with_tasks(store, {"d": [NOW]}, status="completed")
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 1, limit=10)
+    assert sorted(claimed) == ["d", "k", "p"]
+    async with store.transaction(readonly=True) as tx:
+        status = {r: (await tx.get_run(r)).status for r in claimed}  # type: ignore[union-attr]
+    assert status == {"p": "running", "k": "parked", "d": "completed"}
+
+
+async def test_a_lease_is_taken_over_only_after_it_expires(store: Store) -> None:
+    await _runs_with_tasks(store, {"r": [NOW]})
+    assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 10, limit=5) == ["r"]
+    # Still live at exactly lease_until; expired strictly after.
+    assert (
+        await store.claim("w2", now=NOW, wall_now=WALL + 10, lease_until=WALL + 40, limit=5) == []
+    )
+    await store.extend_leases("w2", ["r"], WALL + 100)  # not its lease: no effect
+    await store.extend_leases("w1", ["r"], WALL + 20)
+    assert (
+        await store.claim("w2", now=NOW, wall_now=WALL + 15, lease_until=WALL + 45, limit=5) == []
+    )
+    taken = await store.claim("w2", now=NOW, wall_now=WALL + 21, lease_until=WALL + 51, limit=5)
+    assert taken == ["r"]
+    async with store.transaction() as tx:
+        # The first worker's commit is fenced off now.
+        assert await tx.update_run("r", {"status": "parked"}, owner="w1") is False
+        assert await tx.update_run("r", {"status": "parked"}, owner="w2", release=False)
+
+
+async def test_release_leases_frees_every_run_of_one_owner(store: Store) -> None:
+    await _runs_with_tasks(store, {"a": [NOW], "b": [NOW], "c": [NOW]})
+    assert len(await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=2)) == 2
+    assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=2) == ["c"]
+    await store.release_leases("w1")
+    async with store.transaction(readonly=True) as tx:
+        owners = {r: (await tx.get_run(r)).lease_owner for r in "abc"}  # type: ignore[union-attr]
+    assert owners == {"a": None, "b": None, "c": "w2"}
+    again = await store.claim("w3", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
+    assert sorted(again) == ["a", "b"]
+
+
+async def test_a_run_is_claimed_once_however_many_tasks_are_due(store: Store) -> None:
+    await _runs_with_tasks(store, {"busy": [NOW - 3, NOW - 2, NOW - 1], "calm": [NOW]})
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
+    assert sorted(claimed) == ["busy", "calm"]
+
+
+async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("ghost", NOW, "start")])
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions
+
+
+async def test_a_failed_transaction_leaves_nothing_behind(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+        await tx.add_tasks([NewTask("r", NOW, "start")])
+        await tx.put_journal("r", [entry(0)])
+        await tx.add_signal("r", "go", b"1", NOW)
+        await tx.add_subscription(sub("r", 0))
+        await tx.insert_event(event("e0"))
+        m = await tx.add_message(message("pay", "K"))
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async with store.transaction() as tx:
+            await tx.insert_run(run("new"))
+            await tx.update_run("r", {"status": "parked"})
+            await tx.add_tasks([NewTask("new", NOW, "start")])
+            await tx.delete_tasks([t.id for t in await tx.due_tasks("r", NOW)])
+            await tx.put_journal("r", [entry(0, value=b"2"), entry(1)])
+            await tx.add_signal("r", "go", b"2", NOW)
+            await tx.delete_signals([s.id for s in await tx.signals("r")])
+            await tx.add_subscription(sub("new", 0))
+            await tx.delete_run_subscriptions("r")
+            await tx.insert_event(event("e1"))
+            await tx.delete_event("e0")
+            await tx.add_message(message("pay", "K"))
+            await tx.delete_message(m)
+            await tx.remember_message_id("mid", NOW)
+            raise Boom
+
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("new") is None
+        kept = await tx.get_run("r")
+        assert kept is not None and kept.status == "pending"
+        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["start"]
+        assert await tx.due_tasks("new", NOW) == []
+        assert await tx.journal("r") == [entry(0)]
+        assert [s.payload for s in await tx.signals("r")] == [b"1"]
+        assert [s.run_id for s in await tx.list_subscriptions()] == ["r"]
+        assert await tx.get_event("e0") is not None and await tx.get_event("e1") is None
+        assert [x.id for x in await tx.list_messages(None)] == [m]
+        assert await tx.message_id_seen("mid") is None
+    assert await store.has_due(NOW)
+
+
+async def test_a_read_only_transaction_reads_what_was_committed(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("r") is not None
+        assert await tx.journal("r") == []
+        assert await tx.message_wait("x", "y") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Several processes on one store
+
+
+@pytest.mark.requires("shared")
+async def test_changed_reports_commits_of_another_process(engine_url: str) -> None:
+    async with shared_pair(engine_url) as (mine, other):
+        await settle(mine)
+
+        async def commit(tx: Tx) -> None:
+            await tx.insert_run(run("r"))
+            await tx.add_tasks([NewTask("r", NOW, "start")])
+
+        assert isinstance(other, RemoteStore)
+        await other.run(commit)
+        await until(mine.changed, timeout=5, what="changed() after another store's commit")
+
+
+@pytest.mark.requires("shared")
+async def test_two_processes_never_claim_the_same_run(engine_url: str) -> None:
+    async with shared_pair(engine_url) as (first, second):
+        await _runs_with_tasks(first, {f"r{i:03d}": [NOW] for i in range(60)})
+
+        async def drain(store: Store, owner: str) -> list[str]:
+            got: list[str] = []
+            while batch := await store.claim(
+                owner, now=NOW, wall_now=WALL, lease_until=WALL + 60, limit=4
+            ):
+                got += batch
+            return got
+
+        one_side, other_side = await asyncio.gather(drain(first, "w1"), drain(second, "w2"))
+        assert not set(one_side) & set(other_side)
+        assert sorted(one_side + other_side) == [f"r{i:03d}" for i in range(60)]
+
+
+async def _has_delivery(tx: Tx, run_id: str) -> bool:
+    return any(t.kind in ("delivery", "message") for t in await tx.due_tasks(run_id, NOW))
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_publishes_deliver_one_subscription_once(engine_url: str) -> None:
+    """intake._resume_waiters: find the subscription, delete it, add a delivery."""
+    async with shared_pair(engine_url) as (first, second):
+        async with first.transaction() as tx:
+            await tx.insert_run(run("waiter", status="parked"))
+            await tx.add_subscription(sub("waiter", 2))
+
+        async def publish(tx: Tx) -> list[str]:
+            found = await tx.find_subscriptions(
+                domain="default", name="order.paid", shape="", digest="", subject=None,
+                kind="event",
+            )  # fmt: skip
+            for s in found:
+                await tx.delete_subscription(s.run_id, s.pos)
+                await tx.add_tasks([NewTask(s.run_id, NOW, "delivery", s.pos, b"{}")])
+            return [s.run_id for s in found]
+
+        a, b = await race(first, second, publish, publish)
+        assert (a, b) == (["waiter"], [])
+        async with first.transaction(readonly=True) as tx:
+            assert len(await tx.due_tasks("waiter", NOW)) == 1
+
+
+@pytest.mark.requires("shared")
+@pytest.mark.parametrize("first_party", ["publish", "park"])
+async def test_race_a_publish_and_a_since_start_park_never_lose_the_event(
+    engine_url: str, first_party: str
+) -> None:
+    """replay.Lookback.register (events_since, then add_subscription) vs a publish."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def publish(tx: Tx) -> list[str]:
+            await tx.insert_event(event("e1", published_at=NOW + 1))
+            found = await tx.find_subscriptions(
+                domain="default", name="order.paid", shape="", digest="", subject=None,
+                kind="event",
+            )  # fmt: skip
+            for s in found:
+                await tx.delete_subscription(s.run_id, s.pos)
+                await tx.add_tasks([NewTask(s.run_id, NOW + 1, "delivery", s.pos, b"{}")])
+            return [s.run_id for s in found]
+
+        async def park(tx: Tx) -> list[str]:
+            seen = await tx.events_since("default", "order.paid", NOW)
+            if seen:
+                await tx.add_tasks([NewTask("parker", NOW + 1, "delivery", 0, b"{}")])
+            else:
+                await tx.add_subscription(sub("parker", 0))
+            return [e.id for e in seen]
+
+        if first_party == "publish":
+            delivered, looked_back = await race(first, second, publish, park)
+            assert (delivered, looked_back) == ([], ["e1"])
+        else:
+            looked_back, delivered = await race(first, second, park, publish)
+            assert (looked_back, delivered) == ([], ["parker"])
+        async with first.transaction(readonly=True) as tx:
+            assert len(await tx.due_tasks("parker", NOW + 1)) == 1
+            assert await tx.list_subscriptions() == []
+
+
+@pytest.mark.requires("shared")
+async def test_race_the_same_event_id_twice_is_a_duplicate(engine_url: str) -> None:
+    """intake.publish_in_tx: get_event (de-duplication), then insert_event."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def publish(tx: Tx) -> bool:
+            if await tx.get_event("same") is not None:
+                return False
+            await tx.insert_event(event("same"))
+            return True
+
+        assert await race(first, second, publish, publish) == (True, False)
+
+
+@pytest.mark.requires("shared")
+async def test_race_the_same_message_id_twice_is_a_duplicate(engine_url: str) -> None:
+    """messages.correlate_in_tx: message_id_seen, then remember_message_id."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def correlate(tx: Tx) -> bool:
+            if await tx.message_id_seen("mid") is not None:
+                return False
+            await tx.add_message(message("pay", "K"))
+            await tx.remember_message_id("mid", NOW)
+            return True
+
+        assert await race(first, second, correlate, correlate) == (True, False)
+        messages = await one(first, lambda tx: tx.list_messages(None))
+        assert len(messages) == 1
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_correlations_deliver_one_wait_once(engine_url: str) -> None:
+    """messages.correlate_in_tx: message_wait, delete_subscription, delivery; else buffer."""
+    async with shared_pair(engine_url) as (first, second):
+        async with first.transaction() as tx:
+            await tx.add_subscription(message_wait("waiter", "pay", "K", pos=1))
+
+        async def correlate(tx: Tx) -> str:
+            wait = await tx.message_wait("pay", "K")
+            if wait is None:
+                await tx.add_message(message("pay", "K"))
+                return "buffered"
+            await tx.delete_subscription(wait.run_id, wait.pos)
+            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            return "delivered"
+
+        assert await race(first, second, correlate, correlate) == ("delivered", "buffered")
+        async with first.transaction(readonly=True) as tx:
+            assert len(await tx.due_tasks("waiter", NOW)) == 1
+            assert len(await tx.list_messages("buffered")) == 1
+
+
+@pytest.mark.requires("shared")
+@pytest.mark.parametrize("first_party", ["correlate", "wait"])
+async def test_race_a_correlation_and_a_message_wait_meet(
+    engine_url: str, first_party: str
+) -> None:
+    """messages.MessageWait.register (message_wait, oldest_message, add_subscription)."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def correlate(tx: Tx) -> str:
+            wait = await tx.message_wait("pay", "K")
+            if wait is None:
+                await tx.add_message(message("pay", "K"))
+                return "buffered"
+            await tx.delete_subscription(wait.run_id, wait.pos)
+            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            return "delivered"
+
+        async def register(tx: Tx) -> str:
+            if await tx.message_wait("pay", "K") is not None:
+                return "refused"
+            buffered = await tx.oldest_message("pay", "K", NOW)
+            if buffered is not None:
+                await tx.delete_message(buffered.id)
+                await tx.add_tasks([NewTask("waiter", NOW, "message", 0, b"{}")])
+                return "consumed"
+            await tx.add_subscription(message_wait("waiter", "pay", "K"))
+            return "waiting"
+
+        if first_party == "correlate":
+            assert await race(first, second, correlate, register) == ("buffered", "consumed")
+        else:
+            assert await race(first, second, register, correlate) == ("waiting", "delivered")
+        async with first.transaction(readonly=True) as tx:
+            assert len(await tx.due_tasks("waiter", NOW)) == 1
+            assert await tx.list_messages(None) == []
+            assert await tx.list_subscriptions() == []
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_consumers_never_take_the_same_buffered_message(engine_url: str) -> None:
+    """messages.after_run_ends / MessageWait.register: oldest_message, then delete_message."""
+    async with shared_pair(engine_url) as (first, second):
+        async with first.transaction() as tx:
+            older = await tx.add_message(message("pay", "K", b'"1"'))
+            newer = await tx.add_message(message("pay", "K", b'"2"'))
+
+        async def consume(tx: Tx) -> int | None:
+            found = await tx.oldest_message("pay", "K", NOW)
+            if found is not None:
+                await tx.delete_message(found.id)
+            return None if found is None else found.id
+
+        assert await race(first, second, consume, consume) == (older, newer)
+
+
+@pytest.mark.requires("shared")
+async def test_race_a_delivery_committed_while_the_run_stops_waiting_is_seen(
+    engine_url: str,
+) -> None:
+    """messages.rebuffer: the run's commit reads its message deliveries, then deletes its
+    tasks; a correlation that delivered in between must be among what it read."""
+    async with shared_pair(engine_url) as (first, second):
+        async with first.transaction() as tx:
+            await tx.insert_run(run("waiter", status="parked"))
+            await tx.add_subscription(message_wait("waiter", "pay", "K", pos=1))
+
+        async def correlate(tx: Tx) -> str:
+            wait = await tx.message_wait("pay", "K")
+            assert wait is not None
+            await tx.delete_subscription(wait.run_id, wait.pos)
+            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            return "delivered"
+
+        async def stop_waiting(tx: Tx) -> list[str]:
+            assert await tx.update_run("waiter", {"status": "failed"})
+            seen = [t.kind for t in await tx.due_tasks("waiter", float("inf"))]
+            await tx.delete_wait_tasks("waiter", 1)
+            await tx.delete_subscription("waiter", 1)
+            return seen
+
+        assert await race(first, second, correlate, stop_waiting) == ("delivered", ["message"])
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_starts_of_one_run_id_both_succeed(engine_url: str) -> None:
+    """Engine.start: get_run, then insert_run when absent; a concurrent twin must not fail."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def start(tx: Tx) -> bool:
+            if await tx.get_run("twin") is not None:
+                return False
+            await tx.insert_run(run("twin"))
+            await tx.add_tasks([NewTask("twin", NOW, "start")])
+            return True
+
+        a, _b = await race(first, second, start, start)
+        assert a is True  # the second either saw the run or inserted nothing
+        assert await one(first, lambda tx: tx.get_run("twin")) == run("twin")
+
+
+@pytest.mark.requires("shared")
+async def test_race_unique_per_subject_starts_one_run(engine_url: str) -> None:
+    """intake.start_event_run with unique_per_subject: active_run, then insert_run."""
+    async with shared_pair(engine_url) as (first, second):
+
+        def start(run_id: str) -> Callable[[Tx], Awaitable[bool]]:
+            async def body(tx: Tx) -> bool:
+                if await tx.active_run("wf", "default", "client:5") is not None:
+                    return False
+                await tx.insert_run(run(run_id, subject="client:5"))
+                return True
+
+            return body
+
+        assert await race(first, second, start("a"), start("b")) == (True, False)
+
+
+@pytest.mark.requires("shared")
+async def test_race_a_claim_cannot_slip_between_a_cancels_read_and_write(engine_url: str) -> None:
+    """Engine.cancel reads the lease (none: cancel it now) and then writes the run; a
+    worker claiming it in between would replay it as if nothing happened."""
+    async with shared_pair(engine_url) as (first, second):
+        await _runs_with_tasks(first, {"r": [NOW]})
+
+        async def read(tx: Tx) -> str | None:
+            found = await tx.get_run("r")
+            assert found is not None
+            return found.lease_owner
+
+        async def write(tx: Tx) -> None:
+            assert await tx.update_run("r", {"status": "cancelled"})
+
+        async def claim_and_load(store: Store) -> str | None:
+            claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
+            if not claimed:
+                return None
+            async with store.transaction(readonly=True) as tx:
+                loaded = await tx.get_run("r")
+            assert loaded is not None
+            return loaded.status
+
+        owner, seen_by_worker = await race(first, second, read, claim_and_load, then=write)
+        assert owner is None
+        # Either the claim waited for the cancel (and its worker sees it), or it skipped the run.
+        assert seen_by_worker in (None, "cancelled")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for several stores
+
+
+class shared_pair:
+    """Two stores on one URL: this loop's, and one living in a thread with its own loop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    async def __aenter__(self) -> tuple[Store, Store]:
+        self.thread.start()
+        self.mine = open_store(self.url)
+        await self.mine.open()
+        self.other = RemoteStore(open_store(self.url), self.loop)
+        await self.other.open()
+        return self.mine, self.other
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.other.close()
+            await self.mine.close()
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.to_thread(self.thread.join, 10)
+            self.loop.close()
+
+
+class RemoteStore:
+    """A store driven from another thread's event loop (a stand-in for another process)."""
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store, self.loop = store, loop
+        self.capabilities = store.capabilities
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def open(self) -> None:
+        await self.call(self.store.open())
+
+    async def close(self) -> None:
+        await self.call(self.store.close())
+
+    async def run(self, body: Callable[[Any], Awaitable[T]]) -> T:
+        """``body(store)`` if it takes the store, else ``body(tx)`` in a transaction."""
+        if "store" in inspect.signature(body).parameters:
+            return await self.call(body(self.store))
+
+        async def inner() -> T:
+            async with self.store.transaction() as tx:
+                return await body(tx)
+
+        return await self.call(inner())
+
+    def transaction(self, *, readonly: bool = False) -> Any:
+        raise NotImplementedError("use run() across threads")
+
+    async def claim(self, *args: Any, **kwargs: Any) -> list[str]:
+        return await self.call(self.store.claim(*args, **kwargs))
+
+    async def changed(self) -> bool:
+        return await self.call(self.store.changed())
+
+
+async def race(
+    first: Store,
+    second: Store,
+    first_body: Callable[[Tx], Awaitable[T]],
+    second_body: Callable[[Tx], Awaitable[Any]] | Callable[[Store], Awaitable[Any]],
+    *,
+    then: Callable[[Tx], Awaitable[Any]] | None = None,
+    hold: float = 0.3,
+) -> tuple[T, Any]:
+    """``first_body`` runs in a transaction of ``first``, which stays open while
+    ``second_body`` starts on the other store (in a transaction of its own, unless it
+    takes the store); ``then`` runs ``hold`` seconds later, and ``first`` commits.
+    Returns both bodies' results."""
+    assert isinstance(second, RemoteStore)
+    async with first.transaction() as tx:
+        first_result = await first_body(tx)
+        other = asyncio.ensure_future(second.run(second_body))
+        await asyncio.sleep(hold)
+        if other.done() and other.exception() is not None:
+            raise other.exception()  # type: ignore[misc]
+        if then is not None:
+            await then(tx)
+    return first_result, await asyncio.wait_for(other, 30)
+
+
+async def settle(store: Store, quiet: float = 0.5) -> None:
+    """Poll ``changed()`` until it has said False for ``quiet`` seconds in a row
+    (the first calls may say True: a backend may start listening on first use)."""
+    loop = asyncio.get_running_loop()
+    deadline, quiet_since = loop.time() + 10, loop.time()
+    while loop.time() - quiet_since < quiet:
+        if await store.changed():
+            quiet_since = loop.time()
+        if loop.time() > deadline:
+            pytest.fail("changed() kept saying True with nothing committed")
+        await asyncio.sleep(0.01)
+
+
+async def until(check: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"waited {timeout}s for {what}")
+        await asyncio.sleep(0.01)

@@ -1,0 +1,516 @@
+"""What only the PostgreSQL store has to get right: connecting, schema, privileges, outages.
+
+Each test gets a fresh database cloned from the schema template (the ``engine_url``
+fixture, pinned to the postgres backend); tests that need an empty database, a
+restricted role or a killed connection make them through the admin URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from parkway import Engine, ParkwayError
+from parkway.store import open_store
+from parkway.store.base import NewTask
+from parkway.store.postgres import MIGRATIONS, PostgresStore
+
+from .test_conformance import NOW, run
+
+pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+ADMIN_URL = (
+    os.environ.get("PARKWAY_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1].rsplit(":", 1)[0]
+    user = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{host}:{port}"))
+
+
+def with_path(url: str, database: str, user: str | None = None) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if user is not None:
+        netloc = f"{user}@{netloc.rsplit('@', 1)[-1]}"
+    return urlunsplit(parts._replace(netloc=netloc, path=f"/{database}"))
+
+
+def admin_sql(statement: str, database: str | None = None) -> list[tuple[object, ...]]:
+    url = ADMIN_URL if database is None else with_path(ADMIN_URL, database)
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(statement.encode())
+        return cursor.fetchall() if cursor.description else []
+
+
+def database_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+@pytest.fixture
+def empty_database(engine_url: str) -> Iterator[str]:
+    """A database without parkway's schema (the template's clone is dropped first)."""
+    name = f"parkway_t_{os.getpid()}_empty_{uuid.uuid4().hex[:8]}"
+    admin_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def limited_role() -> Iterator[str]:
+    """A login role with no privileges beyond PUBLIC's (trust authentication)."""
+    role = f"parkway_limited_{uuid.uuid4().hex[:8]}"
+    admin_sql(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        yield role
+    finally:
+        for (name,) in admin_sql(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'parkway_t_%'"
+        ):
+            with contextlib.suppress(psycopg.Error):  # the database may be gone already
+                admin_sql(f'DROP OWNED BY "{role}"', str(name))
+        admin_sql(f'DROP ROLE IF EXISTS "{role}"')
+
+
+@pytest.fixture
+async def store(engine_url: str) -> AsyncIterator[PostgresStore]:
+    opened = open_store(engine_url)
+    assert isinstance(opened, PostgresStore)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Connecting: clear errors
+
+
+async def test_an_unreachable_server_is_named_in_the_error(engine_url: str) -> None:
+    url = with_port(engine_url, 1) + "?connect_timeout=2"
+    with pytest.raises(ParkwayError, match=r"cannot connect to PostgreSQL .*:1/") as err:
+        await open_store(url).open()
+    assert "check the host and port" in str(err.value)
+
+
+async def test_an_unknown_host_is_named_in_the_error(engine_url: str) -> None:
+    url = urlunsplit(urlsplit(engine_url)._replace(netloc="postgres@no-such-host.invalid:5432"))
+    with pytest.raises(ParkwayError, match=r"cannot connect to PostgreSQL.*no-such-host\.invalid"):
+        await open_store(url + "?connect_timeout=2").open()
+
+
+async def test_a_missing_database_says_how_to_create_it(engine_url: str) -> None:
+    url = with_path(engine_url, "parkway_no_such_db")
+    with pytest.raises(ParkwayError, match="database 'parkway_no_such_db' does not exist") as err:
+        await open_store(url).open()
+    assert "createdb parkway_no_such_db" in str(err.value)
+
+
+async def test_a_missing_role_is_named(engine_url: str) -> None:
+    url = with_path(engine_url, database_of(engine_url), user="parkway_nobody")
+    with pytest.raises(ParkwayError, match="role 'parkway_nobody' does not exist"):
+        await open_store(url).open()
+
+
+async def test_a_password_is_never_shown(engine_url: str) -> None:
+    url = with_port(engine_url, 1).replace("@", ":s3cret@", 1)
+    with pytest.raises(ParkwayError) as err:
+        await open_store(url + "?connect_timeout=2").open()
+    assert "s3cret" not in str(err.value)
+    with pytest.raises(ParkwayError, match="pool_size") as err:
+        open_store(url + "?pool_size=many")
+    assert "s3cret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("pool_size=0", "pool_size .* must be a whole number >= 1"),
+        ("statement_timeout=soon", "statement_timeout"),
+        ("pool_timeout=-1", "pool_timeout"),
+        ("no_such_option=1", "bad PostgreSQL url"),
+    ],
+)
+async def test_bad_url_options_are_refused_before_connecting(
+    engine_url: str, query: str, message: str
+) -> None:
+    with pytest.raises(ParkwayError, match=message):
+        open_store(f"{engine_url}?{query}")
+
+
+async def test_parkway_options_are_applied(engine_url: str) -> None:
+    store = open_store(f"{engine_url}?pool_size=3&statement_timeout=1500ms&application_name=mine")
+    assert isinstance(store, PostgresStore) and store.pool_size == 3
+    await store.open()
+    try:
+        async with store.transaction(readonly=True) as tx:
+            row = await tx._one("SELECT current_setting('statement_timeout'), "
+                                "current_setting('application_name')")  # fmt: skip
+        assert row == ("1500ms", "mine")
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "setting", "value"),
+    [
+        ("options=-c%20search_path%3Dpublic", "options", "-c search_path=public"),
+        ("sslmode=disable&pool_size=2", "sslmode", "disable"),
+        ("application_name=shop%20worker", "application_name", "shop worker"),
+    ],
+)
+async def test_libpq_options_pass_through_the_url(
+    engine_url: str, query: str, setting: str, value: str
+) -> None:
+    store = open_store(f"{engine_url}?{query}")
+    assert isinstance(store, PostgresStore)
+    assert store._params[setting].startswith(value)
+    assert "statement_timeout=30000" in store._params["options"]
+
+
+async def test_the_postgres_scheme_works_too(engine_url: str) -> None:
+    async with Engine(engine_url.replace("postgresql://", "postgres://"), worker=False) as engine:
+        assert await engine.list_runs() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema and migrations
+
+
+async def test_a_fresh_database_gets_the_schema_once_from_racing_processes(
+    empty_database: str,
+) -> None:
+    url = with_path(ADMIN_URL, empty_database)
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from parkway.store import open_store
+        async def main():
+            store = open_store({url!r})
+            await store.open()
+            async with store.transaction() as tx:
+                await tx.add_signal("r", "ok", None, 0.0)
+            await store.close()
+        asyncio.run(main())
+        """
+    )
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, stderr=asyncio.subprocess.PIPE
+        )
+        for _ in range(6)
+    ]
+    errors = [(await p.communicate())[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    versions = admin_sql("SELECT version FROM parkway.schema_version ORDER BY 1", empty_database)
+    assert versions == [(v,) for v, _ in MIGRATIONS]
+    assert admin_sql("SELECT count(*) FROM parkway.mailbox", empty_database) == [(6,)]
+
+
+async def test_a_newer_schema_asks_for_a_newer_parkway(engine_url: str) -> None:
+    future = MIGRATIONS[-1][0] + 1
+    admin_sql(f"INSERT INTO parkway.schema_version VALUES ({future}, 0)", database_of(engine_url))
+    with pytest.raises(ParkwayError, match=f"version {future}.*upgrade parkway"):
+        await open_store(engine_url).open()
+
+
+async def test_opening_an_up_to_date_schema_takes_no_lock(engine_url: str) -> None:
+    # Another session holds the migration lock (say, a migration in progress elsewhere):
+    # a store on an up-to-date schema must still open at once.
+    from parkway.store.postgres import MIGRATION_LOCK
+
+    with psycopg.connect(engine_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        store = open_store(engine_url)
+        await asyncio.wait_for(store.open(), 5)
+        await store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Privileges
+
+
+async def test_a_role_that_may_not_create_the_schema_is_told_what_to_grant(
+    empty_database: str, limited_role: str
+) -> None:
+    url = with_path(ADMIN_URL, empty_database, user=limited_role)
+    with pytest.raises(ParkwayError, match="may not create parkway's schema") as err:
+        await open_store(url).open()
+    assert f'GRANT CREATE ON DATABASE "{empty_database}" TO "{limited_role}"' in str(err.value)
+    admin_sql(f'GRANT CREATE ON DATABASE "{empty_database}" TO "{limited_role}"')
+    store = open_store(url)
+    await store.open()  # now it may: it creates the schema and owns it
+    await store.close()
+
+
+async def test_a_role_without_table_privileges_is_told_what_to_grant(
+    engine_url: str, limited_role: str
+) -> None:
+    database = database_of(engine_url)
+    url = with_path(engine_url, database, user=limited_role)
+    with pytest.raises(ParkwayError, match="lacks USAGE on schema parkway") as err:
+        await open_store(url).open()
+    assert f'GRANT USAGE ON SCHEMA parkway TO "{limited_role}"' in str(err.value)
+
+    admin_sql(f'GRANT USAGE ON SCHEMA parkway TO "{limited_role}"', database)
+    admin_sql(f'GRANT SELECT ON ALL TABLES IN SCHEMA parkway TO "{limited_role}"', database)
+    with pytest.raises(ParkwayError, match="lacks SELECT, INSERT, UPDATE or DELETE on parkway"):
+        await open_store(url).open()
+
+    admin_sql(
+        f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA parkway TO "{limited_role}"',
+        database,
+    )
+    async with Engine(url) as engine:
+
+        @engine.workflow()
+        async def hello(ctx, input):  # type: ignore[no-untyped-def]
+            return await ctx.step(lambda: f"hello {input}")
+
+        assert await (await engine.start("hello", "you")).result(timeout=10) == "hello you"
+
+
+# ---------------------------------------------------------------------------------------------
+# Outages, timeouts, notifications
+
+
+def terminate_backends(database: str, application: str = "parkway") -> int:
+    rows = admin_sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        f"WHERE datname = '{database}' AND application_name = '{application}'"
+    )
+    return len(rows)
+
+
+async def test_transactions_survive_killed_connections(
+    store: PostgresStore, engine_url: str
+) -> None:
+    # Fill the pool with several connections, then kill them all.
+    async def hold() -> None:
+        async with store.transaction() as tx:
+            await tx.get_run("x")
+            await asyncio.sleep(0.2)
+
+    await asyncio.gather(*(hold() for _ in range(4)))
+    assert terminate_backends(database_of(engine_url)) >= 4
+    await asyncio.sleep(0.2)
+    for i in range(10):  # each dead connection is replaced as it is met
+        async with store.transaction() as tx:
+            await tx.insert_run(run(f"r{i}"))
+    assert await store.has_due(NOW) is False
+    assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 1, limit=1) == []
+    async with store.transaction(readonly=True) as tx:
+        assert len(await tx.list_runs(workflow=None, status=None, subject=None, domain=None,
+                                      parent_id=None, limit=100)) == 10  # fmt: skip
+
+
+def terminate_pid(pid: int) -> None:
+    admin_sql(f"SELECT pg_terminate_backend({pid})")
+
+
+async def backend_pid(tx: object) -> int:
+    return int(tx._c.info.backend_pid)  # type: ignore[attr-defined]
+
+
+async def test_a_transaction_whose_connection_dies_midway_is_replayed(
+    store: PostgresStore,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+    async with store.transaction() as tx:
+        found = await tx.get_run("r")
+        assert found is not None
+        terminate_pid(await backend_pid(tx))
+        await asyncio.sleep(0.1)
+        # The next statement meets the dead connection: the transaction so far is
+        # replayed on a fresh one (same results), and carries on.
+        assert await tx.update_run("r", {"status": "parked"})
+        await tx.add_tasks([NewTask("r", NOW, "start")])
+    async with store.transaction(readonly=True) as tx:
+        after = await tx.get_run("r")
+        assert after is not None and after.status == "parked"
+        assert len(await tx.due_tasks("r", NOW)) == 1
+
+
+async def test_a_replay_that_reads_something_else_gives_up(
+    store: PostgresStore, engine_url: str
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+    with pytest.raises(ParkwayError, match="lost mid-transaction and the data it had read changed"):
+        async with store.transaction() as tx:
+            await tx.get_run("r")
+            terminate_pid(await backend_pid(tx))
+            await asyncio.sleep(0.1)
+            admin_sql("UPDATE parkway.runs SET status = 'failed'", database_of(engine_url))
+            await tx.update_run("r", {"status": "parked"})
+    after = await store_run(store, "r")
+    assert after.status == "failed"
+
+
+async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> None:
+    # The server ended the session before COMMIT reached it: nothing was committed,
+    # so the transaction is replayed and committed again.
+    async with store.transaction() as tx:
+        await tx.insert_run(run("before"))
+        terminate_pid(await backend_pid(tx))
+        await asyncio.sleep(0.1)
+    assert (await store_run(store, "before")).id == "before"
+
+    # COMMIT did happen but its reply was lost: the transaction's status says so,
+    # and it is not applied twice.
+    async with store.transaction() as tx:
+        await tx.add_signal("r", "once", None, NOW)
+        conn = tx._c
+        execute = conn.execute
+
+        async def commit_then_vanish(query: object, *args: object, **kwargs: object) -> object:
+            result = await execute(query, *args, **kwargs)  # type: ignore[arg-type]
+            if query == "COMMIT":
+                await conn.close()
+                raise psycopg.OperationalError("the connection is lost")
+            return result
+
+        conn.execute = commit_then_vanish  # type: ignore[method-assign]
+    async with store.transaction(readonly=True) as tx:
+        assert [s.name for s in await tx.signals("r")] == ["once"]
+
+
+async def store_run(store: PostgresStore, run_id: str) -> object:
+    async with store.transaction(readonly=True) as tx:
+        found = await tx.get_run(run_id)
+    assert found is not None
+    return found
+
+
+async def test_the_listener_reconnects_and_hears_again(engine_url: str) -> None:
+    database = database_of(engine_url)
+    mine, other = open_store(engine_url), open_store(f"{engine_url}?application_name=other")
+    await mine.open()
+    await other.open()
+    try:
+        await mine.changed()  # starts listening
+        await wait_for(lambda: listening(database), "the listener to connect")
+        assert terminate_backends(database) >= 1  # the listener, and the pool's connection
+        await wait_for(lambda: not_listening(database), "the listener to be gone")
+        await wait_for(lambda: listening(database), "the listener to come back")
+        await wait_for(lambda: changed_is(mine, False), "the listener to settle")
+        async with other.transaction() as tx:
+            await tx.add_tasks([NewTask("r", NOW, "start")])
+        await wait_for(lambda: changed_is(mine, True), "a notification after reconnecting")
+    finally:
+        await mine.close()
+        await other.close()
+
+
+async def listening(database: str) -> bool:
+    rows = admin_sql(
+        "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' "
+        f"AND datname = '{database}' AND application_name = 'parkway'"
+    )
+    return bool(rows)
+
+
+async def not_listening(database: str) -> bool:
+    return not await listening(database)
+
+
+async def test_a_store_is_not_woken_by_its_own_commits(
+    store: PostgresStore, engine_url: str
+) -> None:
+    await store.changed()
+    await wait_for(lambda: listening(database_of(engine_url)), "the listener to connect")
+    await wait_for(lambda: changed_is(store, False), "the listener to settle")
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("r", NOW, "start")])
+    await asyncio.sleep(0.3)
+    assert await store.changed() is False
+
+
+async def test_a_lock_wait_past_statement_timeout_fails_clearly(engine_url: str) -> None:
+    blocker = open_store(engine_url)
+    waiter = open_store(f"{engine_url}?statement_timeout=200ms")
+    await blocker.open()
+    await waiter.open()
+    try:
+        async with blocker.transaction() as tx:
+            await tx.insert_run(run("r"))
+        async with blocker.transaction() as tx:
+            await tx.get_run("r")  # holds the row
+            with pytest.raises(ParkwayError, match="statement_timeout") as err:
+                async with waiter.transaction() as other:
+                    await other.update_run("r", {"status": "parked"})
+        assert "rolled back" in str(err.value)
+        async with waiter.transaction() as other:  # the store carries on
+            assert await other.update_run("r", {"status": "parked"})
+    finally:
+        await blocker.close()
+        await waiter.close()
+
+
+async def test_a_closed_store_says_so(engine_url: str) -> None:
+    store = open_store(engine_url)
+    with pytest.raises(ParkwayError, match="not open"):
+        async with store.transaction():
+            pass
+
+
+async def changed_is(store: object, expected: bool) -> bool:
+    assert isinstance(store, PostgresStore)
+    return await store.changed() is expected
+
+
+async def wait_for(check: object, what: str, timeout: float = 10) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():  # type: ignore[operator]
+        if loop.time() > deadline:
+            pytest.fail(f"waited {timeout}s for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(
+    engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+    import inspect
+
+    import parkway.worker
+
+    monkeypatch.setattr(parkway.worker, "RETRY_DELAY", 0.1)
+    engine = Engine(engine_url)
+
+    @engine.workflow()
+    async def two_steps(ctx, input):  # type: ignore[no-untyped-def]
+        first = await ctx.step(lambda: 1, name="a")
+        return first + await ctx.step(lambda: 2, name="b")
+
+    async with engine:
+        store = engine._store
+        real = store.transaction
+        failures = [ParkwayError("PostgreSQL ...: server unreachable (simulated)")]
+
+        @contextlib.asynccontextmanager
+        async def flaky(*, readonly: bool = False):  # type: ignore[no-untyped-def]
+            in_flush = any(f.function == "flush" for f in inspect.stack()[:4])
+            if in_flush and not readonly and failures:
+                raise failures.pop()
+            async with real(readonly=readonly) as tx:
+                yield tx
+
+        monkeypatch.setattr(store, "transaction", flaky)
+        handle = await engine.start("two_steps")
+        assert await handle.result(timeout=10) == 3

@@ -37,6 +37,11 @@ Shapes
     client only (``worker=False``). N runs park on a signal; one at a time this process
     signals one and the run, once resumed, journals ``time.time()`` in a step. Latency
     = that time - the time just before ``signal`` (same machine clock): p50/p99.
+``scale`` (N=1000, ``--workers K``)
+    N 3-step workflows started by this (client-only) process, then run by K
+    ``parkway worker`` processes; clock from the workers' start to the last
+    completion, from the first completion on (the workers are up), polled every
+    20 ms: ``wf_per_s``.
 ``correlate`` (N=10000)
     N runs parked on ``wait_for_message("score", key_i)``; correlate them one by one:
     ``msgs_per_s``, and correlate -> resumed latency p50/p99.
@@ -66,6 +71,7 @@ DEFAULT_N = {
     "park": 10000,
     "wake": 1000,
     "xwake": 1000,
+    "scale": 1000,
     "publish": 100000,
     "subjects": 10000,
     "correlate": 10000,
@@ -379,7 +385,85 @@ async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
     return latency(samples)
 
 
+SCALE_APP = """
+from parkway import Engine
+
+engine = Engine({url!r})
+
+
+async def step_a(i):
+    return i + 1
+
+
+async def step_b(x):
+    return {{"x": x * 2}}
+
+
+async def step_c(d):
+    return d["x"] + 1
+
+
+@engine.workflow()
+async def steps3(ctx, i):
+    a = await ctx.step(step_a, i)
+    b = await ctx.step(step_b, a)
+    return await ctx.step(step_c, b)
+"""
+
+
+async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
+    """N 3-step workflows started by this client, run by ``--workers`` worker processes."""
+    import subprocess
+
+    if bench.url.startswith("memory"):
+        return {"available": False, "reason": "scale needs a shared store (sqlite, postgres)"}
+    folder = bench.path.parent
+    (folder / "scale_app.py").write_text(SCALE_APP.format(url=bench.url))
+    engine = bench.engine(worker=False)
+
+    @engine.workflow()
+    async def steps3(ctx: Any, i: int) -> Any:  # the same workflow, for start()
+        raise AssertionError("runs in the worker processes")
+
+    async with engine:
+        for i in range(n):
+            await engine.start("steps3", i, id=f"s{i}")
+        workers = [
+            subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
+                [sys.executable, "-m", "parkway", "worker", "scale_app:engine"],
+                cwd=folder,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(WORKERS)
+        ]
+        try:
+            # Clocked from the first completion (the workers are up) to the last.
+            t0 = None
+            deadline = time.monotonic() + 600
+            while True:
+                done = len(await engine.list_runs(status="completed", limit=n + 1))
+                if done and t0 is None:
+                    t0, first = time.perf_counter(), done
+                if done >= n:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError("runs did not complete")
+                await asyncio.sleep(0.02)
+            assert t0 is not None
+            seconds = time.perf_counter() - t0
+            n = n - first
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(timeout=60)
+    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "workers": WORKERS}
+
+
+WORKERS = 1
+
 SHAPES = {
+    "scale": shape_scale,
     "xwake": shape_xwake,
     "steps3": shape_steps3,
     "park": shape_park,
@@ -402,8 +486,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         help="admin URL of the PostgreSQL server (a fresh database is made on it)",
     )
+    parser.add_argument("--workers", type=int, default=1, help="scale: worker processes")
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
+    global WORKERS
+    WORKERS = args.workers
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:
         bench = Bench(args.db, Path(folder), args.pg_url)
         try:

@@ -66,6 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
     parser.add_argument("--write", help="also write the Markdown table to this file")
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also measure on PostgreSQL (127.0.0.1:5432 or PARKWAY_BENCH_POSTGRES_URL): "
+        "3-step workflows with 1, 2 and 4 worker processes, wake-ups across processes, "
+        "and DBOS on the same server",
+    )
+    parser.add_argument(
         "--peers",
         choices=("restate",),
         action="append",
@@ -207,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes.append(f"- DBOS {shape}: best of its variants ({variant}).")
     if restate:
         notes += _restate_notes(restate)
+    if args.postgres:
+        lines += ["", *postgres_table(args)]
     table = "\n".join(lines + (["", *notes] if notes else []))
     print(table)
     if args.write:
@@ -249,6 +258,66 @@ def _restate_notes(results: dict[str, dict[str, Any]]) -> list[str]:
                 f"{result.get('park_point')}."
             )
     return notes
+
+
+def postgres_table(args: argparse.Namespace) -> list[str]:
+    """parkway and DBOS on one local PostgreSQL server, in this same invocation."""
+    n = 200 if args.quick else 2000
+
+    def ours(shape: str, *extra: str) -> dict[str, Any]:
+        return run_json(
+            "benchmarks.parkway_bench",
+            ["--shape", shape, "--db", "postgres", *extra],
+            1800,
+        )
+
+    scale = {k: ours("scale", "--n", str(n), "--workers", str(k)) for k in (1, 2, 4)}
+    steps3 = ours("steps3", "--n", str(n // 2))
+    wake = ours("wake", "--n", "500")
+    xwake = ours("xwake", "--n", "500")
+    dbos: dict[str, dict[str, Any]] = {}
+    if not args.no_peers:
+        for shape, count in (("steps3", n // 2), ("wake", 500)):
+            extra = ["--variant", "async", "--finish", "shutdown"] if shape == "wake" else []
+            dbos[shape] = run_json(
+                "benchmarks.peers.dbos_bench",
+                ["--shape", shape, "--n", str(count), "--db", "postgres", *extra],
+                1800,
+            )
+
+    def value(result: dict[str, Any], key: str) -> Any:
+        return result.get(key) if result.get("available", True) else None
+
+    def ratio(mine: Any, theirs: Any, higher: bool) -> str:
+        if isinstance(mine, int | float) and isinstance(theirs, int | float) and mine and theirs:
+            return f"{(mine / theirs if higher else theirs / mine):,.1f}×"
+        return ""
+
+    d_steps = value(dbos.get("steps3", {}), "wf_per_s")
+    d_p50 = value(dbos.get("wake", {}), "p50_ms")
+    d_p99 = value(dbos.get("wake", {}), "p99_ms")
+    rows = [
+        "PostgreSQL 15 on the same machine (fsync on), one fresh database per shape:",
+        "",
+        "| shape | parkway | DBOS | ratio |",
+        "|---|---:|---:|---:|",
+        f"| {n // 2:,} workflows × 3 steps, in-process worker: wf/s | "
+        f"{fmt(value(steps3, 'wf_per_s'))} | {fmt(d_steps)} | "
+        f"{ratio(value(steps3, 'wf_per_s'), d_steps, True)} |",
+    ]
+    for k, result in scale.items():
+        rows.append(
+            f"| {n:,} workflows × 3 steps, {k} worker process{'es' if k > 1 else ''}: wf/s | "
+            f"{fmt(value(result, 'wf_per_s'))} | | |"
+        )
+    rows += [
+        f"| signal → resumed, in-process, p50 / p99 ms | {fmt(value(wake, 'p50_ms'))} / "
+        f"{fmt(value(wake, 'p99_ms'))} | {fmt(d_p50)} / {fmt(d_p99)} | "
+        f"{ratio(value(wake, 'p50_ms'), d_p50, False)} |",
+        f"| signal → resumed, across processes, p50 / p99 ms | {fmt(value(xwake, 'p50_ms'))} / "
+        f"{fmt(value(xwake, 'p99_ms'))} | | |",
+    ]
+    return rows
 
 
 def _cpus() -> int:

@@ -186,10 +186,12 @@ class SQLiteTx:
     async def find_subscriptions(
         self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
     ) -> list[SubscriptionRecord]:
-        # '*' never names a real subject, so a missing subject matches only wildcards.
-        rows = self._c.execute(
-            Q["find_subscriptions"], (domain, name, shape, digest, subject or "*", kind)
-        )
+        if kind not in ("event", "message"):
+            raise ValueError(f"unknown subscription kind {kind!r}")
+        # The kind goes in as a literal (see the query); '*' never names a real
+        # subject, so a missing subject matches only wildcards.
+        query = Q["find_subscriptions"].replace("'event'", f"'{kind}'")
+        rows = self._c.execute(query, (domain, name, shape, digest, subject or "*"))
         return [SubscriptionRecord(*row) for row in rows]
 
     async def list_subscriptions(
@@ -313,6 +315,9 @@ class SQLiteStore:
             conn.execute("PRAGMA busy_timeout = 10000")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # A page cache large enough for the subscription index of many parked runs
+            # (the default 2 MB makes every publish read pages back from the OS).
+            conn.execute("PRAGMA cache_size = -32768")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise ParkwayError(f"cannot open SQLite database {self.path!r}: {exc}") from exc

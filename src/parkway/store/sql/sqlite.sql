@@ -106,7 +106,10 @@ SELECT shape FROM subscription_shapes WHERE domain = ? AND name = ?
 SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
        deadline
 FROM subscriptions
-WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*') AND kind = ?
+WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*')
+  AND kind = 'event'
+-- (kind is a literal: with a parameter there, SQLite re-plans the statement on every
+-- run, weighing the partial index on message waits; that tripled the lookup's cost.)
 ORDER BY created_at, run_id
 
 -- name: list_subscriptions

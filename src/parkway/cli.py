@@ -191,6 +191,23 @@ def _require_database(url: str) -> None:
             )
 
 
+def _as_client(
+    ctx: click.Context,
+    app: Engine | None,
+    action: Callable[[Engine], Coroutine[Any, Any, Any]],
+    *,
+    existing_db: bool = False,
+) -> None:
+    """Run ``action`` on the engine opened as a client only; print its result as JSON."""
+    engine = _engine_for(ctx, app, existing_db=existing_db)
+
+    async def go() -> Any:
+        async with _client(engine):
+            return await action(engine)
+
+    _print_json(_run(go()))
+
+
 @contextlib.asynccontextmanager
 async def _client(engine: Engine) -> AsyncIterator[Engine]:
     """Open ``engine`` as a client only (no worker) for the duration of one command."""
@@ -363,20 +380,18 @@ def start(
             f"start needs --app module:attribute (the Engine that registers {workflow!r}) "
             "to know the workflow's version and validate its input"
         )
-    engine = _engine_for(ctx, app)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
-            if wait:
-                try:
-                    await handle.result(timeout=timeout)
-                except ParkwayError as exc:
-                    _print_json((await handle.info()).to_dict())
-                    raise exc
-            return (await handle.info()).to_dict()
+    async def action(engine: Engine) -> dict[str, Any]:
+        handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+        if wait:
+            try:
+                await handle.result(timeout=timeout)
+            except ParkwayError as exc:
+                _print_json((await handle.info()).to_dict())
+                raise exc
+        return (await handle.info()).to_dict()
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action)
 
 
 @cli.command("signal")
@@ -387,15 +402,13 @@ def start(
 @click.pass_context
 def signal_(ctx: click.Context, run_id: str, name: str, payload: Any, app: Engine | None) -> None:
     """Send signal NAME with payload JSON to run RUN."""
-    engine = _engine_for(ctx, app, existing_db=True)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            await engine.signal(run_id, name, payload)
-            info = await engine.get_run(run_id)
-            return {"run": run_id, "signal": name, "payload": payload, "status": info.status.value}
+    async def action(engine: Engine) -> dict[str, Any]:
+        await engine.signal(run_id, name, payload)
+        info = await engine.get_run(run_id)
+        return {"run": run_id, "signal": name, "payload": payload, "status": info.status.value}
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action, existing_db=True)
 
 
 @cli.command()
@@ -416,16 +429,14 @@ def runs(
     app: Engine | None,
 ) -> None:
     """List runs, newest first, as JSON."""
-    engine = _engine_for(ctx, app, existing_db=True)
 
-    async def go() -> list[dict[str, Any]]:
-        async with _client(engine):
-            found = await engine.list_runs(
-                workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
-            )
-            return [r.to_dict() for r in found]
+    async def action(engine: Engine) -> list[dict[str, Any]]:
+        found = await engine.list_runs(
+            workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
+        )
+        return [r.to_dict() for r in found]
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action, existing_db=True)
 
 
 @cli.command()
@@ -434,15 +445,13 @@ def runs(
 @click.pass_context
 def show(ctx: click.Context, run_id: str, app: Engine | None) -> None:
     """Show run RUN and its history as JSON."""
-    engine = _engine_for(ctx, app, existing_db=True)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            info = await engine.get_run(run_id)
-            history = await engine.history(run_id)
-            return {**info.to_dict(), "history": [e.to_dict() for e in history]}
+    async def action(engine: Engine) -> dict[str, Any]:
+        info = await engine.get_run(run_id)
+        history = await engine.history(run_id)
+        return {**info.to_dict(), "history": [e.to_dict() for e in history]}
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action, existing_db=True)
 
 
 @cli.command()
@@ -468,16 +477,12 @@ def publish(
     app: Engine,
 ) -> None:
     """Publish event NAME with payload JSON; print the PublishResult."""
-    engine = _engine_for(ctx, app)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            result = await engine.publish(
-                name, payload, id=event_id, domain=domain, subject=subject
-            )
-            return result.to_dict()
+    async def action(engine: Engine) -> dict[str, Any]:
+        result = await engine.publish(name, payload, id=event_id, domain=domain, subject=subject)
+        return result.to_dict()
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action)
 
 
 @cli.command()
@@ -508,14 +513,12 @@ def correlate(
     app: Engine,
 ) -> None:
     """Correlate message NAME with business KEY and payload JSON to exactly one run."""
-    engine = _engine_for(ctx, app)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            result = await engine.correlate(name, key, payload, message_id=message_id, ttl=ttl)
-            return result.to_dict()
+    async def action(engine: Engine) -> dict[str, Any]:
+        result = await engine.correlate(name, key, payload, message_id=message_id, ttl=ttl)
+        return result.to_dict()
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action)
 
 
 @cli.group(invoke_without_command=True)
@@ -531,13 +534,11 @@ def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None
     ctx.obj["messages_app"] = app
     if ctx.invoked_subcommand is not None:
         return
-    engine = _engine_for(ctx, app, existing_db=True)
 
-    async def go() -> list[dict[str, Any]]:
-        async with _client(engine):
-            return [m.to_dict() for m in await engine.messages(status=status)]
+    async def action(engine: Engine) -> list[dict[str, Any]]:
+        return [m.to_dict() for m in await engine.messages(status=status)]
 
-    _print_json(_run(go()))
+    _as_client(ctx, app, action, existing_db=True)
 
 
 @messages.command("retry")
@@ -549,13 +550,11 @@ def messages_retry(
     ctx: click.Context, message_id: int, ttl: float | None, app: Engine | None
 ) -> None:
     """Correlate buffered message or dead letter ID again."""
-    engine = _engine_for(ctx, app or ctx.obj.get("messages_app"), existing_db=True)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            return (await engine.retry_message(message_id, ttl=ttl)).to_dict()
+    async def action(engine: Engine) -> dict[str, Any]:
+        return (await engine.retry_message(message_id, ttl=ttl)).to_dict()
 
-    _print_json(_run(go()))
+    _as_client(ctx, app or ctx.obj.get("messages_app"), action, existing_db=True)
 
 
 @messages.command("discard")
@@ -564,14 +563,12 @@ def messages_retry(
 @click.pass_context
 def messages_discard(ctx: click.Context, message_id: int, app: Engine | None) -> None:
     """Delete buffered message or dead letter ID for good."""
-    engine = _engine_for(ctx, app or ctx.obj.get("messages_app"), existing_db=True)
 
-    async def go() -> dict[str, Any]:
-        async with _client(engine):
-            await engine.discard_message(message_id)
-            return {"discarded": message_id}
+    async def action(engine: Engine) -> dict[str, Any]:
+        await engine.discard_message(message_id)
+        return {"discarded": message_id}
 
-    _print_json(_run(go()))
+    _as_client(ctx, app or ctx.obj.get("messages_app"), action, existing_db=True)
 
 
 def main(argv: list[str] | None = None) -> None:

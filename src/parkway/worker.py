@@ -111,6 +111,10 @@ class Worker:
             claimed: list[str] = []
             if free > 0:
                 try:
+                    if not await store.has_due(clock.now()):
+                        # Nothing due at all: skip the claim's write transaction.
+                        await self._idle_wait(shared, last_full)
+                        continue
                     wall = time.time()
                     claimed = await store.claim(
                         self.owner, now=clock.now(), wall_now=wall,
@@ -131,8 +135,8 @@ class Worker:
                 # Full: wait for a slot rather than spinning.
                 await self._sleep(FULL_POLL)
                 continue
-            if claimed:
-                continue  # there may be more due work right away
+            # Fewer than asked: nothing more is claimable now. A commit in this
+            # process pokes us; another process's shows in changed().
             await self._idle_wait(shared, last_full)
 
     async def _idle_wait(self, shared: bool, last_full: float) -> None:
@@ -260,11 +264,15 @@ class Worker:
             consumed = frozenset(execution.consumed_tasks)
             await execution.writes.apply(tx, engine)
             claimed = frozenset(t.id for t in tasks)
-            await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
-            await tx.delete_tasks(list(claimed))
             if status in TERMINAL:
+                # finish() buffers again every message the run did not take and drops
+                # all its tasks; the ones it took must go first.
+                await tx.delete_tasks(list(consumed))
                 await finish(tx, run, now, engine)
-            elif status == "continued":
+            else:
+                await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
+                await tx.delete_tasks(list(claimed))
+            if status == "continued":
                 await tx.clear_journal(run.id)
                 await rebuffer(engine, tx, run.id, now)
                 await tx.delete_wait_tasks(run.id)

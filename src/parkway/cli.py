@@ -463,8 +463,8 @@ def show(ctx: click.Context, run_id: str, app: Engine | None) -> None:
 @click.option(
     "--app",
     type=APP,
-    required=True,
-    help="module:attribute of the Engine (its workflows decide what starts).",
+    help="module:attribute of the Engine: its workflows decide what starts (without it, "
+    "only parked runs are resumed, from --url/PARKWAY_URL).",
 )
 @click.pass_context
 def publish(
@@ -474,9 +474,15 @@ def publish(
     event_id: str | None,
     domain: str | None,
     subject: str | None,
-    app: Engine,
+    app: Engine | None,
 ) -> None:
     """Publish event NAME with payload JSON; print the PublishResult."""
+    if app is None:
+        click.echo(
+            "note: no --app, so no workflow is started by this event (waiting runs are "
+            "resumed); pass --app module:engine to start its subscribers",
+            err=True,
+        )
 
     async def action(engine: Engine) -> dict[str, Any]:
         result = await engine.publish(name, payload, id=event_id, domain=domain, subject=subject)
@@ -499,8 +505,8 @@ def publish(
 @click.option(
     "--app",
     type=APP,
-    required=True,
-    help="module:attribute of the Engine (its workflows decide what starts).",
+    help="module:attribute of the Engine: its workflows decide what starts (without it, "
+    "only parked runs are resumed, from --url/PARKWAY_URL).",
 )
 @click.pass_context
 def correlate(
@@ -510,9 +516,15 @@ def correlate(
     payload: Any,
     message_id: str | None,
     ttl: float | None,
-    app: Engine,
+    app: Engine | None,
 ) -> None:
     """Correlate message NAME with business KEY and payload JSON to exactly one run."""
+    if app is None:
+        click.echo(
+            "note: no --app, so no workflow is started by this message (a waiting run gets "
+            "it, else it is buffered); pass --app module:engine for message starts",
+            err=True,
+        )
 
     async def action(engine: Engine) -> dict[str, Any]:
         result = await engine.correlate(name, key, payload, message_id=message_id, ttl=ttl)

@@ -47,8 +47,18 @@ def test_publish_starts_subscribers_and_reports_the_result(app: Path) -> None:
     assert again["duplicate"] is True and again["started"] == []
 
 
-def test_publish_needs_an_app_and_valid_json(app: Path) -> None:
-    failed(parkway("publish", "order.created", "{}", cwd=app), "--app")
+def test_publish_without_an_app_records_the_event_and_says_what_it_skips(app: Path) -> None:
+    ok_json(parkway("publish", "order.created", "{}", "--app", "eventapp:engine", cwd=app))
+    url = f"sqlite:///{app / 'events.db'}"
+    bare = parkway("--url", url, "publish", "order.created", '{"order_id": 9}', "--id", "e9",
+                   cwd=app)  # fmt: skip
+    assert ok_json(bare)["started"] == []
+    assert "no --app" in bare.stderr
+    again = parkway("--url", url, "publish", "order.created", "{}", "--id", "e9", cwd=app)
+    assert ok_json(again)["duplicate"] is True
+
+
+def test_publish_needs_valid_json(app: Path) -> None:
     failed(parkway("publish", "order.created", "{oops", "--app", "eventapp:engine", cwd=app),
            "not valid JSON")  # fmt: skip
     failed(parkway("publish", " ", "{}", "--app", "eventapp:engine", cwd=app), "event name")

@@ -285,6 +285,21 @@ def worker(
     In-flight runs finish (up to --grace) or are released for another worker.
     A second signal stops at once; the runs then move on once their lease expires.
     """
+    engine = _working_engine(ctx, app, log_level, concurrency)
+    if lease is not None:
+        engine.lease = lease
+    code = 0
+    try:
+        message = f"stopped ({_run(_work(engine, grace), wait_for_threads=False)})"
+    except _Forced as exc:
+        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    _exit("worker", message, code)
+
+
+def _working_engine(
+    ctx: click.Context, app: Engine, log_level: str, concurrency: int | None
+) -> Engine:
+    """APP's engine set to run its worker here (``worker`` and ``serve``), with logging on."""
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -293,17 +308,15 @@ def worker(
     engine.run_worker = True
     if concurrency is not None:
         engine.concurrency = concurrency
-    if lease is not None:
-        engine.lease = lease
-    code = 0
-    try:
-        message = f"stopped ({_run(_work(engine, grace), wait_for_threads=False)})"
-    except _Forced as exc:
-        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    return engine
+
+
+def _exit(command: str, message: str, code: int) -> None:
+    """Report how ``command`` stopped and leave, without waiting for stuck step threads."""
     stuck = _busy_threads()
     if stuck:
         message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
-    click.echo(f"parkway worker: {message}, pid {os.getpid()}", err=True)
+    click.echo(f"parkway {command}: {message}, pid {os.getpid()}", err=True)
     if stuck:
         # A sync step past the grace period must not hold the process: Python would
         # join its thread at exit. Its run was released (or its lease will expire).
@@ -659,14 +672,7 @@ def serve(
     from parkway.http.server import ForcedStopError, bind
     from parkway.http.server import serve as serve_http
 
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )  # fmt: skip
-    engine = _engine_for(ctx, app)
-    engine.run_worker = True
-    if concurrency is not None:
-        engine.concurrency = concurrency
+    engine = _working_engine(ctx, app, log_level, concurrency)
     try:
         sock = bind(host, port)
     except ParkwayError as exc:
@@ -686,15 +692,7 @@ def serve(
         message = f"stopped ({_run(coro, wait_for_threads=False)})"
     except ForcedStopError as exc:
         code, message = 1, f"stopped at once ({exc}); leases expire on their own"
-    stuck = _busy_threads()
-    if stuck:
-        message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
-    click.echo(f"parkway serve: {message}, pid {os.getpid()}", err=True)
-    if stuck:  # as in `worker`: a sync step past the grace period must not hold the process
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    _exit("serve", message, code)
 
 
 def _importable(module: str) -> bool:

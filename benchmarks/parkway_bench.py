@@ -54,6 +54,7 @@ import asyncio
 import os
 import resource
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -347,25 +348,49 @@ async def parker(ctx, i):
 """
 
 
-async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
-    import subprocess
+class Workers:
+    """``parkway worker`` processes on an app module written next to the database.
 
+    This process is a client only: its engine knows the workflow by name (for
+    ``start``) and leaves running it to the workers.
+    """
+
+    def __init__(self, bench: Bench, module: str, source: str, workflow: str) -> None:
+        self.folder = bench.path.parent
+        self.module = module
+        (self.folder / f"{module}.py").write_text(source.format(url=bench.url))
+        self.client = bench.engine(worker=False)
+
+        async def elsewhere(ctx: Any, input: Any) -> Any:
+            raise AssertionError("runs in the worker processes")
+
+        self.client.workflow(workflow)(elsewhere)
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, count: int) -> None:
+        for _ in range(count):
+            self.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "parkway", "worker", f"{self.module}:engine"],
+                    cwd=self.folder,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=60)
+
+
+async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
     if bench.url.startswith("memory"):
         return {"available": False, "reason": "xwake needs a shared store (sqlite, postgres)"}
-    folder = bench.path.parent
-    (folder / "xwake_app.py").write_text(XWAKE_APP.format(url=bench.url))
-    engine = bench.engine(worker=False)
-
-    @engine.workflow()
-    async def parker(ctx: Any, i: int) -> Any:  # the same workflow, for start()
-        raise AssertionError("runs in the worker process")
-
+    workers = Workers(bench, "xwake_app", XWAKE_APP, "parker")
+    engine = workers.client
     async with engine:
-        worker = subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
-            [sys.executable, "-m", "parkway", "worker", "xwake_app:engine"],
-            cwd=folder,
-            stderr=subprocess.DEVNULL,
-        )
+        workers.start(1)
         try:
             handles = [await engine.start("parker", i) for i in range(n)]
             deadline = time.monotonic() + 300
@@ -380,8 +405,7 @@ async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
                 resumed_at = await handle.result(timeout=30)
                 samples.append(resumed_at - t0)
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            workers.stop()
     return latency(samples)
 
 
@@ -413,29 +437,14 @@ async def steps3(ctx, i):
 
 async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
     """N 3-step workflows started by this client, run by ``--workers`` worker processes."""
-    import subprocess
-
     if bench.url.startswith("memory"):
         return {"available": False, "reason": "scale needs a shared store (sqlite, postgres)"}
-    folder = bench.path.parent
-    (folder / "scale_app.py").write_text(SCALE_APP.format(url=bench.url))
-    engine = bench.engine(worker=False)
-
-    @engine.workflow()
-    async def steps3(ctx: Any, i: int) -> Any:  # the same workflow, for start()
-        raise AssertionError("runs in the worker processes")
-
+    workers = Workers(bench, "scale_app", SCALE_APP, "steps3")
+    engine = workers.client
     async with engine:
         for i in range(n):
             await engine.start("steps3", i, id=f"s{i}")
-        workers = [
-            subprocess.Popen(  # noqa: ASYNC220 - starting it does not block
-                [sys.executable, "-m", "parkway", "worker", "scale_app:engine"],
-                cwd=folder,
-                stderr=subprocess.DEVNULL,
-            )
-            for _ in range(WORKERS)
-        ]
+        workers.start(WORKERS)
         try:
             # Clocked from the first completion (the workers are up) to the last.
             t0 = None
@@ -453,10 +462,7 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
             seconds = time.perf_counter() - t0
             n = n - first
         finally:
-            for worker in workers:
-                worker.terminate()
-            for worker in workers:
-                worker.wait(timeout=60)
+            workers.stop()
     return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "workers": WORKERS}
 
 

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 from parkway.messages import after_run_ends, rebuffer
 from parkway.models import RunStatus
-from parkway.store.base import NewTask, RunRecord, Tx
+from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 if TYPE_CHECKING:
     from parkway.engine import Engine
 
-TERMINAL = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+TERMINAL = ENDED
 
 
 async def finish(tx: Tx, run: RunRecord, now: float, engine: Engine) -> None:

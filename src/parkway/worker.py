@@ -62,6 +62,9 @@ class Worker:
         self._last_work = 0.0
 
     def start(self) -> None:
+        if "push" in self.engine._store.capabilities:
+            # Other processes' commits wake this worker the moment they are known.
+            self.engine._store.watch(self.poke)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
 
@@ -102,8 +105,9 @@ class Worker:
 
     async def _loop(self) -> None:
         store, clock = self.engine._store, self.engine._clock
-        shared = "shared" in store.capabilities
-        last_full = 0.0
+        # A store that pushes other processes' commits is not polled.
+        poll = "shared" in store.capabilities and "push" not in store.capabilities
+        ask_first = "cheap_claim" not in store.capabilities
         while not self._stopping:
             await self.engine._maybe_sweep()
             self._wake.clear()
@@ -111,16 +115,15 @@ class Worker:
             claimed: list[str] = []
             if free > 0:
                 try:
-                    if not await store.has_due(clock.now()):
+                    if ask_first and not await store.has_due(clock.now()):
                         # Nothing due at all: skip the claim's write transaction.
-                        await self._idle_wait(shared, last_full)
+                        await self._idle_wait(poll)
                         continue
                     wall = time.time()
                     claimed = await store.claim(
                         self.owner, now=clock.now(), wall_now=wall,
                         lease_until=wall + self.lease, limit=free,
                     )  # fmt: skip
-                    last_full = time.monotonic()
                 except Exception:
                     log.exception("claim failed; retrying")
                     await asyncio.sleep(0.5)
@@ -137,9 +140,9 @@ class Worker:
                 continue
             # Fewer than asked: nothing more is claimable now. A commit in this
             # process pokes us; another process's shows in changed().
-            await self._idle_wait(shared, last_full)
+            await self._idle_wait(poll)
 
-    async def _idle_wait(self, shared: bool, last_full: float) -> None:
+    async def _idle_wait(self, poll: bool) -> None:
         store, clock = self.engine._store, self.engine._clock
         budget = FULL_POLL
         if not clock.is_manual:
@@ -158,7 +161,7 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            if shared:
+            if poll:
                 if await store.changed():
                     return
                 quiet = time.monotonic() - self._last_work > QUIET_AFTER
@@ -194,17 +197,15 @@ class Worker:
         engine, store = self.engine, self.engine._store
         now = engine._clock.now()
         try:
-            async with store.transaction(readonly=True) as tx:
-                run = await tx.get_run(run_id)
-                if run is None or run.lease_owner != self.owner:
-                    return
-                tasks = await tx.due_tasks(run_id, now)
-                journal = [] if run.status in TERMINAL else await tx.journal(run_id)
+            loaded = await store.load_run(run_id, now)
         except Exception:  # its lease will expire and a worker will take it again
             log.warning(
                 "run %s: could not load it; retrying after its lease", run_id, exc_info=True
             )
             return
+        if loaded is None or loaded.run.lease_owner != self.owner:
+            return
+        run, tasks, journal = loaded.run, loaded.tasks, loaded.journal
         try:
             if run.status in TERMINAL:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})

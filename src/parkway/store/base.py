@@ -12,10 +12,12 @@ manual test clock).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from parkway.models import RunStatus
 
 
 @dataclass
@@ -138,6 +140,21 @@ class MessageRecord:
     expires_at: float
 
 
+@dataclass
+class LoadedRun:
+    """What a worker reads to advance a run: the row, its due tasks and its journal.
+
+    ``journal`` is empty for a run that has ended (nothing is replayed then).
+    """
+
+    run: RunRecord
+    tasks: list[TaskRecord]
+    journal: list[JournalEntry]
+
+
+# Statuses of a run that has ended (no journal to replay).
+ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
     {"status", "input", "output", "error", "generation", "updated_at", "workflow", "version"}
@@ -247,8 +264,12 @@ class Store(Protocol):
     """A storage backend.
 
     Attributes:
-        capabilities: What the backend can do beyond the protocol, e.g.
-            ``"shared"`` (several processes may open it) or ``"persistent"``.
+        capabilities: What the backend can do beyond the protocol:
+            ``"shared"`` (several processes may open it), ``"persistent"``,
+            ``"push"`` (:meth:`watch` reports other processes' commits, so the
+            worker need not poll :meth:`changed`) and ``"cheap_claim"`` (a
+            claim that finds nothing costs no more than :meth:`has_due`, so
+            the worker claims without asking first).
     """
 
     capabilities: frozenset[str]
@@ -272,6 +293,10 @@ class Store(Protocol):
         """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease."""
         ...
 
+    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+        """The run, its tasks due at ``now`` and (unless it ended) its journal."""
+        ...
+
     async def extend_leases(
         self, owner: str, run_ids: Sequence[str], lease_until: float
     ) -> None: ...
@@ -291,3 +316,22 @@ class Store(Protocol):
     async def changed(self) -> bool:
         """Whether another process committed since the last call (cheap; polled)."""
         ...
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the event loop) when another process may have committed work.
+
+        Only stores with the ``"push"`` capability call it; the others are polled
+        through :meth:`changed`.
+        """
+        ...
+
+
+async def load_in_transaction(store: Store, run_id: str, now: float) -> LoadedRun | None:
+    """:meth:`Store.load_run` for stores whose reads are cheap: one read-only transaction."""
+    async with store.transaction(readonly=True) as tx:
+        run = await tx.get_run(run_id)
+        if run is None:
+            return None
+        tasks = await tx.due_tasks(run_id, now)
+        ended = run.status in ENDED
+        return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id))

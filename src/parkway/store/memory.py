@@ -19,12 +19,14 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    LoadedRun,
     MessageRecord,
     NewTask,
     RunRecord,
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    load_in_transaction,
 )
 
 T = TypeVar("T")
@@ -496,6 +498,12 @@ class MemoryStore:
     async def next_due(self, *, after: float | None = None) -> float | None:
         times = [t.due_at for t in self._state.tasks.values() if after is None or t.due_at > after]
         return min(times, default=None)
+
+    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+        return await load_in_transaction(self, run_id, now)
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        pass  # no push: the worker polls changed()
 
     async def has_due(self, now: float) -> bool:
         heap, tasks = self._state.due_heap, self._state.tasks

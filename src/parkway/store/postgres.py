@@ -66,7 +66,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -80,9 +80,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from parkway.durations import to_seconds
 from parkway.errors import InvalidDurationError, ParkwayError
 from parkway.store.base import (
+    ENDED,
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    LoadedRun,
     MessageRecord,
     NewTask,
     RunRecord,
@@ -145,8 +147,13 @@ class PostgresTx:
     """Primitive operations on an open PostgreSQL transaction.
 
     ``BEGIN`` is not sent on its own: it rides in one pipeline with the first
-    statement, and so does an advisory lock with the statement it guards, so a
-    publish or a commit pays one round trip per statement that needs a result.
+    statement, and so does an advisory lock with the statement it guards.
+    Writes whose result nobody reads (inserts, deletes) are not sent when made
+    but queued, and ride in the pipeline of the next statement that returns
+    something, or of the ``COMMIT``: a transaction pays one round trip per
+    statement that needs a result, plus one. (A queued write that fails fails
+    the transaction, at the next statement or at commit, as it would have
+    anyway: nothing in the engine recovers from a failed write inside one.)
 
     A write transaction keeps a log of its statements and their results. If the
     connection dies before ``COMMIT`` (server restart, failover, a terminated
@@ -166,6 +173,7 @@ class PostgresTx:
         self._log: list[tuple[Step, Result]] = []
         self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
         self._notified = False
+        self._queued: list[Step] = []  # writes not sent yet (see the class docstring)
 
     @property
     def started(self) -> bool:
@@ -187,8 +195,25 @@ class PostgresTx:
         locking = Q["xact_lock_shared" if shared else "xact_lock"]
         return (await self._run([(locking, (lock,)), (query, params)]))[-1]
 
+    async def _write(
+        self, query: Query, params: Sequence[Any] = (), *, lock: int | None = None,
+        shared: bool = False,
+    ) -> None:  # fmt: skip
+        """Queue a write whose result is not needed; it is sent with the next round trip."""
+        if self._ro:  # no transaction to hold it back for
+            await self._exec(query, params, lock=lock, shared=shared)
+            return
+        if lock is not None:
+            self._queued.append((Q["xact_lock_shared" if shared else "xact_lock"], (lock,)))
+        self._queued.append((query, params))
+
     async def _run(self, steps: list[Step]) -> list[Result]:
-        """Run statements in one round trip, surviving a connection that dies under them."""
+        """Run the queued writes and ``steps`` in one round trip; return the results of ``steps``.
+
+        Survives a connection that dies under them (see :meth:`_recover`).
+        """
+        steps = [*self._queued, *steps]
+        queued = len(self._queued)
         attempts = self._store.pool_size + 1
         for attempt in range(attempts):
             try:
@@ -203,9 +228,10 @@ class PostgresTx:
                 if not _connection_lost(exc, self._c) or attempt == attempts - 1:
                     raise
                 continue
+            self._queued = []
             if not self._ro:
                 self._log += zip(steps, results, strict=True)
-            return results
+            return results[queued:]
         raise AssertionError("unreachable")
 
     async def _recover(self) -> None:
@@ -231,6 +257,10 @@ class PostgresTx:
 
     async def _commit(self) -> None:
         """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
+        if self._queued and not self.started:
+            # Only queued writes: they go first, with BEGIN and the id asked for,
+            # so that a COMMIT cut off below can still learn its fate.
+            await self._run([])
         if not self.started:
             return
         attempts = self._store.pool_size + 1
@@ -238,7 +268,8 @@ class PostgresTx:
             try:
                 if attempt:
                     await self._recover()  # only once the server said it did not commit
-                await self._c.execute("COMMIT")
+                await self._send([*self._queued, ("COMMIT", ())])
+                self._queued = []
                 return
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc, self._c) or attempt == attempts - 1:
@@ -273,7 +304,7 @@ class PostgresTx:
         return RunRecord(*row) if row else None
 
     async def insert_run(self, run: RunRecord) -> None:
-        await self._exec(
+        await self._write(
             Q["insert_run"],
             (
                 run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
@@ -355,7 +386,7 @@ class PostgresTx:
         # One statement for all; the last entry for a position wins, as on SQLite.
         latest = list({e.pos: e for e in entries}.values())
         if latest:
-            await self._exec(
+            await self._write(
                 Q["put_journal"],
                 (
                     run_id, [e.pos for e in latest], [e.kind for e in latest],
@@ -366,7 +397,7 @@ class PostgresTx:
             )  # fmt: skip
 
     async def clear_journal(self, run_id: str) -> None:
-        await self._exec(Q["clear_journal"], (run_id,))
+        await self._write(Q["clear_journal"], (run_id,))
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -381,9 +412,9 @@ class PostgresTx:
             [t.payload for t in tasks],
         )
         if self._notified:
-            await self._exec(Q["add_tasks"], columns)
+            await self._write(Q["add_tasks"], columns)
         else:
-            await self._exec(Q["add_tasks_notify"], (*columns, self._store._token))
+            await self._write(Q["add_tasks_notify"], (*columns, self._store._token))
             self._notified = True
 
     async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
@@ -406,28 +437,28 @@ class PostgresTx:
 
     async def delete_tasks(self, ids: Sequence[int]) -> None:
         if ids:
-            await self._exec(Q["delete_tasks"], (list(ids),))
+            await self._write(Q["delete_tasks"], (list(ids),))
 
     async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
         if pos is None:
-            await self._exec(Q["delete_wait_tasks"], (run_id,))
+            await self._write(Q["delete_wait_tasks"], (run_id,))
         else:
-            await self._exec(Q["delete_wait_tasks_at"], (run_id, pos))
+            await self._write(Q["delete_wait_tasks_at"], (run_id, pos))
 
     async def delete_all_tasks(self, run_id: str) -> None:
-        await self._exec(Q["delete_all_tasks"], (run_id,))
+        await self._write(Q["delete_all_tasks"], (run_id,))
 
     # -- mailbox -----------------------------------------------------------------------------
 
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
-        await self._exec(Q["add_signal"], (run_id, name, payload, at))
+        await self._write(Q["add_signal"], (run_id, name, payload, at))
 
     async def signals(self, run_id: str) -> list[SignalRecord]:
         return [SignalRecord(*row) for row in await self._all(Q["signals"], (run_id,))]
 
     async def delete_signals(self, ids: Sequence[int]) -> None:
         if ids:
-            await self._exec(Q["delete_signals"], (list(ids),))
+            await self._write(Q["delete_signals"], (list(ids),))
 
     # -- events ------------------------------------------------------------------------------
 
@@ -437,7 +468,7 @@ class PostgresTx:
         return EventRecord(*row) if row else None
 
     async def insert_event(self, event: EventRecord) -> None:
-        await self._exec(
+        await self._write(
             Q["insert_event"],
             (event.id, event.name, event.domain, event.subject, event.payload, event.published_at),
             lock=lock_key("event-name", event.domain, event.name),
@@ -445,7 +476,7 @@ class PostgresTx:
         )
 
     async def delete_event(self, event_id: str) -> None:
-        await self._exec(Q["delete_event"], (event_id,))
+        await self._write(Q["delete_event"], (event_id,))
 
     async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
         lock = None if self._ro else lock_key("event-name", domain, name)
@@ -458,7 +489,7 @@ class PostgresTx:
     # -- subscriptions -----------------------------------------------------------------------
 
     async def add_subscription(self, sub: SubscriptionRecord) -> None:
-        await self._exec(
+        await self._write(
             Q["add_subscription"],
             (
                 sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
@@ -494,10 +525,10 @@ class PostgresTx:
         return [SubscriptionRecord(*row) for row in await self._all(query, params)]
 
     async def delete_subscription(self, run_id: str, pos: int) -> None:
-        await self._exec(Q["delete_subscription"], (run_id, pos))
+        await self._write(Q["delete_subscription"], (run_id, pos))
 
     async def delete_run_subscriptions(self, run_id: str) -> None:
-        await self._exec(Q["delete_run_subscriptions"], (run_id,))
+        await self._write(Q["delete_run_subscriptions"], (run_id,))
 
     async def sweep_subscriptions(self, now: float) -> int:
         return (await self._exec(Q["sweep_subscriptions"], (now,))).rowcount
@@ -545,12 +576,12 @@ class PostgresTx:
         return [MessageRecord(*row) for row in rows]
 
     async def delete_message(self, message_id: int) -> None:
-        await self._exec(Q["delete_message"], (message_id,))
+        await self._write(Q["delete_message"], (message_id,))
 
     async def update_message(
         self, message_id: int, status: str, reason: str | None, expires_at: float
     ) -> None:
-        await self._exec(Q["update_message"], (status, reason, expires_at, message_id))
+        await self._write(Q["update_message"], (status, reason, expires_at, message_id))
 
     async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
         rows = await self._all(Q["expire_messages"], (reason, now))
@@ -562,10 +593,10 @@ class PostgresTx:
         return float(row[0]) if row else None
 
     async def remember_message_id(self, message_id: str, at: float) -> None:
-        await self._exec(Q["remember_message_id"], (message_id, at))
+        await self._write(Q["remember_message_id"], (message_id, at))
 
     async def prune_message_ids(self, before: float) -> None:
-        await self._exec(Q["prune_message_ids"], (before,))
+        await self._write(Q["prune_message_ids"], (before,))
 
 
 class PostgresStore:
@@ -577,7 +608,7 @@ class PostgresStore:
     connection, default 30s) and ``statement_timeout`` (default 30s; 0 = none).
     """
 
-    capabilities: frozenset[str] = frozenset({"persistent", "shared"})
+    capabilities: frozenset[str] = frozenset({"persistent", "shared", "push", "cheap_claim"})
 
     def __init__(
         self,
@@ -595,6 +626,9 @@ class PostgresStore:
         self._pool: psycopg_pool.AsyncConnectionPool[Conn] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._changed = False
+        self._watchers: list[Callable[[], None]] = []
+        # What claim() read of the runs it leased, until the worker loads them.
+        self._claimed: dict[str, LoadedRun] = {}
         # Tags this store's notifications, so that its own commits do not wake it.
         self._token = uuid.uuid4().hex
 
@@ -685,8 +719,11 @@ class PostgresStore:
                 f"cannot open a connection pool to PostgreSQL {self.display}: {_first_line(exc)}"
             ) from exc
         self._pool = pool
+        if self._watchers and self._listener is None:
+            self._start_listener()
 
     async def close(self) -> None:
+        self._claimed.clear()
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.gather(self._listener, return_exceptions=True)
@@ -875,16 +912,31 @@ class PostgresStore:
 
         Only for statements that may safely run twice (reads, claims, lease updates).
         """
+        return (await self._pipeline([(query, params)]))[0].rows or []
+
+    async def _pipeline(self, steps: list[Step]) -> list[Result]:
+        """Statements in one round trip, in autocommit mode, retried on a dead connection.
+
+        The same caveat as :meth:`_single`: each must be safe to run twice.
+        """
         for attempt in range(self.pool_size + 1):
             conn = await self._getconn()
             try:
-                cursor = await conn.execute(query, params)
-                return await cursor.fetchall() if cursor.description else []
+                if len(steps) == 1:
+                    cursors = [await conn.execute(*steps[0])]
+                else:
+                    async with conn.pipeline():
+                        cursors = [await conn.execute(query, params) for query, params in steps]
+                return [
+                    Result(await c.fetchall() if c.description else None, c.rowcount)
+                    for c in cursors
+                ]
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc, conn) or attempt == self.pool_size:
                     raise self._failed(exc) from exc
                 await conn.close()
             except psycopg.Error as exc:
+                await _rollback(conn)  # a claim's BEGIN may have been left open
                 raise self._failed(exc) from exc
             finally:
                 await self._putconn(conn)
@@ -918,8 +970,42 @@ class PostgresStore:
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
-        rows = await self._single(Q["claim"], (now, wall_now, limit, owner, lease_until))
-        return [row[0] for row in rows]
+        # One round trip leases the runs, without waiting for an fsync (see
+        # lazy_commit in postgres.sql); a second reads all they need to be
+        # advanced (load_run hands it over), rather than three reads per run.
+        claim = (Q["claim"], (now, wall_now, limit, owner, lease_until))
+        steps: list[Step] = [("BEGIN", ()), (Q["lazy_commit"], ()), claim, ("COMMIT", ())]
+        runs = [RunRecord(*row) for row in (await self._pipeline(steps))[2].rows or []]
+        if not runs:
+            return []
+        ids = [run.id for run in runs]
+        tasks, journals = await self._pipeline(
+            [(Q["claimed_tasks"], (ids, now)), (Q["claimed_journals"], (ids,))]
+        )
+        loaded = {run.id: LoadedRun(run, [], []) for run in runs}
+        for row in tasks.rows or []:
+            loaded[row[1]].tasks.append(TaskRecord(*row))
+        for row in journals.rows or []:
+            if loaded[row[0]].run.status not in ENDED:
+                loaded[row[0]].journal.append(JournalEntry(*row[1:]))
+        self._claimed.update(loaded)
+        return ids
+
+    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+        claimed = self._claimed.pop(run_id, None)
+        if claimed is not None:
+            return claimed
+        run, tasks, journal = await self._pipeline(
+            [(Q["get_run"], (run_id,)), (Q["due_tasks"], (run_id, now)), (Q["journal"], (run_id,))]
+        )
+        if not run.rows:
+            return None
+        record = RunRecord(*run.rows[0])
+        return LoadedRun(
+            record,
+            [TaskRecord(*row) for row in tasks.rows or []],
+            [] if record.status in ENDED else [JournalEntry(*row) for row in journal.rows or []],
+        )
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         if run_ids:
@@ -949,12 +1035,25 @@ class PostgresStore:
         if self._pool is None:
             return False
         if self._listener is None:
-            # Started on first use: client-only engines never poll, and keep one
-            # connection fewer.
-            self._listener = asyncio.create_task(self._listen(), name="parkway-listener")
+            self._start_listener()
             return True
         changed, self._changed = self._changed, False
         return changed
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        self._watchers.append(callback)
+        if self._pool is not None and self._listener is None:
+            self._start_listener()
+
+    def _start_listener(self) -> None:
+        # Started on first use: client-only engines never listen, and keep one
+        # connection fewer.
+        self._listener = asyncio.create_task(self._listen(), name="parkway-listener")
+
+    def _change(self) -> None:
+        self._changed = True
+        for callback in self._watchers:
+            callback()
 
     async def _listen(self) -> None:
         """Hold a LISTEN connection; set the changed flag on every foreign notification."""
@@ -965,12 +1064,12 @@ class PostgresStore:
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     # Whatever was committed while nobody listened: look once.
-                    self._changed = True
+                    self._change()
                     delay = 0.1
                     while True:
                         async for note in conn.notifies(timeout=LISTEN_PROBE):
                             if note.payload != self._token:
-                                self._changed = True
+                                self._change()
                         # Quiet for a while: a dead peer only shows when we talk to it.
                         await conn.execute("SELECT 1")
             except asyncio.CancelledError:
@@ -980,7 +1079,7 @@ class PostgresStore:
                     "notification connection to %s lost (%s); reconnecting in %.1fs",
                     self.display, _first_line(exc), delay,
                 )  # fmt: skip
-                self._changed = True
+                self._change()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

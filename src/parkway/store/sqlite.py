@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,12 +23,14 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    LoadedRun,
     MessageRecord,
     NewTask,
     RunRecord,
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    load_in_transaction,
 )
 from parkway.store.sql import load_migrations, load_queries
 
@@ -394,6 +396,12 @@ class SQLiteStore:
             else:
                 row = self.conn.execute(Q["next_due_after"], (after,)).fetchone()
             return row[0] if row else None
+
+    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+        return await load_in_transaction(self, run_id, now)
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        pass  # no push: the worker polls changed()
 
     async def has_due(self, now: float) -> bool:
         async with self._lock:

@@ -169,7 +169,23 @@ WITH due AS (
 UPDATE parkway.runs SET lease_owner = %s, lease_until = %s,
     status = CASE status WHEN 'pending' THEN 'running' ELSE status END
 WHERE id IN (SELECT id FROM due)
-RETURNING id
+RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
+          trigger, generation, created_at, updated_at, lease_owner, lease_until
+
+-- name: claimed_tasks
+-- The due tasks of the runs just claimed, read in the claim's round trip.
+SELECT id, run_id, due_at, kind, pos, payload FROM parkway.tasks
+WHERE run_id = ANY(%s::text[]) AND due_at <= %s ORDER BY id
+
+-- name: claimed_journals
+SELECT run_id, pos, kind, name, state, value, deadline, at FROM parkway.journal
+WHERE run_id = ANY(%s::text[]) ORDER BY run_id, pos
+
+-- name: lazy_commit
+-- A lease needs no fsync of its own: lost in a server crash, it is simply not
+-- held, and the worker's next (durable, fenced) commit fails rather than
+-- writing. Any durable commit after it flushes it too (the WAL is sequential).
+SET LOCAL synchronous_commit = off
 
 -- name: extend_leases
 UPDATE parkway.runs SET lease_until = %s WHERE id = ANY(%s::text[]) AND lease_owner = %s

@@ -188,3 +188,7 @@ class MessageNotFoundError(ParkwayError, LookupError):
             "list them with engine.messages()"
         )
         self.message_id = message_id
+
+
+class LeaseLostError(ParkwayError):
+    """This worker's lease on the run expired and another worker took it over (internal)."""

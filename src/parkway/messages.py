@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from parkway import _json
 from parkway.errors import CorrelationError, InvalidInputError, ParkwayError, SerializationError
-from parkway.store.base import MessageRecord, NewTask, SubscriptionRecord, Tx
+from parkway.store.base import MessageRecord, NewTask, SubscriptionRecord, TaskRecord, Tx
 
 if TYPE_CHECKING:
     from parkway.engine import Engine
@@ -199,15 +199,20 @@ async def rebuffer(
     pos: int | None = None,
     keep: frozenset[int] = frozenset(),
     only: frozenset[int] | None = None,
-) -> None:
+    tasks: list[TaskRecord] | None = None,
+) -> set[int]:
     """Buffer again the message deliveries of ``run_id`` (at ``pos``) that it will not take.
 
     Called before a run's delivery tasks are deleted (its wait timed out or was
     replaced, the run ended or started a new generation): ``correlate`` said
     "delivered", so the message must not vanish. ``keep`` lists tasks the run consumed;
-    ``only`` limits it to these tasks.
+    ``only`` limits it to these tasks; ``tasks`` are all the run's tasks, if the
+    caller has just read them. Returns the ids of the tasks buffered again (deleted).
     """
-    for task in await tx.due_tasks(run_id, float("inf")):
+    if tasks is None:
+        tasks = await tx.due_tasks(run_id, float("inf"))
+    done: set[int] = set()
+    for task in tasks:
         if task.kind != MESSAGE_TASK or task.id in keep or (pos is not None and task.pos != pos):
             continue
         if only is not None and task.id not in only:
@@ -221,10 +226,12 @@ async def rebuffer(
             )
         )  # fmt: skip
         await tx.delete_tasks([task.id])
+        done.add(task.id)
         log.warning(
             "message %r key %r reached run %s after it stopped waiting; buffered again",
             body["name"], body["key"], run_id,
         )  # fmt: skip
+    return done
 
 
 @dataclass

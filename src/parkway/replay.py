@@ -22,7 +22,7 @@ import contextlib
 import inspect
 import logging
 import traceback as tb
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +39,11 @@ from parkway.commands import (
     StartChildCmd,
     StepCmd,
 )
+from parkway.committer import Job
 from parkway.context import WorkflowContext
 from parkway.errors import (
     DuplicateSubscriptionError,
+    LeaseLostError,
     NonDeterminismError,
     ParkwayError,
     RunCancelledError,
@@ -78,10 +80,6 @@ DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
 
 class Park(Exception):
     """Internal: the workflow reached a wait whose input has not arrived."""
-
-
-class LeaseLostError(ParkwayError):
-    """This worker's lease on the run expired and another worker took it over."""
 
 
 class StoreFailedError(ParkwayError):
@@ -138,13 +136,20 @@ class Writes:
             # them in an earlier flush would leave a run that crashes mid-advance
             # with nothing due, so no worker would ever take it over.
             finished = set(self.finished_waits)
+            # One read serves both: the deliveries to buffer again, the rest to drop.
+            tasks = await tx.due_tasks(self.run_id, float("inf"))
+            rebuffered: set[int] = set()
             for pos in self.finished_waits:
-                await rebuffer(engine, tx, self.run_id, now, pos=pos, keep=keep)
+                rebuffered |= await rebuffer(
+                    engine, tx, self.run_id, now, pos=pos, keep=keep, tasks=tasks
+                )
                 await tx.delete_subscription(self.run_id, pos)
             stale = [
                 task.id
-                for task in await tx.due_tasks(self.run_id, float("inf"))
-                if task.pos in finished and task.id not in self.claimed_tasks
+                for task in tasks
+                if task.pos in finished
+                and task.id not in self.claimed_tasks
+                and task.id not in rebuffered
             ]
             await tx.delete_tasks(stale)
         for lookback in self.subscriptions:
@@ -238,8 +243,11 @@ class Execution:
         journal: list[JournalEntry],
         tasks: list[TaskRecord],
         owner: str,
+        commit: Callable[[Job], Awaitable[Any]] | None = None,
     ) -> None:
         self.engine = engine
+        # How a flush is committed: the worker's (lease-fenced, maybe grouped), or alone.
+        self.commit = commit or self._commit_alone
         self.store = engine._store
         self.run = run
         self.wf = wf
@@ -256,6 +264,9 @@ class Execution:
         self.delivered: set[int] = set()
         self._last_publish: JournalEntry | None = None
         self._mailbox: list[SignalRecord] | None = None
+        # Whether this run (generation) ever waited for a message: only then can a
+        # delivery be pending for it when it ends.
+        self.waited_for_message = any(e.kind == "message" for e in journal)
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 
@@ -585,6 +596,7 @@ class Execution:
         raise Park
 
     async def _message(self, cmd: MessageCmd) -> Any:
+        self.waited_for_message = True
         pos, entry = self._begin("message", cmd.name)
         if entry is not None and entry.state == "done":
             self._already_consumed(pos, entry)
@@ -745,15 +757,30 @@ class Execution:
 
     # -- commits -----------------------------------------------------------------------------
 
+    async def _commit_alone(self, job: Job) -> Any:
+        async with self.store.transaction() as tx:
+            return await job(tx)
+
     async def flush(self) -> None:
         """Commit buffered writes (fenced by the lease) before a side effect runs."""
         if not self.writes:
             return
-        async with self._store_call() as tx:
+        writes = self.writes
+
+        async def job(tx: Tx) -> None:
             changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
             if not await tx.update_run(self.run.id, changes, owner=self.owner, release=False):
                 raise LeaseLostError(f"lost the lease on run {self.run.id!r}")
-            await self.writes.apply(tx, self.engine)
+            await writes.apply(tx, self.engine)
+
+        try:
+            await self.commit(job)
+        except (LeaseLostError, NonDeterminismError, Park):
+            raise
+        except Exception as exc:
+            raise StoreFailedError(
+                f"store failed while advancing run {self.run.id!r}: {exc}"
+            ) from exc
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
         self.writes = Writes(

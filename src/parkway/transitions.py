@@ -14,10 +14,17 @@ if TYPE_CHECKING:
 TERMINAL = ENDED
 
 
-async def finish(tx: Tx, run: RunRecord, now: float, engine: Engine) -> None:
+async def finish(
+    tx: Tx, run: RunRecord, now: float, engine: Engine, *, messages: bool = True
+) -> None:
     """What follows a run's end: its timers and subscriptions go, its parent wakes up,
-    and a message-started run hands its key to the next buffered message."""
-    await rebuffer(engine, tx, run.id, now)
+    and a message-started run hands its key to the next buffered message.
+
+    ``messages=False``: the caller knows the run never waited for a message, so
+    no delivery can be pending for it (and none is looked for).
+    """
+    if messages:
+        await rebuffer(engine, tx, run.id, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
     if run.parent_id is not None:

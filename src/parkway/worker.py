@@ -18,13 +18,15 @@ import os
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from parkway import _json
-from parkway.messages import rebuffer
+from parkway.committer import Committer, Job
+from parkway.errors import LeaseLostError
+from parkway.messages import MESSAGE_TASK, rebuffer
 from parkway.models import RunStatus
-from parkway.replay import Execution, LeaseLostError, Outcome
-from parkway.store.base import NewTask, RunRecord, TaskRecord
+from parkway.replay import Execution, Outcome
+from parkway.store.base import NewTask, RunRecord, TaskRecord, Tx
 from parkway.transitions import TERMINAL, cancel, finish
 
 if TYPE_CHECKING:
@@ -59,6 +61,10 @@ class Worker:
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self.advanced = 0  # runs advanced, for stats and tests
+        store = engine._store
+        # Where commits cost round trips rather than CPU, the ones that queue up
+        # share a transaction (see parkway.committer).
+        self.committer = Committer(store) if "group_commit" in store.capabilities else None
         self._last_work = 0.0
 
     def start(self) -> None:
@@ -224,7 +230,8 @@ class Worker:
                 )  # fmt: skip
                 await self._postpone(run, tasks)
                 return
-            execution = Execution(engine, run, wf, journal, tasks, self.owner)
+            commit = functools.partial(self.commit, run.id)
+            execution = Execution(engine, run, wf, journal, tasks, self.owner, commit)
             outcome = await execution.execute()
             await self._commit(run, tasks, execution, outcome)
         except LeaseLostError:
@@ -238,10 +245,17 @@ class Worker:
             except Exception:
                 log.exception("run %s: could not postpone", run_id)
 
+    async def commit(self, run_id: str, job: Job) -> Any:
+        """Run ``job`` (which fences on ``run_id``'s lease first) in a transaction."""
+        if self.committer is not None:
+            return await self.committer.run(job, run_id=run_id, owner=self.owner)
+        async with self.engine._store.transaction() as tx:
+            return await job(tx)
+
     async def _commit(
         self, run: RunRecord, tasks: list[TaskRecord], execution: Execution, outcome: Outcome
     ) -> None:
-        engine, store = self.engine, self.engine._store
+        engine = self.engine
         now = engine._clock.now()
         changes: dict[str, object] = {"updated_at": now}
         status = outcome.status
@@ -259,7 +273,8 @@ class Worker:
                 changes["output"] = outcome.output
             elif status == RunStatus.FAILED.value:
                 changes["error"] = _json.dumps(outcome.error)
-        async with store.transaction() as tx:
+
+        async def job(tx: Tx) -> None:
             if not await tx.update_run(run.id, changes, owner=self.owner):
                 raise LeaseLostError(f"lost the lease on run {run.id!r}")
             consumed = frozenset(execution.consumed_tasks)
@@ -269,9 +284,10 @@ class Worker:
                 # finish() buffers again every message the run did not take and drops
                 # all its tasks; the ones it took must go first.
                 await tx.delete_tasks(list(consumed))
-                await finish(tx, run, now, engine)
+                await finish(tx, run, now, engine, messages=execution.waited_for_message)
             else:
-                await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
+                if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
+                    await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
                 await tx.delete_tasks(list(claimed))
             if status == "continued":
                 await tx.clear_journal(run.id)
@@ -279,6 +295,8 @@ class Worker:
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])
+
+        await self.commit(run.id, job)
         if status in TERMINAL or status == "held":
             engine._notify_terminal(run.id)
         engine._poke()

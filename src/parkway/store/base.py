@@ -181,6 +181,15 @@ class Tx(Protocol):
         """
         ...
 
+    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
+        """Lock these runs' rows to the end of the transaction, noting which ``owner`` leases.
+
+        ``update_run(..., owner=owner)`` on them then needs no answer from the
+        store (group commit, see :mod:`parkway.committer`). Stores that run one
+        writer at a time need do nothing.
+        """
+        ...
+
     async def list_runs(
         self,
         *,
@@ -269,7 +278,9 @@ class Store(Protocol):
             ``"push"`` (:meth:`watch` reports other processes' commits, so the
             worker need not poll :meth:`changed`) and ``"cheap_claim"`` (a
             claim that finds nothing costs no more than :meth:`has_due`, so
-            the worker claims without asking first).
+            the worker claims without asking first) and ``"group_commit"``
+            (a commit costs round trips more than CPU: the worker's commits
+            that queue up share one transaction, see :mod:`parkway.committer`).
     """
 
     capabilities: frozenset[str]

@@ -105,6 +105,9 @@ class MemoryTx:
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return True
 
+    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
+        pass  # one writer at a time: update_run's own check is enough
+
     async def list_runs(
         self,
         *,

@@ -62,6 +62,7 @@ sent meanwhile are lost. Needs PostgreSQL 13 or later.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import time
@@ -174,6 +175,10 @@ class PostgresTx:
         self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
         self._notified = False
         self._queued: list[Step] = []  # writes not sent yet (see the class docstring)
+        # hold_leases: the runs looked at, and those of them still leased by _holder.
+        self._holder: str | None = None
+        self._looked: set[str] = set()
+        self._held: set[str] = set()
 
     @property
     def started(self) -> bool:
@@ -323,21 +328,29 @@ class PostgresTx:
     ) -> bool:
         if not set(changes) <= RUN_MUTABLE:
             raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
-        sets: list[sql.Composable] = [
-            sql.SQL("{} = %s").format(sql.Identifier(key)) for key in changes
-        ]
-        params: list[Any] = list(changes.values())
-        where = sql.SQL("id = %s")
-        params.append(run_id)
+        # A lease locked by hold_leases cannot change before commit: the answer
+        # is known, and the update can wait for the next round trip.
+        known = owner is not None and owner == self._holder and run_id in self._looked
+        if known and run_id not in self._held:
+            return False
+        query = _update_run_query(tuple(changes), owned=owner is not None, release=release)
+        params: list[Any] = [*changes.values(), run_id]
         if owner is not None:
-            if release:
-                sets.append(sql.SQL("lease_owner = NULL, lease_until = NULL"))
-            where = sql.SQL("id = %s AND lease_owner = %s")
             params.append(owner)
-        query = sql.SQL("UPDATE parkway.runs SET {} WHERE {}").format(
-            sql.SQL(", ").join(sets), where
-        )
+        if known:
+            await self._write(query, params)
+            if release:
+                self._held.discard(run_id)
+            return True
         return (await self._exec(query, params)).rowcount == 1
+
+    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
+        if self._ro or (self._holder is not None and self._holder != owner):
+            return  # nothing to remember: update_run asks the server as usual
+        rows = await self._all(Q["hold_leases"], (list(run_ids), owner))
+        self._holder = owner
+        self._looked.update(run_ids)
+        self._held.update(row[0] for row in rows)
 
     async def list_runs(
         self,
@@ -608,7 +621,9 @@ class PostgresStore:
     connection, default 30s) and ``statement_timeout`` (default 30s; 0 = none).
     """
 
-    capabilities: frozenset[str] = frozenset({"persistent", "shared", "push", "cheap_claim"})
+    capabilities: frozenset[str] = frozenset(
+        {"persistent", "shared", "push", "cheap_claim", "group_commit"}
+    )
 
     def __init__(
         self,
@@ -1082,6 +1097,21 @@ class PostgresStore:
                 self._change()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _update_run_query(columns: tuple[str, ...], *, owned: bool, release: bool) -> str:
+    """``UPDATE runs`` of these columns: one text per shape, so psycopg prepares it once.
+
+    The columns come from ``RUN_MUTABLE`` (checked by the caller), never from input.
+    """
+    sets = [f'"{column}" = %s' for column in columns]
+    where = "id = %s"
+    if owned:
+        if release:
+            sets.append("lease_owner = NULL, lease_until = NULL")
+        where = "id = %s AND lease_owner = %s"
+    return f"UPDATE parkway.runs SET {', '.join(sets)} WHERE {where}"
 
 
 def _xid(result: Result) -> str | None:

@@ -81,6 +81,9 @@ class SQLiteTx:
         cursor = self._c.execute(f"UPDATE runs SET {', '.join(sets)} WHERE {where}", params)
         return cursor.rowcount == 1
 
+    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
+        pass  # one writer at a time: update_run's own check is enough
+
     async def list_runs(
         self,
         *,

@@ -75,7 +75,11 @@ def _postgres_url(_tmp: Path) -> str:
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", frozenset(), _memory_url),
     "sqlite": Backend("sqlite", frozenset({"persistent", "shared"}), _sqlite_url),
-    "postgres": Backend("postgres", frozenset({"persistent", "shared"}), _postgres_url),
+    "postgres": Backend(
+        "postgres",
+        frozenset({"persistent", "shared", "push", "cheap_claim", "group_commit"}),
+        _postgres_url,
+    ),
 }
 BACKEND_PARAMS = ["memory", "sqlite", "postgres"]
 
@@ -84,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "requires(*capabilities): skip unless the backend has every listed capability "
-        "(persistent, shared)",
+        "(persistent, shared, push, cheap_claim, group_commit)",
     )
 
 

@@ -105,6 +105,12 @@ async def one(store: Store, body: Callable[[Tx], Awaitable[T]], *, readonly: boo
 # Lifecycle
 
 
+async def test_the_store_has_the_capabilities_the_suite_tests_it_for(
+    store: Store, backend: Any
+) -> None:
+    assert store.capabilities == backend.capabilities
+
+
 async def test_open_twice_and_close_twice_are_harmless(engine_url: str) -> None:
     store = open_store(engine_url)
     await store.open()
@@ -626,6 +632,66 @@ async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
+async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Store) -> None:
+    await _runs_with_tasks(store, {"r": [NOW - 1, NOW + 60], "done": [NOW]})
+    async with store.transaction() as tx:
+        await tx.put_journal("r", [entry(0), entry(1, state="pending")])
+        await tx.put_journal("done", [entry(0)])
+        await tx.update_run("done", {"status": "completed"})
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
+    assert sorted(claimed) == ["done", "r"]
+    loaded = await store.load_run("r", NOW)
+    assert loaded is not None
+    assert (loaded.run.id, loaded.run.lease_owner, loaded.run.status) == ("r", "w", "running")
+    assert [t.due_at for t in loaded.tasks] == [NOW - 1]  # the task due later stays
+    assert loaded.journal == [entry(0), entry(1, state="pending")]
+    ended = await store.load_run("done", NOW)
+    assert ended is not None and ended.run.status == "completed" and ended.journal == []
+    # Loaded again (the claim's read is used once): from the store, the same answer.
+    again = await store.load_run("r", NOW)
+    assert again is not None and again.journal == loaded.journal
+    assert [t.id for t in again.tasks] == [t.id for t in loaded.tasks]
+    assert await store.load_run("ghost", NOW) is None
+
+
+async def test_hold_leases_fences_each_run_on_its_own_lease(store: Store) -> None:
+    await _runs_with_tasks(store, {"mine": [NOW], "theirs": [NOW]})
+    assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
+    assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
+    async with store.transaction(readonly=True) as tx:
+        owners = {r: (await tx.get_run(r)).lease_owner for r in ("mine", "theirs")}  # type: ignore[union-attr]
+    w1 = next(r for r, o in owners.items() if o == "w1")
+    w2 = next(r for r, o in owners.items() if o == "w2")
+    async with store.transaction() as tx:
+        await tx.hold_leases("w1", [w1, w2])
+        assert await tx.update_run(w1, {"status": "parked"}, owner="w1") is True
+        assert await tx.update_run(w2, {"status": "parked"}, owner="w1") is False
+        # Released by the first update: a second one in the same transaction is fenced off.
+        assert await tx.update_run(w1, {"status": "completed"}, owner="w1") is False
+    async with store.transaction(readonly=True) as tx:
+        first, second = await tx.get_run(w1), await tx.get_run(w2)
+    assert first is not None and (first.status, first.lease_owner) == ("parked", None)
+    assert second is not None and (second.status, second.lease_owner) == ("running", "w2")
+
+
+async def test_a_write_that_fails_fails_its_transaction_and_saves_nothing(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_event(event("e0"))
+
+    # The duplicate event id fails, whenever the backend sends it (at once, or with
+    # the commit): either way the transaction raises and keeps nothing.
+    with pytest.raises(Exception):  # noqa: B017 - each backend raises its own error type
+        async with store.transaction() as tx:
+            await tx.insert_run(run("lost"))
+            await tx.add_tasks([NewTask("lost", NOW, "start")])
+            await tx.insert_event(event("e0"))
+            await tx.put_journal("lost", [entry(0)])
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("lost") is None
+        assert await tx.journal("lost") == []
+    assert not await store.has_due(NOW)
+
+
 # ---------------------------------------------------------------------------------------------
 # Transactions
 
@@ -701,6 +767,29 @@ async def test_changed_reports_commits_of_another_process(engine_url: str) -> No
         assert isinstance(other, RemoteStore)
         await other.run(commit)
         await until(mine.changed, timeout=5, what="changed() after another store's commit")
+
+
+@pytest.mark.requires("push")
+async def test_watch_calls_back_on_commits_of_another_process(engine_url: str) -> None:
+    async with shared_pair(engine_url) as (mine, other):
+        woken = asyncio.Event()
+        mine.watch(woken.set)
+        await asyncio.sleep(0.3)  # the listener is up
+        woken.clear()
+
+        async def commit(tx: Tx) -> None:
+            await tx.insert_run(run("r"))
+            await tx.add_tasks([NewTask("r", NOW, "start")])
+
+        assert isinstance(other, RemoteStore)
+        await other.run(commit)
+        await asyncio.wait_for(woken.wait(), timeout=5)
+        woken.clear()
+        # Its own commits do not call back: the process knows of them already.
+        async with mine.transaction() as tx:
+            await tx.add_tasks([NewTask("r", NOW, "signal")])
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(woken.wait(), timeout=0.5)
 
 
 @pytest.mark.requires("shared")

@@ -1,0 +1,121 @@
+"""Group commit (parkway.committer) on every backend: batching, fencing, failure isolation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from parkway.committer import Committer
+from parkway.errors import LeaseLostError
+from parkway.store import Store, open_store
+from parkway.store.base import NewTask, Tx
+
+from .test_conformance import NOW, WALL, entry, run
+
+
+@pytest.fixture
+async def store(engine_url: str) -> AsyncIterator[Store]:
+    opened = open_store(engine_url)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def leased(store: Store, count: int, owner: str = "w") -> list[str]:
+    async with store.transaction() as tx:
+        for i in range(count):
+            await tx.insert_run(run(f"r{i}"))
+            await tx.add_tasks([NewTask(f"r{i}", NOW, "start")])
+    claimed = await store.claim(owner, now=NOW, wall_now=WALL, lease_until=WALL + 60, limit=count)
+    assert len(claimed) == count
+    return sorted(claimed)
+
+
+def step_commit(run_id: str, owner: str = "w") -> tuple[str, object]:
+    """A worker-like commit: fence on the lease, then journal one step."""
+
+    async def job(tx: Tx) -> str:
+        if not await tx.update_run(run_id, {"status": "parked"}, owner=owner, release=False):
+            raise LeaseLostError(run_id)
+        await tx.put_journal(run_id, [entry(0)])
+        return run_id
+
+    return run_id, job
+
+
+async def journals(store: Store, run_ids: list[str]) -> dict[str, int]:
+    async with store.transaction(readonly=True) as tx:
+        return {r: len(await tx.journal(r)) for r in run_ids}
+
+
+async def test_commits_that_queue_up_share_one_transaction(store: Store) -> None:
+    run_ids = await leased(store, 8)
+    committer = Committer(store)
+    results = await asyncio.gather(
+        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids))
+    )
+    assert results == run_ids
+    # The first commit found the queue empty and took everyone queued behind it.
+    assert (committer.batches, committer.jobs) == (1, 8)
+    assert await journals(store, run_ids) == dict.fromkeys(run_ids, 1)
+
+
+async def test_a_lone_commit_is_not_held_back(store: Store) -> None:
+    (run_id,) = await leased(store, 1)
+    committer = Committer(store)
+    rid, job = step_commit(run_id)
+    assert await asyncio.wait_for(committer.run(job, run_id=rid, owner="w"), 5) == run_id  # type: ignore[arg-type]
+    assert (committer.batches, committer.jobs) == (1, 1)
+
+
+async def test_a_lost_lease_fails_only_its_own_commit(store: Store) -> None:
+    run_ids = await leased(store, 4)
+    lost = run_ids[1]
+    # Another worker takes one run over.
+    async with store.transaction() as tx:
+        assert await tx.update_run(lost, {"updated_at": NOW}, owner="w")  # drops w's lease
+    assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 60, limit=1) == [
+        lost
+    ]
+    committer = Committer(store)
+    outcomes = await asyncio.gather(
+        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids)),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[1], LeaseLostError)
+    assert [o for i, o in enumerate(outcomes) if i != 1] == [r for r in run_ids if r != lost]
+    assert committer.batches == 1  # the others committed together all the same
+    assert await journals(store, run_ids) == {r: int(r != lost) for r in run_ids}
+
+
+async def test_a_failing_commit_is_retried_alone_and_fails_alone(store: Store) -> None:
+    run_ids = await leased(store, 3)
+    committer = Committer(store)
+
+    async def broken(tx: Tx) -> None:
+        assert await tx.update_run(run_ids[0], {"status": "parked"}, owner="w", release=False)
+        await tx.put_journal(run_ids[0], [entry(0)])
+        raise ValueError("bad commit")
+
+    outcomes = await asyncio.gather(
+        committer.run(broken, run_id=run_ids[0], owner="w"),
+        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids[1:])),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], ValueError) and str(outcomes[0]) == "bad commit"
+    assert outcomes[1:] == run_ids[1:]
+    # The broken job's writes were rolled back with its batch and with its retry.
+    assert await journals(store, run_ids) == {run_ids[0]: 0, run_ids[1]: 1, run_ids[2]: 1}
+
+
+async def test_commits_arriving_during_a_commit_form_the_next_batch(store: Store) -> None:
+    run_ids = await leased(store, 6)
+    committer = Committer(store)
+    jobs = dict(map(step_commit, run_ids))
+    first = asyncio.ensure_future(committer.run(jobs[run_ids[0]], run_id=run_ids[0], owner="w"))  # type: ignore[arg-type]
+    await asyncio.sleep(0)  # the first commit is under way
+    rest = [committer.run(jobs[r], run_id=r, owner="w") for r in run_ids[1:]]  # type: ignore[arg-type]
+    assert await asyncio.gather(first, *rest) == run_ids
+    assert committer.jobs == 6 and committer.batches == 2

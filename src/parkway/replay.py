@@ -130,16 +130,26 @@ class Writes:
                 await tx.insert_run(run)
         if self.journal:
             await tx.put_journal(self.run_id, list(self.journal.values()))
-        if self.finished_waits:
+        messages = [
+            pos for pos in self.finished_waits
+            if pos not in self.journal or self.journal[pos].kind == "message"
+        ]  # fmt: skip
+        for pos in self.finished_waits:
+            if pos not in messages:
+                # No delivery to buffer again: its timer (say) goes without a read. The
+                # tasks this advance claimed stay until its final commit (see below).
+                await tx.delete_subscription(self.run_id, pos)
+                await tx.delete_wait_tasks(self.run_id, pos, keep=sorted(self.claimed_tasks))
+        if messages:
             keep = frozenset(self.consumed_tasks)
             # The tasks this advance claimed stay until its final commit: deleting
             # them in an earlier flush would leave a run that crashes mid-advance
             # with nothing due, so no worker would ever take it over.
-            finished = set(self.finished_waits)
+            finished = set(messages)
             # One read serves both: the deliveries to buffer again, the rest to drop.
             tasks = await tx.due_tasks(self.run_id, float("inf"))
             rebuffered: set[int] = set()
-            for pos in self.finished_waits:
+            for pos in messages:
                 rebuffered |= await rebuffer(
                     engine, tx, self.run_id, now, pos=pos, keep=keep, tasks=tasks
                 )
@@ -244,6 +254,7 @@ class Execution:
         tasks: list[TaskRecord],
         owner: str,
         commit: Callable[[Job], Awaitable[Any]] | None = None,
+        signals: list[SignalRecord] | None = None,
     ) -> None:
         self.engine = engine
         # How a flush is committed: the worker's (lease-fenced, maybe grouped), or alone.
@@ -263,7 +274,9 @@ class Execution:
         self.held: NonDeterminismError | None = None
         self.delivered: set[int] = set()
         self._last_publish: JournalEntry | None = None
-        self._mailbox: list[SignalRecord] | None = None
+        # The run's mailbox, read once per advance (None: not yet); the worker may
+        # hand it over already read with the run.
+        self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
         # Whether this run (generation) ever waited for a message: only then can a
         # delivery be pending for it when it ends.
         self.waited_for_message = any(e.kind == "message" for e in journal)

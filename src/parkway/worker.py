@@ -211,7 +211,7 @@ class Worker:
             return
         if loaded is None or loaded.run.lease_owner != self.owner:
             return
-        run, tasks, journal = loaded.run, loaded.tasks, loaded.journal
+        run, tasks, journal, signals = loaded.run, loaded.tasks, loaded.journal, loaded.signals
         try:
             if run.status in TERMINAL:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
@@ -231,7 +231,7 @@ class Worker:
                 await self._postpone(run, tasks)
                 return
             commit = functools.partial(self.commit, run.id)
-            execution = Execution(engine, run, wf, journal, tasks, self.owner, commit)
+            execution = Execution(engine, run, wf, journal, tasks, self.owner, commit, signals)
             outcome = await execution.execute()
             await self._commit(run, tasks, execution, outcome)
         except LeaseLostError:

@@ -290,6 +290,29 @@ async def test_task_deletion_by_id_by_wait_and_by_run(store: Store) -> None:
         assert [t.kind for t in await tx.due_tasks("s", NOW)] == ["timer"]
 
 
+async def test_deleting_a_waits_tasks_can_keep_some(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.add_tasks(
+            [
+                NewTask("r", NOW, kind, pos, b"{}")
+                for pos in (1, 2)
+                for kind in ("timer", "delivery")
+            ]
+        )
+    async with store.transaction() as tx:
+        timer1, delivery1, timer2, delivery2 = await tx.due_tasks("r", NOW)
+        await tx.delete_wait_tasks("r", 1, keep=[delivery1.id, timer2.id])
+        await tx.delete_wait_tasks("r", 9, keep=[timer1.id])  # no such wait: nothing goes
+    async with store.transaction() as tx:
+        assert [t.id for t in await tx.due_tasks("r", NOW)] == [
+            delivery1.id,
+            timer2.id,
+            delivery2.id,
+        ]
+        await tx.delete_wait_tasks("r", keep=[delivery2.id])
+        assert [t.id for t in await tx.due_tasks("r", NOW)] == [delivery2.id]
+
+
 async def test_task_ids_are_never_reused(store: Store) -> None:
     seen: set[int] = set()
     for _ in range(3):
@@ -633,18 +656,29 @@ async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
 
 
 async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Store) -> None:
-    await _runs_with_tasks(store, {"r": [NOW - 1, NOW + 60], "done": [NOW]})
+    await _runs_with_tasks(store, {"r": [NOW - 1, NOW + 60], "done": [NOW], "s": [NOW]})
     async with store.transaction() as tx:
+        await tx.add_signal("s", "go", b"1", NOW)
+        await tx.add_signal("s", "go", b"2", NOW)
+        await tx.add_signal("r", "go", b"3", NOW)  # no signal task: the mailbox is not read
+        await tx.add_tasks([NewTask("s", NOW, "signal"), NewTask("s", NOW, "signal")])
         await tx.put_journal("r", [entry(0), entry(1, state="pending")])
         await tx.put_journal("done", [entry(0)])
         await tx.update_run("done", {"status": "completed"})
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
-    assert sorted(claimed) == ["done", "r"]
+    assert sorted(claimed) == ["done", "r", "s"]
     loaded = await store.load_run("r", NOW)
     assert loaded is not None
     assert (loaded.run.id, loaded.run.lease_owner, loaded.run.status) == ("r", "w", "running")
     assert [t.due_at for t in loaded.tasks] == [NOW - 1]  # the task due later stays
     assert loaded.journal == [entry(0), entry(1, state="pending")]
+    assert loaded.signals is None
+    woken = await store.load_run("s", NOW)
+    assert woken is not None and [t.kind for t in woken.tasks] == ["start", "signal", "signal"]
+    assert woken.signals is not None
+    assert [(m.name, m.payload) for m in woken.signals] == [("go", b"1"), ("go", b"2")]
+    again_s = await store.load_run("s", NOW)
+    assert again_s is not None and again_s.signals == woken.signals
     ended = await store.load_run("done", NOW)
     assert ended is not None and ended.run.status == "completed" and ended.journal == []
     # Loaded again (the claim's read is used once): from the store, the same answer.

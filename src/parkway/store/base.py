@@ -145,11 +145,14 @@ class LoadedRun:
     """What a worker reads to advance a run: the row, its due tasks and its journal.
 
     ``journal`` is empty for a run that has ended (nothing is replayed then).
+    ``signals`` is its mailbox when a signal task is among ``tasks`` (read with
+    the rest, to save the advance a read), else ``None``.
     """
 
     run: RunRecord
     tasks: list[TaskRecord]
     journal: list[JournalEntry]
+    signals: list[SignalRecord] | None = None
 
 
 # Statuses of a run that has ended (no journal to replay).
@@ -209,8 +212,13 @@ class Tx(Protocol):
     async def add_tasks(self, tasks: Sequence[NewTask]) -> None: ...
     async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]: ...
     async def delete_tasks(self, ids: Sequence[int]) -> None: ...
-    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
-        """Delete the run's timer and delivery tasks (those aimed at a wait), or one wait's."""
+    async def delete_wait_tasks(
+        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
+    ) -> None:
+        """Delete the run's timer and delivery tasks (those aimed at a wait), or one wait's.
+
+        Tasks whose id is in ``keep`` stay.
+        """
         ...
 
     async def delete_all_tasks(self, run_id: str) -> None: ...
@@ -345,4 +353,7 @@ async def load_in_transaction(store: Store, run_id: str, now: float) -> LoadedRu
             return None
         tasks = await tx.due_tasks(run_id, now)
         ended = run.status in ENDED
-        return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id))
+        signals = None
+        if not ended and any(t.kind == "signal" for t in tasks):
+            signals = await tx.signals(run_id)
+        return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id), signals)

@@ -180,11 +180,16 @@ class MemoryTx:
             if task is not None:
                 self._undo.append(functools.partial(self._restore_task, task))
 
-    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
+    async def delete_wait_tasks(
+        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
+    ) -> None:
+        kept = set(keep)
         ids = [
             i
             for i in self._s.run_tasks.get(run_id, ())
-            if self._s.tasks[i].pos is not None and (pos is None or self._s.tasks[i].pos == pos)
+            if self._s.tasks[i].pos is not None
+            and (pos is None or self._s.tasks[i].pos == pos)
+            and i not in kept
         ]
         await self.delete_tasks(ids)
 

@@ -452,8 +452,15 @@ class PostgresTx:
         if ids:
             await self._write(Q["delete_tasks"], (list(ids),))
 
-    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
-        if pos is None:
+    async def delete_wait_tasks(
+        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
+    ) -> None:
+        if keep:
+            if pos is None:
+                await self._write(Q["delete_wait_tasks_keep"], (run_id, list(keep)))
+            else:
+                await self._write(Q["delete_wait_tasks_at_keep"], (run_id, pos, list(keep)))
+        elif pos is None:
             await self._write(Q["delete_wait_tasks"], (run_id,))
         else:
             await self._write(Q["delete_wait_tasks_at"], (run_id, pos))
@@ -994,8 +1001,13 @@ class PostgresStore:
         if not runs:
             return []
         ids = [run.id for run in runs]
-        tasks, journals = await self._pipeline(
-            [(Q["claimed_tasks"], (ids, now)), (Q["claimed_journals"], (ids,))]
+        # The mailboxes too, of runs that may be woken by a signal (see LoadedRun).
+        tasks, journals, signals = await self._pipeline(
+            [
+                (Q["claimed_tasks"], (ids, now)),
+                (Q["claimed_journals"], (ids,)),
+                (Q["claimed_signals"], (ids,)),
+            ]
         )
         loaded = {run.id: LoadedRun(run, [], []) for run in runs}
         for row in tasks.rows or []:
@@ -1003,6 +1015,13 @@ class PostgresStore:
         for row in journals.rows or []:
             if loaded[row[0]].run.status not in ENDED:
                 loaded[row[0]].journal.append(JournalEntry(*row[1:]))
+        for one in loaded.values():
+            if one.run.status not in ENDED and any(t.kind == "signal" for t in one.tasks):
+                one.signals = []
+        for row in signals.rows or []:
+            mailbox = loaded[row[1]].signals
+            if mailbox is not None:
+                mailbox.append(SignalRecord(*row))
         self._claimed.update(loaded)
         return ids
 
@@ -1010,17 +1029,24 @@ class PostgresStore:
         claimed = self._claimed.pop(run_id, None)
         if claimed is not None:
             return claimed
-        run, tasks, journal = await self._pipeline(
-            [(Q["get_run"], (run_id,)), (Q["due_tasks"], (run_id, now)), (Q["journal"], (run_id,))]
+        run, tasks, journal, mailbox = await self._pipeline(
+            [
+                (Q["get_run"], (run_id,)),
+                (Q["due_tasks"], (run_id, now)),
+                (Q["journal"], (run_id,)),
+                (Q["signals"], (run_id,)),
+            ]
         )
         if not run.rows:
             return None
         record = RunRecord(*run.rows[0])
-        return LoadedRun(
-            record,
-            [TaskRecord(*row) for row in tasks.rows or []],
-            [] if record.status in ENDED else [JournalEntry(*row) for row in journal.rows or []],
-        )
+        due = [TaskRecord(*row) for row in tasks.rows or []]
+        if record.status in ENDED:
+            return LoadedRun(record, due, [])
+        signals = None
+        if any(t.kind == "signal" for t in due):
+            signals = [SignalRecord(*row) for row in mailbox.rows or []]
+        return LoadedRun(record, due, [JournalEntry(*row) for row in journal.rows or []], signals)
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         if run_ids:

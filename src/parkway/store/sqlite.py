@@ -12,6 +12,7 @@ an OS crash or power loss can roll back the last transactions.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -137,8 +138,14 @@ class SQLiteTx:
     async def delete_tasks(self, ids: Sequence[int]) -> None:
         self._c.executemany(Q["delete_task"], [(i,) for i in ids])
 
-    async def delete_wait_tasks(self, run_id: str, pos: int | None = None) -> None:
-        if pos is None:
+    async def delete_wait_tasks(
+        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
+    ) -> None:
+        if keep:  # rare and short: the kept ids as a JSON array
+            query = Q["delete_wait_tasks_keep" if pos is None else "delete_wait_tasks_at_keep"]
+            args: tuple[Any, ...] = (run_id,) if pos is None else (run_id, pos)
+            self._c.execute(query, (*args, json.dumps(list(keep))))
+        elif pos is None:
             self._c.execute(Q["delete_wait_tasks"], (run_id,))
         else:
             self._c.execute(Q["delete_wait_tasks_at"], (run_id, pos))

@@ -137,6 +137,12 @@ DELETE FROM parkway.tasks WHERE run_id = %s AND pos IS NOT NULL
 -- name: delete_wait_tasks_at
 DELETE FROM parkway.tasks WHERE run_id = %s AND pos = %s
 
+-- name: delete_wait_tasks_keep
+DELETE FROM parkway.tasks WHERE run_id = %s AND pos IS NOT NULL AND NOT id = ANY(%s::int8[])
+
+-- name: delete_wait_tasks_at_keep
+DELETE FROM parkway.tasks WHERE run_id = %s AND pos = %s AND NOT id = ANY(%s::int8[])
+
 -- name: delete_all_tasks
 DELETE FROM parkway.tasks WHERE run_id = %s
 
@@ -176,6 +182,10 @@ RETURNING id, workflow, version, status, input, output, error, domain, subject, 
 -- The due tasks of the runs just claimed, read in the claim's round trip.
 SELECT id, run_id, due_at, kind, pos, payload FROM parkway.tasks
 WHERE run_id = ANY(%s::text[]) AND due_at <= %s ORDER BY id
+
+-- name: claimed_signals
+SELECT id, run_id, name, payload, at FROM parkway.mailbox
+WHERE run_id = ANY(%s::text[]) ORDER BY id
 
 -- name: claimed_journals
 SELECT run_id, pos, kind, name, state, value, deadline, at FROM parkway.journal

@@ -36,6 +36,13 @@ DELETE FROM tasks WHERE run_id = ? AND pos IS NOT NULL
 -- name: delete_wait_tasks_at
 DELETE FROM tasks WHERE run_id = ? AND pos = ?
 
+-- name: delete_wait_tasks_keep
+DELETE FROM tasks WHERE run_id = ? AND pos IS NOT NULL
+    AND id NOT IN (SELECT value FROM json_each(?))
+
+-- name: delete_wait_tasks_at_keep
+DELETE FROM tasks WHERE run_id = ? AND pos = ? AND id NOT IN (SELECT value FROM json_each(?))
+
 -- name: delete_all_tasks
 DELETE FROM tasks WHERE run_id = ?
 

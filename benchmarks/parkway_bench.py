@@ -32,11 +32,12 @@ Shapes
     ``product:i``; then 100,000 product updates of which 1% hit a subscriber:
     ``events_per_s``, and the time per publish compared with the same publishes and no
     subscribers.
-``xwake`` (N=1000)
+``xwake`` (N=1000, ``--via signal|publish|correlate``)
     Across processes: a ``parkway worker`` process runs the runs; this process is a
-    client only (``worker=False``). N runs park on a signal; one at a time this process
-    signals one and the run, once resumed, journals ``time.time()`` in a step. Latency
-    = that time - the time just before ``signal`` (same machine clock): p50/p99.
+    client only (``worker=False``). N runs park on a signal (or an event with a match,
+    or a message key); one at a time this process signals (publishes, correlates) one
+    and the run, once resumed, journals ``time.time()`` in a step. Latency = that
+    time - the time just before the call (same machine clock): p50/p99.
 ``scale`` (N=1000, ``--workers K``)
     N 3-step workflows started by this (client-only) process, then run by K
     ``parkway worker`` processes; clock from the workers' start to the last
@@ -345,6 +346,18 @@ engine = Engine({url!r})
 async def parker(ctx, i):
     await ctx.wait_for_signal("go")
     return await ctx.step(time.time, name="resumed_at")
+
+
+@engine.workflow()
+async def payer(ctx, i):
+    await ctx.wait_for_event("order.paid", match={{"order_id": i}})
+    return await ctx.step(time.time, name="resumed_at")
+
+
+@engine.workflow()
+async def loan(ctx, i):
+    await ctx.wait_for_message("score", f"K-{{i}}")
+    return await ctx.step(time.time, name="resumed_at")
 """
 
 
@@ -384,29 +397,44 @@ class Workers:
             process.wait(timeout=60)
 
 
+XWAKE_VIA = {"signal": "parker", "publish": "payer", "correlate": "loan"}
+
+
 async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
     if bench.url.startswith("memory"):
         return {"available": False, "reason": "xwake needs a shared store (sqlite, postgres)"}
-    workers = Workers(bench, "xwake_app", XWAKE_APP, "parker")
+    workflow = XWAKE_VIA[VIA]
+    workers = Workers(bench, "xwake_app", XWAKE_APP, workflow)
     engine = workers.client
+
+    async def wake(i: int) -> None:
+        if VIA == "signal":
+            await engine.signal(f"x{i}", "go")
+        elif VIA == "publish":
+            published = await engine.publish("order.paid", {"order_id": i})
+            assert published.resumed == [f"x{i}"], published
+        else:
+            correlated = await engine.correlate("score", f"K-{i}", {"value": i})
+            assert correlated.outcome == "delivered", correlated
+
     async with engine:
         workers.start(1)
         try:
-            handles = [await engine.start("parker", i) for i in range(n)]
+            handles = [await engine.start(workflow, i, id=f"x{i}") for i in range(n)]
             deadline = time.monotonic() + 300
             while len(await engine.list_runs(status="parked", limit=n + 1)) < n:
                 if time.monotonic() > deadline:
                     raise TimeoutError("runs did not park")
                 await asyncio.sleep(0.05)
             samples = []
-            for handle in handles:
+            for i, handle in enumerate(handles):
                 t0 = time.time()
-                await handle.signal("go")
+                await wake(i)
                 resumed_at = await handle.result(timeout=30)
                 samples.append(resumed_at - t0)
         finally:
             workers.stop()
-    return latency(samples)
+    return {"via": VIA, **latency(samples)}
 
 
 SCALE_APP = """
@@ -467,6 +495,7 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
 
 
 WORKERS = 1
+VIA = "signal"
 
 SHAPES = {
     "scale": shape_scale,
@@ -493,10 +522,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="admin URL of the PostgreSQL server (a fresh database is made on it)",
     )
     parser.add_argument("--workers", type=int, default=1, help="scale: worker processes")
+    parser.add_argument(
+        "--via", choices=sorted(XWAKE_VIA), default="signal", help="xwake: what wakes the run"
+    )
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
-    global WORKERS
-    WORKERS = args.workers
+    global WORKERS, VIA
+    WORKERS, VIA = args.workers, args.via
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:
         bench = Bench(args.db, Path(folder), args.pg_url)
         try:

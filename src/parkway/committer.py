@@ -3,15 +3,16 @@
 On PostgreSQL a commit costs round trips and an fsync, not CPU, and a worker
 advancing many runs at once spends most of its time waiting on them. So while
 one transaction is being committed, the next commits queue; then all of them
-go in one transaction (one ``BEGIN``, one round trip that locks their leases,
-one ``COMMIT``). A lone commit is not delayed: batches form only under load.
+go in one transaction (one ``BEGIN``, one ``COMMIT``, one round trip when none
+of them reads). A lone commit is not delayed: batches form only under load.
 
 Each job is a worker commit fenced by its run's lease: it calls
-``tx.update_run(..., owner=...)`` before writing anything, and raises
-:class:`LeaseLostError` when that fails. Such a job has written nothing, so it
-alone is told, and the batch commits the others. Any other failure rolls the
-batch back and each job is retried in a transaction of its own, so one bad
-job never fails another, and its own error reaches it unchanged.
+``tx.update_leased(...)`` before writing anything. A store that checks the
+lease at once raises :class:`LeaseLostError` there, before the job wrote
+anything, so that job alone is told and the batch commits the others. A store
+that checks at commit fails the whole batch; then, as on any other failure,
+each job is retried in a transaction of its own, so one bad job never fails
+another, and its own error reaches it unchanged.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Committer:
         self._queue: list[_Pending] = []
         self._draining: asyncio.Task[None] | None = None
         self.batches = 0  # transactions committed, for tests and benchmarks
-        self.jobs = 0
+        self.jobs = 0  # jobs committed
 
     async def run(self, job: Job, *, run_id: str, owner: str) -> Any:
         """Run ``job`` in a transaction, maybe shared with others; return its result."""
@@ -79,11 +80,6 @@ class Committer:
         outcomes: list[tuple[_Pending, Any, BaseException | None]] = []
         try:
             async with self._store.transaction() as tx:
-                owners: dict[str, list[str]] = {}
-                for pending in batch:
-                    owners.setdefault(pending.owner, []).append(pending.run_id)
-                for owner, run_ids in owners.items():
-                    await tx.hold_leases(owner, run_ids)
                 for pending in batch:
                     try:
                         outcomes.append((pending, await pending.job(tx), None))
@@ -94,11 +90,12 @@ class Committer:
                 pending.done.cancel()
             raise
         except Exception:
-            # Someone's failure, or the store's: each on its own, to tell whose.
+            # Someone's failure (a lease found lost at commit, say), or the store's:
+            # each on its own, to tell whose.
             for pending in batch:
                 await self._alone(pending)
             return
-        self._count(len(batch))
+        self._count(sum(1 for _, _, error in outcomes if error is None))
         for pending, result, error in outcomes:
             if error is None:
                 _succeed(pending, result)

@@ -782,8 +782,7 @@ class Execution:
 
         async def job(tx: Tx) -> None:
             changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
-            if not await tx.update_run(self.run.id, changes, owner=self.owner, release=False):
-                raise LeaseLostError(f"lost the lease on run {self.run.id!r}")
+            await tx.update_leased(self.run.id, changes, owner=self.owner, release=False)
             await writes.apply(tx, self.engine)
 
         try:

@@ -275,8 +275,7 @@ class Worker:
                 changes["error"] = _json.dumps(outcome.error)
 
         async def job(tx: Tx) -> None:
-            if not await tx.update_run(run.id, changes, owner=self.owner):
-                raise LeaseLostError(f"lost the lease on run {run.id!r}")
+            await tx.update_leased(run.id, changes, owner=self.owner)
             consumed = frozenset(execution.consumed_tasks)
             await execution.writes.apply(tx, engine)
             claimed = frozenset(t.id for t in tasks)

@@ -202,6 +202,40 @@ def executions(data: bytes) -> list[tuple[str, int, int]]:
     return out
 
 
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of process ``pid``'s sockets (Linux /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+async def sessions_gone(url: str, ports: set[int], timeout: float = 10.0) -> None:
+    """Wait until the server has no session left from these client ports."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
+                (list(ports),),
+            ).fetchone()
+        if row is not None and row[0] == 0:
+            return
+        assert time.monotonic() < deadline, f"sessions of ports {ports} still open"
+        await asyncio.sleep(0.02)
+
+
 def committed_steps(url: str) -> dict[str, set[int]]:
     """Every committed step, read straight from the journal (one query, right after a kill)."""
     steps: dict[str, set[int]] = defaultdict(set)
@@ -222,8 +256,12 @@ async def test_workers_share_runs_and_one_dies_mid_way(tmp_path: Path, engine_ur
         await start_runs(it)
         await it.wait_for(250, timeout=40)
         victim = it.workers[0]
+        ports = local_ports(victim.pid)
+        assert ports, "the victim holds no connection to the server"
         assert await victim.stop(signal.SIGKILL) == -signal.SIGKILL
         at_kill = it.log.read_bytes()  # the victim can write no more
+        # A commit it had sent may still be landing: wait for its sessions to end.
+        await sessions_gone(engine_url, ports)
         # Its leases live up to LEASE seconds more: nothing of its runs commits meanwhile.
         committed = committed_steps(engine_url)
         killed_at = time.monotonic() - began

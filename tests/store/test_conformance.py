@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from parkway.errors import LeaseLostError
 from parkway.store import Store, open_store
 from parkway.store.base import (
     EventRecord,
@@ -688,7 +689,7 @@ async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Stor
     assert await store.load_run("ghost", NOW) is None
 
 
-async def test_hold_leases_fences_each_run_on_its_own_lease(store: Store) -> None:
+async def test_update_leased_is_fenced_by_the_lease(store: Store) -> None:
     await _runs_with_tasks(store, {"mine": [NOW], "theirs": [NOW]})
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
     assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
@@ -697,14 +698,24 @@ async def test_hold_leases_fences_each_run_on_its_own_lease(store: Store) -> Non
     w1 = next(r for r, o in owners.items() if o == "w1")
     w2 = next(r for r, o in owners.items() if o == "w2")
     async with store.transaction() as tx:
-        await tx.hold_leases("w1", [w1, w2])
-        assert await tx.update_run(w1, {"status": "parked"}, owner="w1") is True
-        assert await tx.update_run(w2, {"status": "parked"}, owner="w1") is False
-        # Released by the first update: a second one in the same transaction is fenced off.
-        assert await tx.update_run(w1, {"status": "completed"}, owner="w1") is False
+        await tx.update_leased(w1, {"status": "parked"}, owner="w1", release=False)
+        await tx.put_journal(w1, [entry(0)])
+    # Not its lease: the transaction fails (at once, or at commit) and keeps nothing.
+    with pytest.raises(LeaseLostError):
+        async with store.transaction() as tx:
+            await tx.put_journal(w1, [entry(1)])
+            await tx.update_leased(w2, {"status": "parked"}, owner="w1")
+            await tx.put_journal(w2, [entry(0)])
+    async with store.transaction() as tx:
+        await tx.update_leased(w1, {"status": "completed"}, owner="w1")  # releases it
+    with pytest.raises(LeaseLostError):
+        async with store.transaction() as tx:
+            await tx.update_leased(w1, {"status": "failed"}, owner="w1")
     async with store.transaction(readonly=True) as tx:
         first, second = await tx.get_run(w1), await tx.get_run(w2)
-    assert first is not None and (first.status, first.lease_owner) == ("parked", None)
+        assert await tx.journal(w1) == [entry(0)]
+        assert await tx.journal(w2) == []
+    assert first is not None and (first.status, first.lease_owner) == ("completed", None)
     assert second is not None and (second.status, second.lease_owner) == ("running", "w2")
 
 

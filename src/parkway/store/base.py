@@ -184,12 +184,16 @@ class Tx(Protocol):
         """
         ...
 
-    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
-        """Lock these runs' rows to the end of the transaction, noting which ``owner`` leases.
+    async def update_leased(
+        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
+    ) -> None:
+        """``update_run`` for the worker that leases the run: fenced by the lease.
 
-        ``update_run(..., owner=owner)`` on them then needs no answer from the
-        store (group commit, see :mod:`parkway.committer`). Stores that run one
-        writer at a time need do nothing.
+        Raises :class:`parkway.errors.LeaseLostError` when ``owner`` no longer
+        holds the lease, either at once or when the transaction commits (then
+        nothing of it is saved). A store that fences at commit need not wait
+        for an answer here, so a worker's commit can be a single round trip.
+        With ``release`` the lease is dropped.
         """
         ...
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from parkway.errors import LeaseLostError
 from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
@@ -105,8 +106,11 @@ class MemoryTx:
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return True
 
-    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
-        pass  # one writer at a time: update_run's own check is enough
+    async def update_leased(
+        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
+    ) -> None:
+        if not await self.update_run(run_id, changes, owner=owner, release=release):
+            raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
     async def list_runs(
         self,

@@ -65,8 +65,10 @@ import asyncio
 import functools
 import hashlib
 import logging
+import secrets
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -79,7 +81,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parkway.durations import to_seconds
-from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.errors import InvalidDurationError, LeaseLostError, ParkwayError
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
@@ -115,6 +117,10 @@ class Result:
 
 
 CHANNEL = "parkway_tasks"
+# Connections to close rather than reuse (see _send).
+_POISONED: weakref.WeakSet[Conn] = weakref.WeakSet()
+# What parkway.lease_held raises (migration 002).
+LEASE_LOST = "PKL01"
 BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 # Parkway's own URL query parameters (removed before the URL reaches libpq).
@@ -175,10 +181,9 @@ class PostgresTx:
         self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
         self._notified = False
         self._queued: list[Step] = []  # writes not sent yet (see the class docstring)
-        # hold_leases: the runs looked at, and those of them still leased by _holder.
-        self._holder: str | None = None
-        self._looked: set[str] = set()
-        self._held: set[str] = set()
+        # The token of the first lease-fenced update (update_leased): tells whether a
+        # commit whose connection died went through.
+        self._token: tuple[str, int] | None = None
 
     @property
     def started(self) -> bool:
@@ -263,6 +268,9 @@ class PostgresTx:
     async def _commit(self) -> None:
         """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
         if self._queued and not self.started:
+            if self._token is not None:
+                await self._commit_at_once()
+                return
             # Only queued writes: they go first, with BEGIN and the id asked for,
             # so that a COMMIT cut off below can still learn its fate.
             await self._run([])
@@ -287,13 +295,42 @@ class PostgresTx:
                     raise
         raise AssertionError("unreachable")
 
+    async def _commit_at_once(self) -> None:
+        """A transaction of queued writes fenced by a lease: BEGIN, them, COMMIT, one round trip.
+
+        No transaction id is asked for (that would take a round trip of its own):
+        if the connection dies, the run's ``commit_token`` says whether it
+        committed, and if it did not, it is sent again on a fresh connection (the
+        lease fence stops it there if the lease has been lost meanwhile).
+        """
+        assert self._token is not None
+        run_id, token = self._token
+        steps: list[Step] = [(BEGIN_WRITE, ()), *self._queued, ("COMMIT", ())]
+        attempts = self._store.pool_size + 1
+        for attempt in range(attempts):
+            try:
+                if attempt:
+                    fresh = await self._store._getconn()
+                    lost, self._c = self._c, fresh
+                    await lost.close()
+                    await self._store._putconn(lost)
+                await self._send(steps)
+                self._queued = []
+                return
+            except psycopg.OperationalError as exc:
+                if not _connection_lost(exc, self._c) or attempt == attempts - 1:
+                    raise
+                if await self._store._committed(run_id, token):
+                    self._queued = []
+                    return
+                log.warning(
+                    "connection to %s lost while committing; sending it again",
+                    self._store.display,
+                )
+        raise AssertionError("unreachable")
+
     async def _send(self, steps: list[Step]) -> list[Result]:
-        if len(steps) == 1:
-            cursors = [await self._c.execute(*steps[0])]
-        else:
-            async with self._c.pipeline():
-                cursors = [await self._c.execute(query, params) for query, params in steps]
-        return [Result(await c.fetchall() if c.description else None, c.rowcount) for c in cursors]
+        return await _send(self._c, steps)
 
     async def _all(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> list[Row]:
         return (await self._exec(query, params, **lock)).rows or []
@@ -328,29 +365,26 @@ class PostgresTx:
     ) -> bool:
         if not set(changes) <= RUN_MUTABLE:
             raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
-        # A lease locked by hold_leases cannot change before commit: the answer
-        # is known, and the update can wait for the next round trip.
-        known = owner is not None and owner == self._holder and run_id in self._looked
-        if known and run_id not in self._held:
-            return False
         query = _update_run_query(tuple(changes), owned=owner is not None, release=release)
         params: list[Any] = [*changes.values(), run_id]
         if owner is not None:
             params.append(owner)
-        if known:
-            await self._write(query, params)
-            if release:
-                self._held.discard(run_id)
-            return True
         return (await self._exec(query, params)).rowcount == 1
 
-    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
-        if self._ro or (self._holder is not None and self._holder != owner):
-            return  # nothing to remember: update_run asks the server as usual
-        rows = await self._all(Q["hold_leases"], (list(run_ids), owner))
-        self._holder = owner
-        self._looked.update(run_ids)
-        self._held.update(row[0] for row in rows)
+    async def update_leased(
+        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
+    ) -> None:
+        if not set(changes) <= RUN_MUTABLE:
+            raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
+        if self._ro:
+            raise ValueError("update_leased in a read-only transaction")
+        # Queued, not asked: parkway.lease_held fails the transaction if the lease
+        # is gone, so the writes queued behind it never commit (see _commit).
+        token = secrets.randbits(63)
+        if self._token is None:
+            self._token = (run_id, token)
+        query = _update_leased_query(tuple(changes), release=release)
+        await self._write(query, [*changes.values(), token, run_id, owner])
 
     async def list_runs(
         self,
@@ -883,6 +917,9 @@ class PostgresStore:
 
     async def _putconn(self, conn: Conn) -> None:
         pool = self._pool
+        if conn in _POISONED:
+            _POISONED.discard(conn)
+            await conn.close()
         if pool is None:
             await conn.close()
         else:
@@ -908,6 +945,15 @@ class PostgresStore:
                 raise
         finally:
             await self._putconn(tx._c)
+
+    async def _committed(self, run_id: str, token: int) -> bool:
+        """Whether the worker commit that set ``token`` on the run went through.
+
+        The read waits for the row lock, so a commit the server is still finishing
+        is seen finished (or aborted) rather than missed.
+        """
+        rows = await self._single(Q["commit_token"], (run_id,))
+        return bool(rows) and rows[0][0] == token
 
     async def _xact_status(self, xid: str | None, patience: float = 5.0) -> str | None:
         """``committed``, ``aborted`` or ``None`` (unknown) for transaction ``xid``.
@@ -944,15 +990,7 @@ class PostgresStore:
         for attempt in range(self.pool_size + 1):
             conn = await self._getconn()
             try:
-                if len(steps) == 1:
-                    cursors = [await conn.execute(*steps[0])]
-                else:
-                    async with conn.pipeline():
-                        cursors = [await conn.execute(query, params) for query, params in steps]
-                return [
-                    Result(await c.fetchall() if c.description else None, c.rowcount)
-                    for c in cursors
-                ]
+                return await _send(conn, steps)
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc, conn) or attempt == self.pool_size:
                     raise self._failed(exc) from exc
@@ -966,6 +1004,9 @@ class PostgresStore:
 
     def _failed(self, exc: BaseException, *, committing: bool = False) -> ParkwayError:
         detail = _first_line(exc)
+        if isinstance(exc, psycopg.Error) and exc.sqlstate == LEASE_LOST:
+            # A queued lease-fenced update failed (whenever it was sent): rolled back.
+            return LeaseLostError(detail)
         if isinstance(exc, psycopg.errors.QueryCanceled):
             hint = "a statement ran past statement_timeout; raise it: ?statement_timeout=60s"
         elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
@@ -1138,6 +1179,38 @@ def _update_run_query(columns: tuple[str, ...], *, owned: bool, release: bool) -
             sets.append("lease_owner = NULL, lease_until = NULL")
         where = "id = %s AND lease_owner = %s"
     return f"UPDATE parkway.runs SET {', '.join(sets)} WHERE {where}"
+
+
+@functools.lru_cache(maxsize=256)
+def _update_leased_query(columns: tuple[str, ...], *, release: bool) -> str:
+    """A lease-fenced ``UPDATE runs`` that fails its transaction when the lease is gone."""
+    sets = [f'"{column}" = %s' for column in columns]
+    sets.append("commit_token = %s")
+    if release:
+        sets.append("lease_owner = NULL, lease_until = NULL")
+    return (
+        f"WITH changed AS (UPDATE parkway.runs SET {', '.join(sets)} "
+        "WHERE id = %s AND lease_owner = %s RETURNING 1) "
+        "SELECT parkway.lease_held(count(*)) FROM changed"
+    )
+
+
+async def _send(conn: Conn, steps: list[Step]) -> list[Result]:
+    """Statements in one round trip (a pipeline when there are several); their results."""
+    if len(steps) == 1:
+        cursors = [await conn.execute(*steps[0])]
+    else:
+        try:
+            async with conn.pipeline():
+                cursors = [await conn.execute(query, params) for query, params in steps]
+        except psycopg.Error:
+            # psycopg counts a statement whose turn to be prepared came in a pipeline
+            # that failed before it as prepared, and the connection then fails it
+            # ("prepared statement ... does not exist"): such a connection goes
+            # back to the pool closed, to be replaced.
+            _POISONED.add(conn)
+            raise
+    return [Result(await c.fetchall() if c.description else None, c.rowcount) for c in cursors]
 
 
 def _xid(result: Result) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from parkway.errors import ParkwayError
+from parkway.errors import LeaseLostError, ParkwayError
 from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
@@ -82,8 +82,11 @@ class SQLiteTx:
         cursor = self._c.execute(f"UPDATE runs SET {', '.join(sets)} WHERE {where}", params)
         return cursor.rowcount == 1
 
-    async def hold_leases(self, owner: str, run_ids: Sequence[str]) -> None:
-        pass  # one writer at a time: update_run's own check is enough
+    async def update_leased(
+        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
+    ) -> None:
+        if not await self.update_run(run_id, changes, owner=owner, release=release):
+            raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
     async def list_runs(
         self,

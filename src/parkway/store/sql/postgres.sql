@@ -197,11 +197,10 @@ WHERE run_id = ANY(%s::text[]) ORDER BY run_id, pos
 -- writing. Any durable commit after it flushes it too (the WAL is sequential).
 SET LOCAL synchronous_commit = off
 
--- name: hold_leases
--- Group commit: lock the runs of a batch (in id order: no deadlock between two
--- batches) and learn which are still leased by this worker.
-SELECT id FROM parkway.runs WHERE id = ANY(%s::text[]) AND lease_owner = %s
-ORDER BY id FOR NO KEY UPDATE
+-- name: commit_token
+-- FOR SHARE: waits for a transaction still writing the row (one whose connection
+-- died mid-commit) to end, then reads what it left.
+SELECT commit_token FROM parkway.runs WHERE id = %s FOR SHARE
 
 -- name: extend_leases
 UPDATE parkway.runs SET lease_until = %s WHERE id = ANY(%s::text[]) AND lease_owner = %s

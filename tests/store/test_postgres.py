@@ -20,11 +20,12 @@ import psycopg
 import pytest
 
 from parkway import Engine, ParkwayError
-from parkway.store import open_store
+from parkway.errors import LeaseLostError
+from parkway.store import open_store, postgres
 from parkway.store.base import NewTask
 from parkway.store.postgres import MIGRATIONS, PostgresStore
 
-from .test_conformance import NOW, run
+from .test_conformance import NOW, entry, run
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -387,6 +388,89 @@ async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> 
         conn.execute = commit_then_vanish  # type: ignore[method-assign]
     async with store.transaction(readonly=True) as tx:
         assert [s.name for s in await tx.signals("r")] == ["once"]
+
+
+async def leased_run(store: PostgresStore, run_id: str) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run(run_id))
+        await tx.add_tasks([NewTask(run_id, NOW, "start")])
+    assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 60, limit=1) == [run_id]
+
+
+async def worker_commit(store: PostgresStore, run_id: str) -> None:
+    async with store.transaction() as tx:
+        await tx.update_leased(run_id, {"status": "parked"}, owner="w", release=False)
+        await tx.put_journal(run_id, [entry(0)])
+        await tx.add_tasks([NewTask(run_id, NOW + 60, "timer", 0)])
+
+
+async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
+    await leased_run(store, "r")
+    sent: list[list[str]] = []
+    original = postgres._send
+
+    async def spy(conn: object, steps: list[tuple[object, object]]) -> object:
+        sent.append([str(query).split()[0] for query, _params in steps])
+        return await original(conn, steps)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", spy)
+        await worker_commit(store, "r")
+    assert sent == [["BEGIN", "WITH", "INSERT", "--", "COMMIT"]]
+
+
+async def test_a_worker_commit_cut_off_before_it_reached_the_server_is_sent_again(
+    store: PostgresStore,
+) -> None:
+    await leased_run(store, "r")
+    async with store.transaction() as tx:
+        await tx.update_leased("r", {"status": "parked"}, owner="w", release=False)
+        await tx.put_journal("r", [entry(0)])
+        terminate_pid(await backend_pid(tx))
+        await asyncio.sleep(0.1)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.journal("r") == [entry(0)]
+        assert (await tx.get_run("r")).status == "parked"  # type: ignore[union-attr]
+
+
+async def test_a_worker_commit_whose_reply_was_lost_is_not_applied_twice(
+    store: PostgresStore,
+) -> None:
+    await leased_run(store, "r")
+    original = postgres._send
+    cut = []
+
+    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        results = await original(conn, steps)
+        if not cut and str(steps[-1][0]) == "COMMIT":
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return results
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", commit_then_vanish)
+        await worker_commit(store, "r")
+    assert cut
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.journal("r") == [entry(0)]
+        assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start", "timer"]
+
+
+async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: PostgresStore) -> None:
+    await leased_run(store, "r")
+    await store.release_leases("w")
+    with pytest.raises(LeaseLostError, match="lease on this run was lost"):
+        await worker_commit(store, "r")
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.journal("r") == []
+        assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start"]
+    # The connection that saw the failed pipeline is not reused; the next ones work.
+    async with store.transaction() as tx:
+        await tx.delete_all_tasks("r")
+    for i in range(12):
+        await leased_run(store, f"next{i}")
+        await worker_commit(store, f"next{i}")
 
 
 async def store_run(store: PostgresStore, run_id: str) -> object:

@@ -69,7 +69,7 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +105,8 @@ MIGRATIONS = load_migrations("postgres_migrations")
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...]
 Query = str | sql.SQL | sql.Composed
-Step = tuple[Query, Sequence[Any]]
+# Parameters: positional (%s), or named (%(name)s) for a query that uses one twice.
+Step = tuple[Query, Sequence[Any] | Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -1034,37 +1035,16 @@ class PostgresStore:
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         # One round trip leases the runs, without waiting for an fsync (see
-        # lazy_commit in postgres.sql); a second reads all they need to be
-        # advanced (load_run hands it over), rather than three reads per run.
-        claim = (Q["claim"], (now, wall_now, limit, owner, lease_until))
-        steps: list[Step] = [("BEGIN", ()), (Q["lazy_commit"], ()), claim, ("COMMIT", ())]
-        runs = [RunRecord(*row) for row in (await self._pipeline(steps))[2].rows or []]
-        if not runs:
-            return []
-        ids = [run.id for run in runs]
-        # The mailboxes too, of runs that may be woken by a signal (see LoadedRun).
-        tasks, journals, signals = await self._pipeline(
-            [
-                (Q["claimed_tasks"], (ids, now)),
-                (Q["claimed_journals"], (ids,)),
-                (Q["claimed_signals"], (ids,)),
-            ]
-        )
-        loaded = {run.id: LoadedRun(run, [], []) for run in runs}
-        for row in tasks.rows or []:
-            loaded[row[1]].tasks.append(TaskRecord(*row))
-        for row in journals.rows or []:
-            if loaded[row[0]].run.status not in ENDED:
-                loaded[row[0]].journal.append(JournalEntry(*row[1:]))
-        for one in loaded.values():
-            if one.run.status not in ENDED and any(t.kind == "signal" for t in one.tasks):
-                one.signals = []
-        for row in signals.rows or []:
-            mailbox = loaded[row[1]].signals
-            if mailbox is not None:
-                mailbox.append(SignalRecord(*row))
-        self._claimed.update(loaded)
-        return ids
+        # lazy_commit in postgres.sql), and reads all they need to be advanced
+        # (load_run hands it over), rather than three reads per run.
+        params = dict(now=now, wall=wall_now, limit=limit, owner=owner, until=lease_until)
+        steps: list[Step] = [("BEGIN", ()), (Q["lazy_commit"], ()), (Q["claim"], params)]
+        steps.append(("COMMIT", ()))
+        rows = (await self._pipeline(steps))[2].rows or []
+        for row in rows:
+            loaded = _claimed_run(row)
+            self._claimed[loaded.run.id] = loaded
+        return [row[0] for row in rows]
 
     async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
         claimed = self._claimed.pop(run_id, None)
@@ -1193,6 +1173,39 @@ def _update_leased_query(columns: tuple[str, ...], *, release: bool) -> str:
         "WHERE id = %s AND lease_owner = %s RETURNING 1) "
         "SELECT parkway.lease_held(count(*)) FROM changed"
     )
+
+
+def _claimed_run(row: Row) -> LoadedRun:
+    """A row of the claim query: the run's 16 columns, then its tasks, journal and
+    mailbox as arrays of columns (``None`` when it has none)."""
+    run = RunRecord(*row[:16])
+    t_ids, t_dues, t_kinds, t_poss, t_payloads = row[16:21]
+    j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[21:28]
+    m_ids, m_names, m_payloads, m_ats = row[28:32]
+    tasks = [
+        TaskRecord(*task)
+        for task in zip(
+            t_ids or (), [run.id] * len(t_ids or ()), t_dues or (), t_kinds or (),
+            t_poss or (), t_payloads or (), strict=True,
+        )
+    ]  # fmt: skip
+    journal = [
+        JournalEntry(*entry)
+        for entry in zip(
+            j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
+            j_deadlines or (), j_ats or (), strict=True,
+        )
+    ]  # fmt: skip
+    signals = None
+    if run.status not in ENDED and any(t.kind == "signal" for t in tasks):
+        signals = [
+            SignalRecord(*signal)
+            for signal in zip(
+                m_ids or (), [run.id] * len(m_ids or ()), m_names or (), m_payloads or (),
+                m_ats or (), strict=True,
+            )
+        ]  # fmt: skip
+    return LoadedRun(run, tasks, journal, signals)
 
 
 async def _send(conn: Conn, steps: list[Step]) -> list[Result]:

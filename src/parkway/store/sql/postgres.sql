@@ -161,35 +161,51 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 
 -- name: claim
 -- Lease the runs of the first due tasks whose run has no live lease, earliest
--- first; one statement, so one round trip and no BEGIN/COMMIT. SKIP LOCKED: a
--- run another worker is claiming (or a client is cancelling) right now is left
--- to it rather than waited for. Several due tasks of one run count once (and
--- take several places under the limit: the next claim finds the others).
+-- first, and read what advancing them needs: the run, its due tasks, its
+-- journal and its mailbox (a row per run, the others as arrays of columns), so
+-- a claim is one statement and one round trip. SKIP LOCKED: a run another
+-- worker is claiming (or a client is cancelling) right now is left to it rather
+-- than waited for. Several due tasks of one run count once (and take several
+-- places under the limit: the next claim finds the others).
 WITH due AS (
     SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= %s AND (r.lease_owner IS NULL OR r.lease_until < %s)
+    WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
     ORDER BY t.due_at, t.id
-    LIMIT %s
+    LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+    UPDATE parkway.runs SET lease_owner = %(owner)s, lease_until = %(until)s,
+        status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+    WHERE id IN (SELECT id FROM due)
+    RETURNING id, workflow, version, status, input, output, error, domain, subject,
+              parent_id, trigger, generation, created_at, updated_at, lease_owner,
+              lease_until
 )
-UPDATE parkway.runs SET lease_owner = %s, lease_until = %s,
-    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-WHERE id IN (SELECT id FROM due)
-RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
-          trigger, generation, created_at, updated_at, lease_owner, lease_until
-
--- name: claimed_tasks
--- The due tasks of the runs just claimed, read in the claim's round trip.
-SELECT id, run_id, due_at, kind, pos, payload FROM parkway.tasks
-WHERE run_id = ANY(%s::text[]) AND due_at <= %s ORDER BY id
-
--- name: claimed_signals
-SELECT id, run_id, name, payload, at FROM parkway.mailbox
-WHERE run_id = ANY(%s::text[]) ORDER BY id
-
--- name: claimed_journals
-SELECT run_id, pos, kind, name, state, value, deadline, at FROM parkway.journal
-WHERE run_id = ANY(%s::text[]) ORDER BY run_id, pos
+SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.domain,
+       c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
+       c.lease_owner, c.lease_until,
+       t.ids, t.due_ats, t.kinds, t.poss, t.payloads,
+       j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats,
+       m.ids, m.names, m.payloads, m.ats
+FROM claimed AS c
+LEFT JOIN LATERAL (
+    SELECT array_agg(id ORDER BY id) AS ids, array_agg(due_at ORDER BY id) AS due_ats,
+           array_agg(kind ORDER BY id) AS kinds, array_agg(pos ORDER BY id) AS poss,
+           array_agg(payload ORDER BY id) AS payloads
+    FROM parkway.tasks WHERE run_id = c.id AND due_at <= %(now)s
+) AS t ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(pos ORDER BY pos) AS poss, array_agg(kind ORDER BY pos) AS kinds,
+           array_agg(name ORDER BY pos) AS names, array_agg(state ORDER BY pos) AS states,
+           array_agg(value ORDER BY pos) AS "values",
+           array_agg(deadline ORDER BY pos) AS deadlines, array_agg(at ORDER BY pos) AS ats
+    FROM parkway.journal WHERE run_id = c.id AND c.status NOT IN ('completed', 'failed', 'cancelled')
+) AS j ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(id ORDER BY id) AS ids, array_agg(name ORDER BY id) AS names,
+           array_agg(payload ORDER BY id) AS payloads, array_agg(at ORDER BY id) AS ats
+    FROM parkway.mailbox WHERE run_id = c.id
+) AS m ON true
 
 -- name: lazy_commit
 -- A lease needs no fsync of its own: lost in a server crash, it is simply not

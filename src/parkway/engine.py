@@ -302,9 +302,10 @@ class Engine:
         _check_optional_str(domain, "domain")
         data = _encode_input(wf, input)
         async with self._store.transaction() as tx:
-            existing = await tx.get_run(run_id)
-            if existing is None:
-                await self._insert_run(tx, wf, run_id, data, domain=domain, subject=subject)
+            await tx.start_run(
+                self._new_run(wf, run_id, data, domain=domain, subject=subject),
+                self._clock.now(),
+            )
         self._poke()
         return RunHandle(self, run_id)
 
@@ -320,16 +321,31 @@ class Engine:
         parent_id: str | None = None,
         trigger: bytes | None = None,
     ) -> None:
-        now = self._clock.now()
-        await tx.insert_run(
-            RunRecord(
-                id=run_id, workflow=wf.name, version=wf.version,
-                status=RunStatus.PENDING.value, input=data, output=None, error=None,
-                domain=domain or "default", subject=subject, parent_id=parent_id,
-                trigger=trigger, generation=0, created_at=now, updated_at=now,
-            )
+        record = self._new_run(
+            wf, run_id, data, domain=domain, subject=subject, parent_id=parent_id,
+            trigger=trigger,
         )  # fmt: skip
-        await tx.add_tasks([NewTask(run_id, now, "start")])
+        await tx.insert_run(record)
+        await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
+
+    def _new_run(
+        self,
+        wf: WorkflowDef,
+        run_id: str,
+        data: bytes,
+        *,
+        domain: str | None = None,
+        subject: str | None = None,
+        parent_id: str | None = None,
+        trigger: bytes | None = None,
+    ) -> RunRecord:
+        now = self._clock.now()
+        return RunRecord(
+            id=run_id, workflow=wf.name, version=wf.version,
+            status=RunStatus.PENDING.value, input=data, output=None, error=None,
+            domain=domain or "default", subject=subject, parent_id=parent_id,
+            trigger=trigger, generation=0, created_at=now, updated_at=now,
+        )  # fmt: skip
 
     def handle(self, run_id: str) -> RunHandle:
         """A handle on an existing run (not checked until used)."""

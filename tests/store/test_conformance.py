@@ -656,6 +656,22 @@ async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
+async def test_start_run_inserts_a_run_and_its_start_task_once(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.start_run(run("r"), NOW)
+    async with store.transaction() as tx:
+        await tx.start_run(run("r", input=b'"other"'), NOW + 5)  # the same id again
+        await tx.start_run(run("s"), NOW + 1)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("r") == run("r")
+        assert [(t.kind, t.due_at, t.pos) for t in await tx.due_tasks("r", NOW + 10)] == [
+            ("start", NOW, None)
+        ]
+        assert [t.due_at for t in await tx.due_tasks("s", NOW + 10)] == [NOW + 1]
+    assert sorted(await store.claim("w", now=NOW + 1, wall_now=WALL, lease_until=WALL + 1,
+                                    limit=5)) == ["r", "s"]  # fmt: skip
+
+
 async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Store) -> None:
     await _runs_with_tasks(store, {"r": [NOW - 1, NOW + 60], "done": [NOW], "s": [NOW]})
     async with store.transaction() as tx:

@@ -419,6 +419,41 @@ async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
     assert sent == [["BEGIN", "WITH", "INSERT", "--", "COMMIT"]]
 
 
+async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(
+    store: PostgresStore,
+) -> None:
+    sent: list[list[str]] = []
+    original = postgres._send
+
+    async def spy(conn: object, steps: list[tuple[object, object]]) -> object:
+        sent.append([str(query).split()[0] for query, _params in steps])
+        return await original(conn, steps)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", spy)
+        async with store.transaction() as tx:
+            await tx.start_run(run("one"), NOW)
+    assert sent == [["BEGIN", "--", "COMMIT"]]
+
+    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        results = await original(conn, steps)
+        if not cut:
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return results
+
+    cut: list[bool] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", commit_then_vanish)
+        async with store.transaction() as tx:
+            await tx.start_run(run("two"), NOW)
+    assert cut
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("two") == run("two")
+        assert len(await tx.due_tasks("two", NOW)) == 1  # committed, then sent again: once
+
+
 async def test_a_worker_commit_cut_off_before_it_reached_the_server_is_sent_again(
     store: PostgresStore,
 ) -> None:

@@ -169,6 +169,13 @@ class Tx(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...
+    async def start_run(self, run: RunRecord, due_at: float) -> None:
+        """Insert ``run`` and its start task due at ``due_at``, unless the id exists.
+
+        Idempotent: a second start of the same id changes nothing.
+        """
+        ...
+
     async def update_run(
         self,
         run_id: str,

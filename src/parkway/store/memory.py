@@ -86,6 +86,11 @@ class MemoryTx:
         self._s.runs[run.id] = _copy(run)
         self._undo.append(lambda: self._s.runs.pop(run.id, None))
 
+    async def start_run(self, run: RunRecord, due_at: float) -> None:
+        if await self.get_run(run.id) is None:
+            await self.insert_run(run)
+            await self.add_tasks([NewTask(run.id, due_at, "start")])
+
     async def update_run(
         self,
         run_id: str,

@@ -185,6 +185,9 @@ class PostgresTx:
         # The token of the first lease-fenced update (update_leased): tells whether a
         # commit whose connection died went through.
         self._token: tuple[str, int] | None = None
+        # Whether every write queued so far may be applied twice (then a commit cut
+        # off with its connection can simply be sent again).
+        self._idempotent = True
 
     @property
     def started(self) -> bool:
@@ -208,12 +211,16 @@ class PostgresTx:
 
     async def _write(
         self, query: Query, params: Sequence[Any] = (), *, lock: int | None = None,
-        shared: bool = False,
+        shared: bool = False, idempotent: bool = False,
     ) -> None:  # fmt: skip
-        """Queue a write whose result is not needed; it is sent with the next round trip."""
+        """Queue a write whose result is not needed; it is sent with the next round trip.
+
+        ``idempotent``: applying it twice is applying it once (see ``_commit``).
+        """
         if self._ro:  # no transaction to hold it back for
             await self._exec(query, params, lock=lock, shared=shared)
             return
+        self._idempotent = self._idempotent and idempotent
         if lock is not None:
             self._queued.append((Q["xact_lock_shared" if shared else "xact_lock"], (lock,)))
         self._queued.append((query, params))
@@ -269,7 +276,7 @@ class PostgresTx:
     async def _commit(self) -> None:
         """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
         if self._queued and not self.started:
-            if self._token is not None:
+            if self._token is not None or self._idempotent:
                 await self._commit_at_once()
                 return
             # Only queued writes: they go first, with BEGIN and the id asked for,
@@ -297,15 +304,14 @@ class PostgresTx:
         raise AssertionError("unreachable")
 
     async def _commit_at_once(self) -> None:
-        """A transaction of queued writes fenced by a lease: BEGIN, them, COMMIT, one round trip.
+        """A transaction of queued writes only: BEGIN, them, COMMIT, in one round trip.
 
-        No transaction id is asked for (that would take a round trip of its own):
-        if the connection dies, the run's ``commit_token`` says whether it
-        committed, and if it did not, it is sent again on a fresh connection (the
-        lease fence stops it there if the lease has been lost meanwhile).
+        No transaction id is asked for (that would take a round trip of its own).
+        If the connection dies, a transaction fenced by a lease is known committed
+        by the run's ``commit_token``; if it did not commit, it is sent again on a
+        fresh connection (where the fence stops it if the lease has been lost
+        meanwhile). A transaction of idempotent writes is simply sent again.
         """
-        assert self._token is not None
-        run_id, token = self._token
         steps: list[Step] = [(BEGIN_WRITE, ()), *self._queued, ("COMMIT", ())]
         attempts = self._store.pool_size + 1
         for attempt in range(attempts):
@@ -321,7 +327,7 @@ class PostgresTx:
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc, self._c) or attempt == attempts - 1:
                     raise
-                if await self._store._committed(run_id, token):
+                if self._token is not None and await self._store._committed(*self._token):
                     self._queued = []
                     return
                 log.warning(
@@ -354,6 +360,18 @@ class PostgresTx:
                 run.domain, run.subject, run.parent_id, run.trigger, run.generation,
                 run.created_at, run.updated_at, run.lease_owner, run.lease_until,
             ),
+        )  # fmt: skip
+
+    async def start_run(self, run: RunRecord, due_at: float) -> None:
+        await self._write(
+            Q["start_run"],
+            (
+                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+                run.created_at, run.updated_at, run.lease_owner, run.lease_until, due_at,
+                self._store._token,
+            ),
+            idempotent=True,
         )  # fmt: skip
 
     async def update_run(

@@ -59,6 +59,11 @@ class SQLiteTx:
             ),
         )  # fmt: skip
 
+    async def start_run(self, run: RunRecord, due_at: float) -> None:
+        if await self.get_run(run.id) is None:
+            await self.insert_run(run)
+            await self.add_tasks([NewTask(run.id, due_at, "start")])
+
     async def update_run(
         self,
         run_id: str,

@@ -81,6 +81,22 @@ INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, d
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING
 
+-- name: start_run
+-- A run and its start task, unless the id exists: idempotent, so a start cut off
+-- with its connection is simply sent again. Notifies other processes' listeners.
+WITH inserted AS (
+    INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
+                              subject, parent_id, trigger, generation, created_at,
+                              updated_at, lease_owner, lease_until)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+), task AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+    SELECT id, %s, 'start', NULL, NULL FROM inserted
+)
+SELECT pg_notify('parkway_tasks', %s)
+
 -- name: active_run
 SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject = %s
   AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1

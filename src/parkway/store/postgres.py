@@ -994,7 +994,9 @@ class PostgresStore:
                 return None if status == "in progress" else status
             await asyncio.sleep(0.05)
 
-    async def _single(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+    async def _single(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[Row]:
         """One statement in autocommit mode (its own transaction), retried on a dead connection.
 
         Only for statements that may safely run twice (reads, claims, lease updates).
@@ -1052,13 +1054,10 @@ class PostgresStore:
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
-        # One round trip leases the runs, without waiting for an fsync (see
-        # lazy_commit in postgres.sql), and reads all they need to be advanced
-        # (load_run hands it over), rather than three reads per run.
+        # One statement leases the runs, without waiting for an fsync, and reads all
+        # they need to be advanced (load_run hands it over): see claim in postgres.sql.
         params = dict(now=now, wall=wall_now, limit=limit, owner=owner, until=lease_until)
-        steps: list[Step] = [("BEGIN", ()), (Q["lazy_commit"], ()), (Q["claim"], params)]
-        steps.append(("COMMIT", ()))
-        rows = (await self._pipeline(steps))[2].rows or []
+        rows = await self._single(Q["claim"], params)
         for row in rows:
             loaded = _claimed_run(row)
             self._claimed[loaded.run.id] = loaded

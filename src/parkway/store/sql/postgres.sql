@@ -182,8 +182,14 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 -- a claim is one statement and one round trip. SKIP LOCKED: a run another
 -- worker is claiming (or a client is cancelling) right now is left to it rather
 -- than waited for. Several due tasks of one run count once (and take several
--- places under the limit: the next claim finds the others).
-WITH due AS (
+-- places under the limit: the next claim finds the others). Its commit does not
+-- wait for an fsync: a lease lost in a server crash is simply not held, and the
+-- worker's next (durable, fenced) commit fails rather than writing; any durable
+-- commit after it flushes it too (the WAL is sequential). The setting is local
+-- to this statement's own transaction.
+WITH lazy AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+), due AS (
     SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
     ORDER BY t.due_at, t.id
@@ -204,6 +210,7 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats,
        m.ids, m.names, m.payloads, m.ats
 FROM claimed AS c
+CROSS JOIN lazy
 LEFT JOIN LATERAL (
     SELECT array_agg(id ORDER BY id) AS ids, array_agg(due_at ORDER BY id) AS due_ats,
            array_agg(kind ORDER BY id) AS kinds, array_agg(pos ORDER BY id) AS poss,
@@ -222,12 +229,6 @@ LEFT JOIN LATERAL (
            array_agg(payload ORDER BY id) AS payloads, array_agg(at ORDER BY id) AS ats
     FROM parkway.mailbox WHERE run_id = c.id
 ) AS m ON true
-
--- name: lazy_commit
--- A lease needs no fsync of its own: lost in a server crash, it is simply not
--- held, and the worker's next (durable, fenced) commit fails rather than
--- writing. Any durable commit after it flushes it too (the WAL is sequential).
-SET LOCAL synchronous_commit = off
 
 -- name: commit_token
 -- FOR SHARE: waits for a transaction still writing the row (one whose connection

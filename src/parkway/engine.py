@@ -310,21 +310,10 @@ class Engine:
         return RunHandle(self, run_id)
 
     async def _insert_run(
-        self,
-        tx: Tx,
-        wf: WorkflowDef,
-        run_id: str,
-        data: bytes,
-        *,
-        domain: str | None = None,
-        subject: str | None = None,
-        parent_id: str | None = None,
-        trigger: bytes | None = None,
+        self, tx: Tx, wf: WorkflowDef, run_id: str, data: bytes, **fields: Any
     ) -> None:
-        record = self._new_run(
-            wf, run_id, data, domain=domain, subject=subject, parent_id=parent_id,
-            trigger=trigger,
-        )  # fmt: skip
+        """Insert a new run and its start task (``fields``: as :meth:`_new_run` takes)."""
+        record = self._new_run(wf, run_id, data, **fields)
         await tx.insert_run(record)
         await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
 

@@ -22,7 +22,7 @@ import contextlib
 import inspect
 import logging
 import traceback as tb
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -758,9 +758,15 @@ class Execution:
     @contextlib.asynccontextmanager
     async def _store_call(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
         """A store transaction whose failure must never reach the workflow as its own error."""
-        try:
+        with self._store_errors():
             async with self.store.transaction(readonly=readonly) as tx:
                 yield tx
+
+    @contextlib.contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """The store's failures as :class:`StoreFailedError` (the worker retries the run)."""
+        try:
+            yield
         except (LeaseLostError, NonDeterminismError, Park):
             raise
         except Exception as exc:
@@ -785,14 +791,8 @@ class Execution:
             await tx.update_leased(self.run.id, changes, owner=self.owner, release=False)
             await writes.apply(tx, self.engine)
 
-        try:
+        with self._store_errors():
             await self.commit(job)
-        except (LeaseLostError, NonDeterminismError, Park):
-            raise
-        except Exception as exc:
-            raise StoreFailedError(
-                f"store failed while advancing run {self.run.id!r}: {exc}"
-            ) from exc
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
         self.writes = Writes(

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from parkway.committer import Committer
 from parkway.errors import LeaseLostError
-from parkway.store import Store, open_store
+from parkway.store import Store
 from parkway.store.base import NewTask, Tx
 
 from .test_conformance import NOW, WALL, entry, run
-
-
-@pytest.fixture
-async def store(engine_url: str) -> AsyncIterator[Store]:
-    opened = open_store(engine_url)
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 async def leased(store: Store, count: int, owner: str = "w") -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -85,15 +85,6 @@ def message(name: str, key: str, payload: bytes = b'"m"', **fields: Any) -> Mess
     )  # fmt: skip
     values.update(fields)
     return MessageRecord(**values)
-
-
-@pytest.fixture
-async def store(engine_url: str) -> AsyncIterator[Store]:
-    """An open, empty store of the backend under test."""
-    opened = open_store(engine_url)
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 async def one(store: Store, body: Callable[[Tx], Awaitable[T]], *, readonly: bool = False) -> T:

@@ -397,6 +397,40 @@ async def leased_run(store: PostgresStore, run_id: str) -> None:
     assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 60, limit=1) == [run_id]
 
 
+@contextlib.contextmanager
+def sends() -> Iterator[list[list[str]]]:
+    """The round trips the store makes meanwhile, each as its statements' first words."""
+    sent: list[list[str]] = []
+    original = postgres._send
+
+    async def spy(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        sent.append([str(query).split()[0] for query, _params in steps])
+        return await original(conn, steps)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", spy)
+        yield sent
+
+
+@contextlib.contextmanager
+def reply_lost_after_commit() -> Iterator[list[bool]]:
+    """The first round trip ending in COMMIT goes through, then its connection dies."""
+    cut: list[bool] = []
+    original = postgres._send
+
+    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        results = await original(conn, steps)
+        if not cut and str(steps[-1][0]) == "COMMIT":
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return results
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", commit_then_vanish)
+        yield cut
+
+
 async def worker_commit(store: PostgresStore, run_id: str) -> None:
     async with store.transaction() as tx:
         await tx.update_leased(run_id, {"status": "parked"}, owner="w", release=False)
@@ -406,15 +440,7 @@ async def worker_commit(store: PostgresStore, run_id: str) -> None:
 
 async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
     await leased_run(store, "r")
-    sent: list[list[str]] = []
-    original = postgres._send
-
-    async def spy(conn: object, steps: list[tuple[object, object]]) -> object:
-        sent.append([str(query).split()[0] for query, _params in steps])
-        return await original(conn, steps)  # type: ignore[arg-type]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", spy)
+    with sends() as sent:
         await worker_commit(store, "r")
     assert sent == [["BEGIN", "WITH", "INSERT", "--", "COMMIT"]]
 
@@ -422,30 +448,11 @@ async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
 async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(
     store: PostgresStore,
 ) -> None:
-    sent: list[list[str]] = []
-    original = postgres._send
-
-    async def spy(conn: object, steps: list[tuple[object, object]]) -> object:
-        sent.append([str(query).split()[0] for query, _params in steps])
-        return await original(conn, steps)  # type: ignore[arg-type]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", spy)
+    with sends() as sent:
         async with store.transaction() as tx:
             await tx.start_run(run("one"), NOW)
     assert sent == [["BEGIN", "--", "COMMIT"]]
-
-    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
-        results = await original(conn, steps)
-        if not cut:
-            cut.append(True)
-            await conn.close()
-            raise psycopg.OperationalError("the connection is lost")
-        return results
-
-    cut: list[bool] = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", commit_then_vanish)
+    with reply_lost_after_commit() as cut:
         async with store.transaction() as tx:
             await tx.start_run(run("two"), NOW)
     assert cut
@@ -472,19 +479,7 @@ async def test_a_worker_commit_whose_reply_was_lost_is_not_applied_twice(
     store: PostgresStore,
 ) -> None:
     await leased_run(store, "r")
-    original = postgres._send
-    cut = []
-
-    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
-        results = await original(conn, steps)
-        if not cut and str(steps[-1][0]) == "COMMIT":
-            cut.append(True)
-            await conn.close()
-            raise psycopg.OperationalError("the connection is lost")
-        return results
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", commit_then_vanish)
+    with reply_lost_after_commit() as cut:
         await worker_commit(store, "r")
     assert cut
     async with store.transaction(readonly=True) as tx:

@@ -442,7 +442,7 @@ async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
     await leased_run(store, "r")
     with sends() as sent:
         await worker_commit(store, "r")
-    assert sent == [["BEGIN", "WITH", "INSERT", "--", "COMMIT"]]
+    assert sent == [["BEGIN", "WITH", "--", "COMMIT"]]
 
 
 async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(

@@ -188,6 +188,9 @@ class PostgresTx:
         # Whether every write queued so far may be applied twice (then a commit cut
         # off with its connection can simply be sent again).
         self._idempotent = True
+        # The last update_leased queued: (its index in _queued, run, columns,
+        # release, parameters), so that a put_journal can join it.
+        self._fence_at: tuple[int, str, tuple[str, ...], bool, list[Any]] | None = None
 
     @property
     def started(self) -> bool:
@@ -402,8 +405,11 @@ class PostgresTx:
         token = secrets.randbits(63)
         if self._token is None:
             self._token = (run_id, token)
-        query = _update_leased_query(tuple(changes), release=release)
-        await self._write(query, [*changes.values(), token, run_id, owner])
+        columns = tuple(changes)
+        params = [*changes.values(), token, run_id, owner]
+        await self._write(_update_leased_query(columns, release=release, journal=False), params)
+        # A put_journal for this run right after rides in this statement.
+        self._fence_at = (len(self._queued) - 1, run_id, columns, release, params)
 
     async def list_runs(
         self,
@@ -451,16 +457,30 @@ class PostgresTx:
     async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         # One statement for all; the last entry for a position wins, as on SQLite.
         latest = list({e.pos: e for e in entries}.values())
-        if latest:
-            await self._write(
-                Q["put_journal"],
-                (
-                    run_id, [e.pos for e in latest], [e.kind for e in latest],
-                    [e.name for e in latest], [e.state for e in latest],
-                    [e.value for e in latest], [e.deadline for e in latest],
-                    [e.at for e in latest],
-                ),
-            )  # fmt: skip
+        if not latest:
+            return
+        params = (
+            run_id, [e.pos for e in latest], [e.kind for e in latest],
+            [e.name for e in latest], [e.state for e in latest],
+            [e.value for e in latest], [e.deadline for e in latest],
+            [e.at for e in latest],
+        )  # fmt: skip
+        fence = self._fence_at
+        if (
+            fence is not None
+            and fence[1] == run_id
+            and self._queued
+            and self._queued[-1][1] is fence[4]  # still queued, and the last one
+        ):
+            # The run's lease-fenced update was the last write queued: one statement.
+            _, _, columns, release, fenced = fence
+            self._queued[-1] = (
+                _update_leased_query(columns, release=release, journal=True),
+                [*fenced, *params],
+            )
+            self._fence_at = None
+            return
+        await self._write(Q["put_journal"], params)
 
     async def clear_journal(self, run_id: str) -> None:
         await self._write(Q["clear_journal"], (run_id,))
@@ -1179,15 +1199,17 @@ def _update_run_query(columns: tuple[str, ...], *, owned: bool, release: bool) -
 
 
 @functools.lru_cache(maxsize=256)
-def _update_leased_query(columns: tuple[str, ...], *, release: bool) -> str:
-    """A lease-fenced ``UPDATE runs`` that fails its transaction when the lease is gone."""
+def _update_leased_query(columns: tuple[str, ...], *, release: bool, journal: bool) -> str:
+    """A lease-fenced ``UPDATE runs`` that fails its transaction when the lease is gone,
+    with (``journal``) a ``put_journal`` in the same statement."""
     sets = [f'"{column}" = %s' for column in columns]
     sets.append("commit_token = %s")
     if release:
         sets.append("lease_owner = NULL, lease_until = NULL")
+    written = f", written AS ({Q['put_journal']})" if journal else ""
     return (
         f"WITH changed AS (UPDATE parkway.runs SET {', '.join(sets)} "
-        "WHERE id = %s AND lease_owner = %s RETURNING 1) "
+        f"WHERE id = %s AND lease_owner = %s RETURNING 1){written} "
         "SELECT parkway.lease_held(count(*)) FROM changed"
     )
 

@@ -307,7 +307,8 @@ class PostgresTx:
         raise AssertionError("unreachable")
 
     async def _commit_at_once(self) -> None:
-        """A transaction of queued writes only: BEGIN, them, COMMIT, in one round trip.
+        """A transaction of queued writes only: BEGIN, them, COMMIT, in one round trip
+        (a single statement goes alone: in autocommit mode it is its own transaction).
 
         No transaction id is asked for (that would take a round trip of its own).
         If the connection dies, a transaction fenced by a lease is known committed
@@ -316,6 +317,8 @@ class PostgresTx:
         meanwhile). A transaction of idempotent writes is simply sent again.
         """
         steps: list[Step] = [(BEGIN_WRITE, ()), *self._queued, ("COMMIT", ())]
+        if len(self._queued) == 1:
+            steps = self._queued  # one statement is a transaction of its own (autocommit)
         attempts = self._store.pool_size + 1
         for attempt in range(attempts):
             try:

@@ -70,6 +70,7 @@ class EventCmd(Command):
     subject: str | None
     timeout: float | None
     since_start: bool
+    ttl: float | None = None
     kind: ClassVar[str] = "event"
 
 

@@ -184,6 +184,7 @@ class WorkflowContext:
         subject: str | None = None,
         timeout: Duration | None = None,
         since_start: bool = False,
+        ttl: Duration | None = None,
     ) -> Any:
         """Park until an event called ``name`` matching ``match`` is published; return its payload.
 
@@ -197,6 +198,9 @@ class WorkflowContext:
             since_start: Also accept the earliest matching event published since
                 this run was created that it has not consumed yet (within
                 ``event_retention``), decided atomically with parking.
+            ttl: How long the subscription may live at most, a safety net against
+                orphans: past it the sweeper removes it, and the run waits on for its
+                timeout alone. Default: the timeout plus one day, or 90 days.
 
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
@@ -209,7 +213,10 @@ class WorkflowContext:
         if subject is not None and (not isinstance(subject, str) or not subject):
             raise ParkwayError(f"subject must be a non-empty string or '*', got {subject!r}")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
-        return await EventCmd(name, match, subject, seconds, bool(since_start))
+        ttl_seconds = None if ttl is None else to_seconds(ttl, "ttl")
+        if ttl_seconds is not None and ttl_seconds <= 0:
+            raise ParkwayError(f"ttl must be positive, got {ttl!r}")
+        return await EventCmd(name, match, subject, seconds, bool(since_start), ttl_seconds)
 
     async def wait_for_message(
         self, name: str, key: str, *, timeout: Duration | None = None

@@ -593,7 +593,9 @@ class Execution:
             subject = cmd.subject or self.run.subject or "*"
             value = {"timeout": timeout, "subject": subject, "match": cmd.match}
             self._park(pos, "event", cmd.name, value, deadline)
-            ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
+            ttl = cmd.ttl
+            if ttl is None:
+                ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
                 name=cmd.name, subject=subject, shape=shape_of(cmd.match),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from parkway import Engine, RunCancelledError, RunStatus, WaitTimeoutError
+from parkway import Engine, RunCancelledError, RunStatus, WaitTimeoutError, WorkflowFailedError
 from parkway.testing import ManualClock
 
 # ---------------------------------------------------------------------------------------------
@@ -325,6 +325,34 @@ async def test_the_sweep_removes_subscriptions_past_their_ttl(engine: Engine, cl
     # The run itself stays parked (the TTL is a safety net), and nobody is touched.
     assert (await engine.get_run("forever")).status is RunStatus.PARKED
     assert (await engine.publish("never", 1, subject="a")).touched == 0
+
+
+async def test_a_wait_can_set_its_own_ttl(engine: Engine, clock) -> None:
+    @engine.workflow()
+    async def short(ctx, input):
+        return await ctx.wait_for_event("soon", subject="x", ttl=input, timeout="30d")
+
+    await engine.start("short", "10m", id="short")
+    await engine.idle()
+    [sub] = await engine.subscriptions()
+    assert sub.expires_at == clock.datetime() + timedelta(minutes=10)
+    await clock.advance(timedelta(minutes=11))
+    assert await engine.subscriptions() == []
+    assert (await engine.publish("soon", 1, subject="x")).touched == 0
+    # Its timeout still ends the wait.
+    await clock.advance("30d")
+    with pytest.raises(WorkflowFailedError, match="WaitTimeoutError"):
+        await engine.handle("short").result(timeout=10)
+
+
+@pytest.mark.parametrize("ttl", [0, -5, "soon", True])
+async def test_a_bad_ttl_fails_the_wait_clearly(engine: Engine, ttl: object) -> None:
+    @engine.workflow()
+    async def bad(ctx, input):
+        return await ctx.wait_for_event("soon", ttl=ttl)
+
+    with pytest.raises(WorkflowFailedError, match="ttl"):
+        await (await engine.start("bad")).result(timeout=10)
 
 
 async def test_an_expired_subscription_is_not_delivered_even_before_the_sweep(

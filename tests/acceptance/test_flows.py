@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -622,6 +623,34 @@ async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) ->
         ("client:6", None),
         ("client:5", 30),
     ]
+
+
+async def test_a_custom_node_models_ttl_bounds_its_subscription(
+    make_engine: Any, calls: Calls, clock: Any
+) -> None:
+    engine = await make_engine(
+        node_models={**default_node_models, "WaitForPayment": WaitForPayment}
+    )
+    calls.register(engine, "ship")
+    engine.add_flow(
+        flow(
+            "ship",
+            [
+                node("start", "Trigger", event="order.create"),
+                node("paid", "WaitForPayment", hours=2),
+                node("ship", "Action", action="ship", amount="{{event.amount}}"),
+            ],
+            [edge("start", "paid"), edge("paid", "ship")],
+        )
+    )
+    await engine.publish("order.create", {"order_id": 7}, subject="client:5")
+    await engine.idle()
+    [sub] = await engine.subscriptions()
+    assert sub.expires_at == clock.datetime() + timedelta(hours=2)  # its ttl_seconds
+    await clock.advance(timedelta(hours=2, minutes=1))
+    assert await engine.subscriptions() == []
+    assert (await engine.publish("payment.settled", {}, subject="order:7")).touched == 0
+    assert calls.calls == []
 
 
 async def test_react_flow_extras_are_ignored(engine: Engine, calls: Calls) -> None:

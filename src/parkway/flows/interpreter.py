@@ -103,8 +103,9 @@ class FlowRun:
             WaitTimeoutError: ``timeout`` seconds passed first.
         """
         payload = await self.ctx.wait_for_event(
-            request.event, match=request.match, subject=request.subject, timeout=timeout
-        )
+            request.event, match=request.match, subject=request.subject, timeout=timeout,
+            ttl=request.ttl_seconds,
+        )  # fmt: skip
         envelope: dict[str, Any] = {"name": request.event, "payload": payload}
         subject = self.ctx.subject if request.subject is None else request.subject
         if subject is not None and subject != "*":

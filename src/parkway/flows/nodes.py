@@ -38,9 +38,8 @@ class SubscriptionRequest:
         event: The event name.
         subject: ``None``: the run's own subject. ``"product:456"``: another
             subject (cross-subject). ``"*"``: any subject of the run's domain.
-        ttl_seconds: How long the subscription may outlive its purpose, a
-            safety net against orphans. The engine currently applies its own
-            (the wait's timeout plus one day, or 90 days); this is a hint.
+        ttl_seconds: How long the subscription may live at most, a safety net
+            against orphans (``None``: the wait's timeout plus one day, or 90 days).
         match: Payload fields the event must deep-equal (``None``: any payload).
     """
 

@@ -204,6 +204,24 @@ async def test_cancel_stops_a_parked_run_and_leaves_a_finished_one_alone(
     assert ok(await client.get("/runs/c1"))["status"] == "cancelled"
 
 
+async def test_a_run_id_with_slashes_is_reachable_on_every_run_route(
+    client: httpx.AsyncClient, engine: Engine
+) -> None:
+    run_id = "orders/2026/7"
+    ok(await client.post("/runs", json={"workflow": "approval", "id": run_id}), 201)
+    await engine.idle()
+    for path in ("/runs/orders%2F2026%2F7", "/runs/orders/2026/7"):
+        assert ok(await client.get(path))["id"] == run_id
+    assert ok(await client.get(f"/runs/{run_id}/history"))[0]["kind"] == "signal"
+    ok(await client.post(f"/runs/{run_id}/signals/approve", json=True), 202)
+    await engine.idle()
+    assert ok(await client.get(f"/runs/{run_id}"))["status"] == "completed"
+    ok(await client.post(f"/runs/{run_id}/cancel"), 202)
+    # An id that ends like a sub-route is still a run id for GET.
+    assert (await client.get("/runs/nobody/cancel")).status_code == 404
+    assert (await client.get("/runs/nobody/history")).status_code == 404
+
+
 # -- events --------------------------------------------------------------------------------------
 
 

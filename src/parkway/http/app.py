@@ -454,7 +454,12 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
     by_path: dict[str, dict[str, Handler]] = {}
     for spec in ROUTES:
         by_path.setdefault(spec.path, {})[spec.method] = spec.handler
-    routes = [Route(path, bind(h), methods=list(h)) for path, h in by_path.items()]
+    # A run id may hold "/" (message keys, event ids): it matches as a path, and the
+    # routes under /runs/{id}/... are tried before /runs/{id} itself.
+    ordered = sorted(by_path.items(), key=lambda item: item[0] == "/runs/{id}")
+    routes = [
+        Route(path.replace("{id}", "{id:path}"), bind(h), methods=list(h)) for path, h in ordered
+    ]
     return Starlette(
         routes=routes,
         middleware=[Middleware(TokenGuard, token=token)],

@@ -305,6 +305,47 @@ async def test_messages_are_delivered_started_buffered_and_expire_into_dead_lett
     assert ok(await client.get("/messages?status=buffered")) == []
 
 
+async def test_dead_letters_are_retried_and_discarded_over_http(
+    client: httpx.AsyncClient, engine: Engine, clock: ManualClock
+) -> None:
+    for key in ("APP-1", "APP-2"):
+        body = {"name": "credit.score", "key": key, "payload": {"score": 1}, "ttl": "1m"}
+        assert ok(await client.post("/messages", json=body))["outcome"] == "buffered"
+    await clock.advance("2m")
+    dead = ok(await client.get("/messages?status=expired"))
+    ids = {m["key"]: m["id"] for m in dead}
+    assert set(ids) == {"APP-1", "APP-2"}
+
+    # Nobody waits: with ttl 0 it stays a dead letter (409); by default it is buffered again.
+    refused = await client.post(f"/messages/{ids['APP-1']}/retry", json={"ttl": 0})
+    assert refused.status_code == 409, refused.text
+    assert [m["status"] for m in ok(await client.get("/messages"))] == ["expired", "expired"]
+    again = ok(await client.post(f"/messages/{ids['APP-1']}/retry"))
+    assert again == {"outcome": "buffered", "run_id": None}
+
+    # A receiver now waits: the retried message reaches it.
+    ok(await client.post("/runs", json={"workflow": "loan", "id": "l2", "input": "APP-2"}), 201)
+    await engine.idle()
+    delivered = ok(await client.post(f"/messages/{ids['APP-2']}/retry", json={}))
+    assert delivered == {"outcome": "delivered", "run_id": "l2"}
+    await engine.idle()
+    assert ok(await client.get("/runs/l2"))["output"] == {"score": 1}
+
+    [rebuffered] = ok(await client.get("/messages?status=buffered"))
+    assert ok(await client.delete(f"/messages/{rebuffered['id']}")) == {"id": rebuffered["id"]}
+    assert ok(await client.get("/messages")) == []
+
+    # Bad input names its field; unknown ids are 404.
+    assert (await client.delete(f"/messages/{rebuffered['id']}")).status_code == 404
+    assert (await client.post("/messages/999/retry")).status_code == 404
+    bad = await client.post("/messages/abc/retry")
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["path", "message_id"]
+    bad = await client.post("/messages/1/retry", json={"ttl": "soon"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "ttl"]
+    bad = await client.post("/messages/1/retry", json={"tll": 5})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "tll"]
+
+
 async def test_a_message_with_a_numeric_ttl_in_seconds_is_buffered(
     client: httpx.AsyncClient,
 ) -> None:
@@ -366,6 +407,8 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
         ("POST", "/runs/{id}/cancel"),
         ("GET", "/subscriptions"),
         ("GET", "/messages"),
+        ("POST", "/messages/{message_id}/retry"),
+        ("DELETE", "/messages/{message_id}"),
         ("GET", "/healthz"),
         ("GET", "/openapi.json"),
         ("GET", "/"),
@@ -412,6 +455,9 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
                 assert "404" in codes, (method, path)
     assert "409" in doc["paths"]["/runs/{id}/signals/{name}"]["post"]["responses"]
     assert "409" in doc["paths"]["/messages"]["post"]["responses"]
+    retry = doc["paths"]["/messages/{message_id}/retry"]["post"]
+    assert {"404", "409", "422"} <= set(retry["responses"])
+    assert retry["parameters"][0]["schema"]["type"] == "integer"
 
 
 async def test_the_dashboard_is_one_self_contained_page(client: httpx.AsyncClient) -> None:

@@ -191,6 +191,16 @@ def parse_query(request: Request, model: type[M]) -> M:
         raise _from_validation("query", exc) from None
 
 
+def _message_id(request: Request) -> int:
+    raw = request.path_params["message_id"]
+    if not raw.isdigit():
+        raise Invalid(
+            [_field_error(["path", "message_id"], f"must be a message id (a number), got {raw!r}",
+                          "int_parsing")]
+        )  # fmt: skip
+    return int(raw)
+
+
 # -- routes ----------------------------------------------------------------------------------
 
 
@@ -273,6 +283,25 @@ class Api:
         found = await self.engine.messages(status=query.status)
         return json_response([m.to_dict() for m in found])
 
+    async def retry_message(self, request: Request) -> Response:
+        message_id = _message_id(request)
+        raw = await read_body(request)
+        data = _json_value(raw, required=False)
+        try:
+            body = schemas.RetryMessageRequest.model_validate({} if data is None else data)
+        except ValidationError as exc:
+            raise _from_validation("body", exc) from None
+        self._require_open()
+        result = await self.engine.retry_message(message_id, ttl=body.ttl)
+        return json_response(result.to_dict())
+
+    async def discard_message(self, request: Request) -> Response:
+        message_id = _message_id(request)
+        await read_body(request)  # ignored, but still held to the size limit
+        self._require_open()
+        await self.engine.discard_message(message_id)
+        return json_response({"id": message_id})
+
     async def healthz(self, request: Request) -> Response:
         self._require_open()
         try:  # a cheap read proves the store answers
@@ -337,6 +366,13 @@ ROUTES: list[RouteSpec] = [
     RouteSpec("GET", "/messages", Api.messages, "List buffered messages and dead letters",
               {200: Doc("Oldest first.", schemas.MessageInfoOut, many=True)},
               query=schemas.MessagesQuery, tags=("messages",)),
+    RouteSpec("POST", "/messages/{message_id}/retry", Api.retry_message,
+              "Correlate a buffered message or a dead letter again (an operator's action)",
+              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
+              body=schemas.RetryMessageRequest, errors=(404, 409), tags=("messages",)),
+    RouteSpec("DELETE", "/messages/{message_id}", Api.discard_message,
+              "Discard a buffered message or a dead letter for good",
+              {200: Doc("Discarded.", schemas.MessageIdOut)}, errors=(404,), tags=("messages",)),
     RouteSpec("POST", "/runs", Api.start, "Start a run (an existing id returns that run)",
               {201: Doc("The run's id.", schemas.RunIdOut)},
               body=schemas.StartRequest, tags=("runs",)),

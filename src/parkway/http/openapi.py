@@ -14,6 +14,9 @@ from parkway.http import schemas
 from parkway.http.app import ROUTES, Doc, RouteSpec
 
 _REF = "#/components/schemas/{model}"
+_STRING = {"type": "string"}
+# Path parameters that are not strings.
+PATH_TYPES: dict[str, dict[str, Any]] = {"message_id": {"type": "integer", "minimum": 0}}
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
     404: ("No run (or message) with this id.", schemas.ErrorOut),
@@ -65,7 +68,7 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
         "responses": {str(code): _response(doc) for code, doc in route.responses.items()},
     }
     params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": PATH_TYPES.get(name, _STRING)}
         for name in re.findall(r"{(\w+)}", route.path)
     ]
     if route.query is not None:

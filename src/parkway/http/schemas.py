@@ -105,6 +105,16 @@ class CorrelateRequest(_Request):
     )
 
 
+class RetryMessageRequest(_Request):
+    """``POST /messages/{message_id}/retry``: correlate a buffered message or dead letter again."""
+
+    ttl: Seconds = Field(
+        default=None,
+        description="How long to buffer it again if no run waits (default: the engine's "
+        "message_ttl; 0 keeps it as it is and answers 409).",
+    )
+
+
 class StartRequest(_Request):
     """``POST /runs``: start a run (an existing ``id`` returns that run)."""
 
@@ -241,6 +251,12 @@ class RunIdOut(_Response):
     """The id of the run a request started, signalled or cancelled."""
 
     id: str
+
+
+class MessageIdOut(_Response):
+    """The id of the message a request discarded."""
+
+    id: int
 
 
 class SignalOut(_Response):

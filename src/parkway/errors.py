@@ -190,5 +190,11 @@ class MessageNotFoundError(ParkwayError, LookupError):
         self.message_id = message_id
 
 
+class StoreError(ParkwayError):
+    """The store failed or could not be reached (no connection, a timeout, a lost
+    commit): nothing the caller sent was wrong, and the operation may be retried
+    (the message says whether it took effect)."""
+
+
 class LeaseLostError(ParkwayError):
     """This worker's lease on the run expired and another worker took it over (internal)."""

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from parkway import Engine, ParkwayError
+from parkway import Engine, ParkwayError, StoreError
 from parkway.http import MAX_BODY_BYTES, create_app
 from parkway.http import schemas as s
 from parkway.http.app import ROUTES
@@ -418,6 +418,20 @@ async def test_an_unexpected_error_is_a_json_500_without_details(
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
         body = refused(await c.get("/runs"), 500)
     assert body["error"] == "RuntimeError" and "secret" not in body["detail"]
+
+
+async def test_a_store_failure_is_a_503_naming_it(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(**_: Any) -> None:
+        raise StoreError("PostgreSQL db:5432: connection refused (rolled back; retry)")
+
+    monkeypatch.setattr(engine, "list_runs", down)
+    transport = httpx.ASGITransport(app=create_app(engine, api_token=""))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+        body = refused(await c.get("/runs"), 503)
+        assert body["error"] == "StoreError" and "connection refused" in body["detail"]
+        assert refused(await c.get("/healthz"), 503)["error"] == "StoreError"
 
 
 async def test_a_closed_engine_is_503_and_the_app_lifespan_opens_and_closes_it() -> None:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from parkway import Engine, ParkwayError
+from parkway import Engine, ParkwayError, StoreError
 from parkway.errors import LeaseLostError
 from parkway.store import open_store, postgres
 from parkway.store.base import NewTask
@@ -570,7 +570,7 @@ async def test_a_lock_wait_past_statement_timeout_fails_clearly(engine_url: str)
             await tx.insert_run(run("r"))
         async with blocker.transaction() as tx:
             await tx.get_run("r")  # holds the row
-            with pytest.raises(ParkwayError, match="statement_timeout") as err:
+            with pytest.raises(StoreError, match="statement_timeout") as err:
                 async with waiter.transaction() as other:
                     await other.update_run("r", {"status": "parked"})
         assert "rolled back" in str(err.value)

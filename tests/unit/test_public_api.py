@@ -54,6 +54,7 @@ EXPECTED_ALL = {
     "RunStatus",
     "SerializationError",
     "StepFailedError",
+    "StoreError",
     "SubscriptionInfo",
     "SubscriptionRequest",
     "UnknownWorkflowError",

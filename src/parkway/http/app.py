@@ -36,6 +36,7 @@ from parkway.errors import (
     ParkwayError,
     RunClosedError,
     RunNotFoundError,
+    StoreError,
     UnknownWorkflowError,
 )
 from parkway.events import SubscriptionInfo
@@ -120,6 +121,8 @@ def _parkway_error(exc: ParkwayError) -> Exception:
         return Invalid([_field_error(["body", "input", *path], str(exc), kind)])
     if isinstance(exc, InvalidDurationError):
         return Invalid([_field_error(["body", exc.field], str(exc), kind)])
+    if isinstance(exc, StoreError):  # not the client's fault: try again later
+        return Problem(503, str(exc), kind)
     if type(exc) is ParkwayError and exc.__cause__ is not None:
         # The engine validates with plain ParkwayErrors (raised `from None`); one that
         # wraps another error is the store's (no connection, pool exhausted): not the

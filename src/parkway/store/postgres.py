@@ -81,7 +81,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parkway.durations import to_seconds
-from parkway.errors import InvalidDurationError, LeaseLostError, ParkwayError
+from parkway.errors import InvalidDurationError, LeaseLostError, ParkwayError, StoreError
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
@@ -271,7 +271,7 @@ class PostgresTx:
         results = await self._send([(BEGIN_WRITE, ()), (Q["xact_id"], ()), *steps])
         self._begin, self._xid = None, _xid(results[1])
         if results[2:] != [result for _, result in self._log]:
-            raise ParkwayError(
+            raise StoreError(
                 f"the connection to PostgreSQL {self._store.display} was lost mid-transaction "
                 "and the data it had read changed meanwhile; rolled back, retry"
             )
@@ -795,7 +795,7 @@ class PostgresStore:
         except psycopg.errors.InsufficientPrivilege as exc:
             raise self._privilege_error(exc) from exc
         except psycopg.Error as exc:
-            raise ParkwayError(
+            raise StoreError(
                 f"cannot prepare parkway's schema in PostgreSQL {self.display}: {_first_line(exc)}"
             ) from exc
         finally:
@@ -813,7 +813,7 @@ class PostgresStore:
             await pool.open(wait=True, timeout=self.pool_timeout)
         except psycopg.Error as exc:
             await pool.close()
-            raise ParkwayError(
+            raise StoreError(
                 f"cannot open a connection pool to PostgreSQL {self.display}: {_first_line(exc)}"
             ) from exc
         self._pool = pool
@@ -895,43 +895,43 @@ class PostgresStore:
                 None, f"SELECT, INSERT, UPDATE or DELETE on parkway.{', parkway.'.join(missing)}"
             )
 
-    def _connect_error(self, exc: psycopg.OperationalError) -> ParkwayError:
+    def _connect_error(self, exc: psycopg.OperationalError) -> StoreError:
         detail = str(exc).strip()
         lower = detail.lower()
         db = self._params.get("dbname") or "(default)"
         user = self._params.get("user") or "(default)"
         if "database" in lower and "does not exist" in lower:
-            return ParkwayError(
+            return StoreError(
                 f"PostgreSQL database {db!r} does not exist ({self.display}); create it "
                 f'(createdb {db}, or CREATE DATABASE "{db}") or fix the database name in the url'
             )
         if "role" in lower and "does not exist" in lower:
-            return ParkwayError(
+            return StoreError(
                 f"PostgreSQL role {user!r} does not exist ({self.display}); create it "
                 "(CREATE ROLE ... LOGIN) or fix the user name in the url"
             )
         if "password" in lower or "authentication" in lower:
-            return ParkwayError(
+            return StoreError(
                 f"PostgreSQL refused the credentials of {user!r} ({self.display}): "
                 f"{_first_line(exc)}; check the user and password in the url or ~/.pgpass"
             )
-        return ParkwayError(
+        return StoreError(
             f"cannot connect to PostgreSQL {self.display}: {_first_line(exc)}; check the host "
             "and port in the url and that the server is running and accepts TCP connections"
         )
 
-    def _privilege_error(self, exc: psycopg.Error | None, what: str = "") -> ParkwayError:
+    def _privilege_error(self, exc: psycopg.Error | None, what: str = "") -> StoreError:
         user = self._params.get("user") or "the connecting role"
         db = self._params.get("dbname") or "the database"
         if exc is not None:
-            return ParkwayError(
+            return StoreError(
                 f"PostgreSQL role {user!r} may not create parkway's schema in database "
                 f'{db!r} ({_first_line(exc)}); GRANT CREATE ON DATABASE "{db}" TO "{user}", '
                 "or open parkway once as a role that may (e.g. the database owner), then "
                 f"GRANT USAGE ON SCHEMA parkway and SELECT, INSERT, UPDATE, DELETE ON ALL "
                 f'TABLES IN SCHEMA parkway TO "{user}"'
             )
-        return ParkwayError(
+        return StoreError(
             f"PostgreSQL role {user!r} lacks {what} in database {db!r}; as the schema's "
             f'owner run: GRANT USAGE ON SCHEMA parkway TO "{user}"; GRANT SELECT, INSERT, '
             f'UPDATE, DELETE ON ALL TABLES IN SCHEMA parkway TO "{user}"'
@@ -949,13 +949,13 @@ class PostgresStore:
         try:
             return await self.pool.getconn()
         except psycopg_pool.PoolTimeout as exc:
-            raise ParkwayError(
+            raise StoreError(
                 f"no connection to PostgreSQL {self.display} within {self.pool_timeout:g}s: "
                 f"the server is unreachable or all {self.pool_size} pooled connections are "
                 "busy (raise pool_size in the url)"
             ) from exc
         except psycopg_pool.PoolClosed as exc:
-            raise ParkwayError("the store is closed; open the engine again") from exc
+            raise StoreError("the store is closed; open the engine again") from exc
 
     async def _putconn(self, conn: Conn) -> None:
         pool = self._pool
@@ -1070,7 +1070,7 @@ class PostgresStore:
             and (exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")))
         )
         outcome = "the commit may or may not have happened" if unknown else "rolled back"
-        return ParkwayError(f"PostgreSQL {self.display}: {detail} ({outcome}; {hint})")
+        return StoreError(f"PostgreSQL {self.display}: {detail} ({outcome}; {hint})")
 
     # -- the worker's calls ------------------------------------------------------------------
 

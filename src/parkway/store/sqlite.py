@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from parkway.errors import LeaseLostError, ParkwayError
+from parkway.errors import LeaseLostError, ParkwayError, StoreError
 from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
@@ -340,7 +340,7 @@ class SQLiteStore:
             conn.execute("PRAGMA cache_size = -32768")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
-            raise ParkwayError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         self._conn = conn
         self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
 

@@ -372,7 +372,12 @@ async def _work(engine: Engine, grace: float) -> str:
 @click.option("--id", "run_id", help="Run id (default: random); an existing id returns that run.")
 @click.option("--subject", help="The business entity the run is about, e.g. client:5.")
 @click.option("--domain", help="The run's domain (default: 'default').")
-@click.option("--app", type=APP, help="module:attribute of the Engine that defines WORKFLOW.")
+@click.option(
+    "--app",
+    type=APP,
+    help="module:attribute of the Engine that defines WORKFLOW (without it: --url/PARKWAY_URL, "
+    "and a worker that has WORKFLOW validates the input).",
+)
 @click.option("--wait", is_flag=True, help="Wait for the run to finish (a worker must be running).")
 @click.option("--timeout", type=DURATION, default=None, help="With --wait: give up after it.")
 @click.pass_context
@@ -387,15 +392,20 @@ def start(
     wait: bool,
     timeout: float | None,
 ) -> None:
-    """Start a run of WORKFLOW with input JSON and print it."""
-    if app is None:
-        raise click.UsageError(
-            f"start needs --app module:attribute (the Engine that registers {workflow!r}) "
-            "to know the workflow's version and validate its input"
-        )
+    """Start a run of WORKFLOW with input JSON and print it.
+
+    With --app, the engine's registration decides the version and validates the
+    input here; without it, the run goes to the store of --url/PARKWAY_URL and
+    the worker that first runs it takes its latest version and validates it.
+    """
 
     async def action(engine: Engine) -> dict[str, Any]:
-        handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+        if app is None:
+            handle = await engine._start_unregistered(
+                workflow, input, id=run_id, subject=subject, domain=domain
+            )
+        else:
+            handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
         if wait:
             try:
                 await handle.result(timeout=timeout)
@@ -404,7 +414,9 @@ def start(
                 raise exc
         return (await handle.info()).to_dict()
 
-    _as_client(ctx, app, action)
+    # Without the app, the run goes to a store that must exist already: a typo in the
+    # folder or the url must not start a run in a fresh database nobody works on.
+    _as_client(ctx, app, action, existing_db=app is None)
 
 
 @cli.command("signal")

@@ -29,7 +29,7 @@ from parkway.handle import RunHandle
 from parkway.intake import prepare, publish_in_tx
 from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
-from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
+from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
 from parkway.store.base import NewTask, RunRecord, Tx
@@ -303,9 +303,34 @@ class Engine:
         data = _encode_input(wf, input)
         async with self._store.transaction() as tx:
             await tx.start_run(
-                self._new_run(wf, run_id, data, domain=domain, subject=subject),
+                self._new_run(wf.name, wf.version, run_id, data, domain=domain, subject=subject),
                 self._clock.now(),
             )
+        self._poke()
+        return RunHandle(self, run_id)
+
+    async def _start_unregistered(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        subject: str | None = None,
+        domain: str | None = None,
+    ) -> RunHandle:
+        """Start a run of a workflow this engine does not register (a client without
+        the app, as ``parkway start`` without ``--app``): the worker that first runs it
+        takes the latest version it has and validates the input (a rejected input
+        fails the run with ``InvalidInputError``)."""
+        self._require_open()
+        _check_name(workflow, "workflow name")
+        run_id = _check_id(id)
+        _check_optional_str(subject, "subject")
+        _check_optional_str(domain, "domain")
+        data = _json.dumps(input, f"the input of workflow {workflow!r}")
+        record = self._new_run(workflow, LATEST, run_id, data, domain=domain, subject=subject)
+        async with self._store.transaction() as tx:
+            await tx.start_run(record, record.created_at)
         self._poke()
         return RunHandle(self, run_id)
 
@@ -313,13 +338,14 @@ class Engine:
         self, tx: Tx, wf: WorkflowDef, run_id: str, data: bytes, **fields: Any
     ) -> None:
         """Insert a new run and its start task (``fields``: as :meth:`_new_run` takes)."""
-        record = self._new_run(wf, run_id, data, **fields)
+        record = self._new_run(wf.name, wf.version, run_id, data, **fields)
         await tx.insert_run(record)
         await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
 
     def _new_run(
         self,
-        wf: WorkflowDef,
+        workflow: str,
+        version: str,
         run_id: str,
         data: bytes,
         *,
@@ -330,7 +356,7 @@ class Engine:
     ) -> RunRecord:
         now = self._clock.now()
         return RunRecord(
-            id=run_id, workflow=wf.name, version=wf.version,
+            id=run_id, workflow=workflow, version=version,
             status=RunStatus.PENDING.value, input=data, output=None, error=None,
             domain=domain or "default", subject=subject, parent_id=parent_id,
             trigger=trigger, generation=0, created_at=now, updated_at=now,

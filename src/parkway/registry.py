@@ -138,6 +138,12 @@ def input_model(fn: WorkflowFn) -> Any:
     return None
 
 
+# The version of a run started by a client that does not register its workflow
+# (``parkway start`` without ``--app``): the worker that first runs it pins the
+# latest version it has. Registered versions are never empty.
+LATEST = ""
+
+
 class Registry:
     """Workflows by name and version; the last registered version is the one started."""
 
@@ -194,6 +200,9 @@ class Registry:
         return self._by_name[name][self._latest[name]]
 
     def get(self, name: str, version: str) -> WorkflowDef | None:
+        """That version, or (``LATEST``) the latest registered; ``None`` if unknown."""
+        if version == LATEST:
+            return self.latest(name) if name in self._latest else None
         return self._by_name.get(name, {}).get(version)
 
     def names(self, *, internal: bool = False) -> list[str]:

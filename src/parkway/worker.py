@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -22,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from parkway import _json
 from parkway.committer import Committer, Job
-from parkway.errors import LeaseLostError
+from parkway.errors import InvalidInputError, LeaseLostError, SerializationError
 from parkway.messages import MESSAGE_TASK, rebuffer
 from parkway.models import RunStatus
-from parkway.replay import Execution, Outcome
+from parkway.registry import LATEST
+from parkway.replay import Execution, Outcome, error_dict
 from parkway.store.base import NewTask, RunRecord, TaskRecord, Tx
 from parkway.transitions import TERMINAL, cancel, finish
 
@@ -231,6 +233,11 @@ class Worker:
                 await self._postpone(run, tasks)
                 return
             commit = functools.partial(self.commit, run.id)
+            if run.version == LATEST:
+                pinned = await self._pin(run, tasks, wf)
+                if pinned is None:
+                    return
+                run = pinned
             execution = Execution(engine, run, wf, journal, tasks, self.owner, commit, signals)
             outcome = await execution.execute()
             await self._commit(run, tasks, execution, outcome)
@@ -245,6 +252,28 @@ class Worker:
             except Exception:
                 log.exception("run %s: could not postpone", run_id)
 
+    async def _pin(self, run: RunRecord, tasks: list[TaskRecord], wf: Any) -> RunRecord | None:
+        """A run started without its workflow's version (``parkway start`` without
+        ``--app``) takes ``wf``'s, and its input is validated, before it first runs.
+
+        A rejected input fails the run; returns ``None`` then.
+        """
+        try:
+            checked = wf.check_input(_json.loads(run.input))
+            data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
+        except (InvalidInputError, SerializationError) as exc:
+            execution = Execution(self.engine, run, wf, [], tasks, self.owner)
+            failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
+            await self._commit(run, tasks, execution, failed, pin={"version": wf.version})
+            return None
+        changes = {"version": wf.version, "input": data, "updated_at": self.engine._clock.now()}
+
+        async def job(tx: Tx) -> None:
+            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+
+        await self.commit(run.id, job)
+        return dataclasses.replace(run, version=wf.version, input=data)
+
     async def commit(self, run_id: str, job: Job) -> Any:
         """Run ``job`` (which fences on ``run_id``'s lease first) in a transaction."""
         if self.committer is not None:
@@ -253,11 +282,17 @@ class Worker:
             return await job(tx)
 
     async def _commit(
-        self, run: RunRecord, tasks: list[TaskRecord], execution: Execution, outcome: Outcome
+        self,
+        run: RunRecord,
+        tasks: list[TaskRecord],
+        execution: Execution,
+        outcome: Outcome,
+        *,
+        pin: dict[str, object] | None = None,
     ) -> None:
         engine = self.engine
         now = engine._clock.now()
-        changes: dict[str, object] = {"updated_at": now}
+        changes: dict[str, object] = {"updated_at": now, **(pin or {})}
         status = outcome.status
         if status == "held":
             changes["error"] = _json.dumps(outcome.error)

@@ -268,11 +268,45 @@ def test_app_import_error_is_reported(app: Path) -> None:
            "importing module 'brokenapp'", "No module named 'not_installed_anywhere'")  # fmt: skip
 
 
-def test_start_needs_an_app_and_a_known_workflow(app: Path) -> None:
-    failed(parkway("start", "greet", "{}", cwd=app), "start needs --app")
+def test_start_with_an_app_needs_a_known_workflow(app: Path) -> None:
     result = parkway("start", "nope", "{}", "--app", "shopapp:engine", cwd=app)
     failed(result, "no workflow named 'nope'", "registered: greet, total")
     assert result.returncode == 1
+
+
+def test_start_without_an_app_leaves_version_and_input_to_the_worker(app: Path) -> None:
+    # No database where the command looks: nothing is created, the error says where.
+    failed(parkway("start", "total", '{"a": 1}', cwd=app), "no parkway database at 'parkway.db'")
+    assert not (app / "parkway.db").exists()
+
+    url = f"sqlite:///{app / 'app.db'}"
+    ok_json(
+        parkway("start", "greet", '{"from": "x"}', "--id", "g0", "--app", "shopapp:engine", cwd=app)
+    )  # fmt: skip  (creates app.db)
+    started = ok_json(parkway("--url", url, "start", "total", '{"a": 2, "b": 5}', "--id", "t1",
+                              cwd=app))  # fmt: skip
+    assert (started["id"], started["status"], started["version"]) == ("t1", "pending", "")
+    bad = ok_json(parkway("--url", url, "start", "total", '{"a": "two"}', "--id", "t2", cwd=app))
+    assert bad["status"] == "pending"  # nobody here can judge the input: the worker will
+
+    worker = WorkerProcess(app, "shopapp:engine", "--lease", "5s")
+    try:
+        waited = ok_json(parkway("--url", url, "start", "total", '{"a": 1}', "--id", "t3",
+                                 "--wait", "--timeout", "20", cwd=app))  # fmt: skip
+        assert (waited["status"], waited["output"], waited["version"]) == ("completed", 1, "1")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            runs = {r["id"]: r for r in ok_json(parkway("--url", url, "runs", cwd=app))}
+            if runs["t1"]["status"] == "completed" and runs["t2"]["status"] == "failed":
+                break
+            time.sleep(0.1)
+        assert (runs["t1"]["status"], runs["t1"]["output"]) == ("completed", 7)
+        assert runs["t1"]["version"] == "1"
+        assert runs["t2"]["status"] == "failed"
+        assert runs["t2"]["error"]["type"] == "InvalidInputError"
+        assert "field 'a' must be a whole number" in runs["t2"]["error"]["message"]
+    finally:
+        worker.stop()
 
 
 def test_rejected_input_is_a_clean_error(app: Path) -> None:

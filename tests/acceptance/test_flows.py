@@ -592,8 +592,9 @@ class WaitForPayment(NodeModel):
         return SubscriptionRequest("payment.settled", f"order:{order}", self.params["hours"] * 3600)
 
 
-async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) -> None:
-    engine = await make_engine(
+async def ship_flow(make_engine: Any, calls: Calls) -> Engine:
+    """An engine with the "ship" flow: an order, then a WaitForPayment node, then ship."""
+    engine: Engine = await make_engine(
         node_models={**default_node_models, "WaitForPayment": WaitForPayment}
     )
     calls.register(engine, "ship")
@@ -608,6 +609,11 @@ async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) ->
             [edge("start", "paid"), edge("paid", "ship")],
         )
     )
+    return engine
+
+
+async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) -> None:
+    engine = await ship_flow(make_engine, calls)
     await engine.publish("order.create", {"order_id": 7}, subject="client:5")
     await engine.publish("order.create", {}, subject="client:6")  # no subscription: goes on
     await engine.idle()
@@ -628,21 +634,7 @@ async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) ->
 async def test_a_custom_node_models_ttl_bounds_its_subscription(
     make_engine: Any, calls: Calls, clock: Any
 ) -> None:
-    engine = await make_engine(
-        node_models={**default_node_models, "WaitForPayment": WaitForPayment}
-    )
-    calls.register(engine, "ship")
-    engine.add_flow(
-        flow(
-            "ship",
-            [
-                node("start", "Trigger", event="order.create"),
-                node("paid", "WaitForPayment", hours=2),
-                node("ship", "Action", action="ship", amount="{{event.amount}}"),
-            ],
-            [edge("start", "paid"), edge("paid", "ship")],
-        )
-    )
+    engine = await ship_flow(make_engine, calls)
     await engine.publish("order.create", {"order_id": 7}, subject="client:5")
     await engine.idle()
     [sub] = await engine.subscriptions()

@@ -65,7 +65,7 @@ import asyncio
 import functools
 import hashlib
 import logging
-import secrets
+import random
 import time
 import uuid
 import weakref
@@ -405,7 +405,9 @@ class PostgresTx:
             raise ValueError("update_leased in a read-only transaction")
         # Queued, not asked: parkway.lease_held fails the transaction if the lease
         # is gone, so the writes queued behind it never commit (see _commit).
-        token = secrets.randbits(63)
+        # Unique, not secret: the process's own generator (seeded from os.urandom)
+        # spares a system call per commit.
+        token = random.getrandbits(63)
         if self._token is None:
             self._token = (run_id, token)
         columns = tuple(changes)

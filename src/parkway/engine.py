@@ -88,6 +88,9 @@ class Engine:
         self.event_extractor = event_extractor
         self.node_models = dict(flows.default_node_models if node_models is None else node_models)
         self._flow_actions: dict[str, Callable[..., Any]] = {}
+        # Workflows added disabled (JSON flows with enabled false): publishes in this
+        # process do not resume their runs, which wait for a later event.
+        self._paused_workflows: set[str] = set()
         self.message_ttl = to_seconds(message_ttl, "message_ttl")
         self.event_retention = to_seconds(event_retention, "event_retention")
         self.lease = to_seconds(lease, "lease")

@@ -99,7 +99,7 @@ async def publish_in_tx(
     )
     # The payload was validated by prepare(): encode without the NaN scan.
     envelope = orjson.dumps(event.to_dict())
-    deliveries = await _resume_waiters(tx, event, envelope, now)
+    deliveries = await _resume_waiters(tx, event, envelope, now, engine._paused_workflows)
     started = []
     for wf in engine._registry.subscribers(event.name):
         if wf.debounce is not None or wf.batch is not None:
@@ -121,7 +121,10 @@ async def publish_in_tx(
     )
 
 
-async def _resume_waiters(tx: Tx, event: Event, envelope: bytes, now: float) -> list[Delivery]:
+async def _resume_waiters(
+    tx: Tx, event: Event, envelope: bytes, now: float, paused: set[str]
+) -> list[Delivery]:
+    """Deliver ``event`` to the waits it matches (not to runs of ``paused`` workflows)."""
     assert event.domain is not None
     deliveries: list[Delivery] = []
     for shape in await tx.shapes(event.domain, event.name):
@@ -138,10 +141,17 @@ async def _resume_waiters(tx: Tx, event: Event, envelope: bytes, now: float) -> 
                 continue
             if sub.deadline is not None and now > sub.deadline:
                 continue  # the wait's timeout passed first; its timer will say so
+            if paused and await _is_paused(tx, sub.run_id, paused):
+                continue  # a disabled flow: its runs keep waiting, for a later event
             await tx.delete_subscription(sub.run_id, sub.pos)
             await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
             deliveries.append(Delivery(sub.run_id, sub.wait, event.subject))
     return deliveries
+
+
+async def _is_paused(tx: Tx, run_id: str, paused: set[str]) -> bool:
+    run = await tx.get_run(run_id)
+    return run is not None and run.workflow in paused
 
 
 async def start_event_run(

@@ -559,10 +559,22 @@ async def test_a_disabled_flow_resumes_nothing(make_engine: Any, calls: Calls) -
     second = await make_engine()
     calls.register(second, "send_email")
     second.add_flow(back_in_stock(enabled=False))
-    await second.publish("product.update", {"stock": 1}, subject="product:456")
+    result = await second.publish("product.update", {"stock": 1}, subject="product:456")
+    assert (result.resumed, result.touched) == ([], 0)
     await second.idle()
     assert await status(second, RUN) == RunStatus.PARKED
+    assert [s.run_id for s in await second.subscriptions()] == [RUN]  # still waiting
     assert calls.calls == []
+    await second.close()
+
+    # Enabled again: the event published meanwhile is not replayed; the next one resumes it.
+    third = await make_engine()
+    calls.register(third, "send_email")
+    third.add_flow(back_in_stock())
+    again = await third.publish("product.update", {"stock": 2}, subject="product:456")
+    assert again.resumed == [RUN]
+    await third.idle()
+    assert len(calls.calls) == 1  # the e-mail went out once
 
 
 async def test_a_flow_listens_to_its_own_domain(engine: Engine, calls: Calls) -> None:

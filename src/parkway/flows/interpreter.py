@@ -253,10 +253,15 @@ def add_flow(engine: Engine, definition: Any, *, domain: str = "default") -> Flo
         raise ParkwayError(f"domain must be a non-empty string, got {domain!r}")
     flow = load(definition, node_models=engine.node_models, actions=engine._flow_actions)
     if not flow.enabled:
-        # Not registered at all: no event starts it, and a worker keeps the tasks of
-        # runs left from when it was enabled (they resume once it is enabled again).
-        log.info("flow %r is disabled (options.enabled is false): it starts no runs", flow.id)
+        # Not registered: no event starts it; publishes here pass its parked runs by
+        # (they stay subscribed and wait for an event after it is enabled again).
+        log.info(
+            "flow %r is disabled (options.enabled is false): it starts and resumes no runs",
+            flow.id,
+        )
+        engine._paused_workflows.add(flow.id)
         return flow
+    engine._paused_workflows.discard(flow.id)
     fn = workflow_fn(flow, engine._flow_actions)
     engine._registry.add(
         WorkflowDef(

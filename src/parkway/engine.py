@@ -300,17 +300,10 @@ class Engine:
         """
         self._require_open()
         wf = self._registry.latest(_name_of(workflow))
-        run_id = _check_id(id)
-        _check_optional_str(subject, "subject")
-        _check_optional_str(domain, "domain")
-        data = _encode_input(wf, input)
-        async with self._store.transaction() as tx:
-            await tx.start_run(
-                self._new_run(wf.name, wf.version, run_id, data, domain=domain, subject=subject),
-                self._clock.now(),
-            )
-        self._poke()
-        return RunHandle(self, run_id)
+        return await self._start_run(
+            wf.name, wf.version, lambda: _encode_input(wf, input),
+            id=id, subject=subject, domain=domain,
+        )  # fmt: skip
 
     async def _start_unregistered(
         self,
@@ -327,11 +320,26 @@ class Engine:
         fails the run with ``InvalidInputError``)."""
         self._require_open()
         _check_name(workflow, "workflow name")
+        return await self._start_run(
+            workflow, LATEST, lambda: _json.dumps(input, f"the input of workflow {workflow!r}"),
+            id=id, subject=subject, domain=domain,
+        )  # fmt: skip
+
+    async def _start_run(
+        self,
+        workflow: str,
+        version: str,
+        encode: Callable[[], bytes],
+        *,
+        id: str | None,
+        subject: str | None,
+        domain: str | None,
+    ) -> RunHandle:
+        """The run, with ``encode()`` as its input, and its start task (unless the id exists)."""
         run_id = _check_id(id)
         _check_optional_str(subject, "subject")
         _check_optional_str(domain, "domain")
-        data = _json.dumps(input, f"the input of workflow {workflow!r}")
-        record = self._new_run(workflow, LATEST, run_id, data, domain=domain, subject=subject)
+        record = self._new_run(workflow, version, run_id, encode(), domain=domain, subject=subject)
         async with self._store.transaction() as tx:
             await tx.start_run(record, record.created_at)
         self._poke()

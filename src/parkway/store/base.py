@@ -364,7 +364,11 @@ async def load_in_transaction(store: Store, run_id: str, now: float) -> LoadedRu
             return None
         tasks = await tx.due_tasks(run_id, now)
         ended = run.status in ENDED
-        signals = None
-        if not ended and any(t.kind == "signal" for t in tasks):
-            signals = await tx.signals(run_id)
+        signals = await tx.signals(run_id) if reads_mailbox(run, tasks) else None
         return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id), signals)
+
+
+def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
+    """Whether a load hands the mailbox over (see :class:`LoadedRun`): the run goes on,
+    and a signal is among its due tasks."""
+    return run.status not in ENDED and any(t.kind == "signal" for t in tasks)

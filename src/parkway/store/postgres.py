@@ -94,6 +94,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    reads_mailbox,
 )
 from parkway.store.sql import load_migrations, load_queries
 
@@ -188,9 +189,9 @@ class PostgresTx:
         # Whether every write queued so far may be applied twice (then a commit cut
         # off with its connection can simply be sent again).
         self._idempotent = True
-        # The last update_leased queued: (its index in _queued, run, columns,
-        # release, parameters), so that a put_journal can join it.
-        self._fence_at: tuple[int, str, tuple[str, ...], bool, list[Any]] | None = None
+        # The last update_leased queued: (run, columns, release, parameters), so
+        # that a put_journal right after it can join its statement.
+        self._fence_at: tuple[str, tuple[str, ...], bool, list[Any]] | None = None
 
     @property
     def started(self) -> bool:
@@ -255,12 +256,16 @@ class PostgresTx:
             return results[queued:]
         raise AssertionError("unreachable")
 
-    async def _recover(self) -> None:
-        """A fresh connection, with this transaction's statements replayed on it."""
+    async def _fresh_connection(self) -> None:
+        """Swap the dead connection for a fresh one from the pool."""
         fresh = await self._store._getconn()
         lost, self._c = self._c, fresh
         await lost.close()  # in an unknown state: the pool discards it
         await self._store._putconn(lost)
+
+    async def _recover(self) -> None:
+        """A fresh connection, with this transaction's statements replayed on it."""
+        await self._fresh_connection()
         if self._ro:
             return
         self._begin = BEGIN_WRITE
@@ -323,10 +328,7 @@ class PostgresTx:
         for attempt in range(attempts):
             try:
                 if attempt:
-                    fresh = await self._store._getconn()
-                    lost, self._c = self._c, fresh
-                    await lost.close()
-                    await self._store._putconn(lost)
+                    await self._fresh_connection()
                 await self._send(steps)
                 self._queued = []
                 return
@@ -414,7 +416,7 @@ class PostgresTx:
         params = [*changes.values(), token, run_id, owner]
         await self._write(_update_leased_query(columns, release=release, journal=False), params)
         # A put_journal for this run right after rides in this statement.
-        self._fence_at = (len(self._queued) - 1, run_id, columns, release, params)
+        self._fence_at = (run_id, columns, release, params)
 
     async def list_runs(
         self,
@@ -473,12 +475,12 @@ class PostgresTx:
         fence = self._fence_at
         if (
             fence is not None
-            and fence[1] == run_id
+            and fence[0] == run_id
             and self._queued
-            and self._queued[-1][1] is fence[4]  # still queued, and the last one
+            and self._queued[-1][1] is fence[3]  # still queued, and the last one
         ):
             # The run's lease-fenced update was the last write queued: one statement.
-            _, _, columns, release, fenced = fence
+            _, columns, release, fenced = fence
             self._queued[-1] = (
                 _update_leased_query(columns, release=release, journal=True),
                 [*fenced, *params],
@@ -1107,7 +1109,7 @@ class PostgresStore:
         if record.status in ENDED:
             return LoadedRun(record, due, [])
         signals = None
-        if any(t.kind == "signal" for t in due):
+        if reads_mailbox(record, due):
             signals = [SignalRecord(*row) for row in mailbox.rows or []]
         return LoadedRun(record, due, [JournalEntry(*row) for row in journal.rows or []], signals)
 
@@ -1207,14 +1209,10 @@ def _update_run_query(columns: tuple[str, ...], *, owned: bool, release: bool) -
 def _update_leased_query(columns: tuple[str, ...], *, release: bool, journal: bool) -> str:
     """A lease-fenced ``UPDATE runs`` that fails its transaction when the lease is gone,
     with (``journal``) a ``put_journal`` in the same statement."""
-    sets = [f'"{column}" = %s' for column in columns]
-    sets.append("commit_token = %s")
-    if release:
-        sets.append("lease_owner = NULL, lease_until = NULL")
+    update = _update_run_query((*columns, "commit_token"), owned=True, release=release)
     written = f", written AS ({Q['put_journal']})" if journal else ""
     return (
-        f"WITH changed AS (UPDATE parkway.runs SET {', '.join(sets)} "
-        f"WHERE id = %s AND lease_owner = %s RETURNING 1){written} "
+        f"WITH changed AS ({update} RETURNING 1){written} "
         "SELECT parkway.lease_held(count(*)) FROM changed"
     )
 
@@ -1241,7 +1239,7 @@ def _claimed_run(row: Row) -> LoadedRun:
         )
     ]  # fmt: skip
     signals = None
-    if run.status not in ENDED and any(t.kind == "signal" for t in tasks):
+    if reads_mailbox(run, tasks):
         signals = [
             SignalRecord(*signal)
             for signal in zip(

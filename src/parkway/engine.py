@@ -105,6 +105,9 @@ class Engine:
         self._worker: Worker | None = None
         self._open = False
         self._terminal: dict[str, list[asyncio.Event]] = {}
+        # The row a worker of this process just committed for a run someone here
+        # awaits the result of: the waiter takes it instead of reading it back.
+        self._final: dict[str, RunRecord] = {}
         self._last_sweep: float | None = None
 
     # -- registration ------------------------------------------------------------------------
@@ -342,7 +345,7 @@ class Engine:
         record = self._new_run(workflow, version, run_id, encode(), domain=domain, subject=subject)
         async with self._store.transaction() as tx:
             await tx.start_run(record, record.created_at)
-        self._poke()
+        self._after_commit()
         return RunHandle(self, run_id)
 
     async def _insert_run(
@@ -443,13 +446,12 @@ class Engine:
         _check_name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
         async with self._store.transaction() as tx:
-            run = await tx.get_run(run_id)
-            if run is None:
-                raise RunNotFoundError(run_id)
-            if run.status in TERMINAL:
-                raise RunClosedError(run_id, run.status, f"signal {name!r}")
-            await self._push_signal(tx, run_id, name, data)
-        self._poke()
+            status = await tx.send_signal(run_id, name, data, self._clock.now())
+        if status is None:
+            raise RunNotFoundError(run_id)
+        if status in TERMINAL:
+            raise RunClosedError(run_id, status, f"signal {name!r}")
+        self._after_commit()
 
     async def _push_signal(self, tx: Tx, run_id: str, name: str, data: bytes) -> None:
         now = self._clock.now()
@@ -484,7 +486,7 @@ class Engine:
             elif run.status in TERMINAL:
                 raise RunClosedError(id, run.status, f"signal {signal!r}")
             await self._push_signal(tx, id, signal, data)
-        self._poke()
+        self._after_commit()
         return RunHandle(self, id)
 
     async def cancel(self, run_id: str) -> None:
@@ -506,7 +508,7 @@ class Engine:
             else:  # a worker is advancing it: it will see this task next
                 await tx.add_tasks([NewTask(run_id, now, "cancel")])
         self._notify_terminal(run_id)
-        self._poke()
+        self._after_commit()
 
     async def publish(
         self,
@@ -535,7 +537,7 @@ class Engine:
         async with self._store.transaction() as tx:
             result = await publish_in_tx(self, tx, event, data, self._clock.now())
         if not result.duplicate:  # accumulators get tasks too, without touching anyone
-            self._poke()
+            self._after_commit()
         return result
 
     async def subscriptions(
@@ -589,7 +591,7 @@ class Engine:
                 ttl=seconds, now=self._clock.now(),
             )  # fmt: skip
         if result.run_id is not None:
-            self._poke()
+            self._after_commit()
         return result
 
     async def messages(self, status: str | None = None) -> list[MessageInfo]:
@@ -620,7 +622,7 @@ class Engine:
                 message_id=message.message_id, ttl=seconds, now=self._clock.now(), dedup=False,
             )  # fmt: skip
         if result.run_id is not None:
-            self._poke()
+            self._after_commit()
         return result
 
     async def discard_message(self, id: int) -> None:
@@ -676,8 +678,10 @@ class Engine:
         deadline = None if timeout is None else time.monotonic() + timeout
         # In-process completions are announced; another process's are polled.
         poll = 0.002 if "shared" in self._store.capabilities else 0.05
+        final: RunRecord | None = None
         while True:
-            run = await self._record(run_id)
+            run = final if final is not None else await self._record(run_id)
+            final = None
             if run.status == RunStatus.COMPLETED:
                 return _json.loads(run.output)
             if run.status == RunStatus.FAILED:
@@ -701,19 +705,42 @@ class Engine:
                 await asyncio.wait_for(event.wait(), wait)
             except TimeoutError:
                 pass
+            else:
+                final = self._final.get(run_id)
             finally:
                 waiters.remove(event)
                 if not waiters:
                     self._terminal.pop(run_id, None)
+                    self._final.pop(run_id, None)
             poll = min(poll * 2, 0.05)
 
-    def _notify_terminal(self, run_id: str) -> None:
-        for event in self._terminal.get(run_id, ()):
+    def _notify_terminal(self, run_id: str, final: RunRecord | None = None) -> None:
+        """The run ended (or is held): wake whoever awaits its result here.
+
+        ``final``: its row as just committed, if known (saves each waiter a read).
+        """
+        waiters = self._terminal.get(run_id)
+        if not waiters:
+            return
+        if final is not None:
+            self._final[run_id] = final
+        else:
+            self._final.pop(run_id, None)
+        for event in waiters:
             event.set()
 
     def _poke(self) -> None:
         if self._worker is not None:
             self._worker.poke()
+
+    def _after_commit(self) -> None:
+        """A commit of this process may have added tasks: wake the local worker.
+
+        A store that pushes does it itself, for exactly the commits that added
+        tasks: a poke after every commit would cost a claim that finds nothing.
+        """
+        if "push" not in self._store.capabilities:
+            self._poke()
 
     async def _next_due(self, *, after: float | None = None) -> float | None:
         return await self._store.next_due(after=after)

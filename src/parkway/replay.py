@@ -119,7 +119,13 @@ class Writes:
             or self.finished_waits or self.subscriptions or self.publishes
         )  # fmt: skip
 
-    async def apply(self, tx: Tx, engine: Engine) -> None:
+    async def apply(self, tx: Tx, engine: Engine, *, ending: bool = False) -> None:
+        """Write them in ``tx``.
+
+        ``ending``: the run ends in this transaction, and ``transitions.finish``
+        drops all its tasks and subscriptions after (buffering again each message
+        delivery it did not take): no wait's need go one by one.
+        """
         now = engine._clock.now()
         for pos, event, payload in self.publishes:
             result = await publish_in_tx(engine, tx, event, payload, now)
@@ -135,12 +141,12 @@ class Writes:
             if pos not in self.journal or self.journal[pos].kind == "message"
         ]  # fmt: skip
         for pos in self.finished_waits:
-            if pos not in messages:
+            if pos not in messages and not ending:
                 # No delivery to buffer again: its timer (say) goes without a read. The
                 # tasks this advance claimed stay until its final commit (see below).
                 await tx.delete_subscription(self.run_id, pos)
                 await tx.delete_wait_tasks(self.run_id, pos, keep=sorted(self.claimed_tasks))
-        if messages:
+        if messages and not ending:  # (finish buffers again what the run did not take)
             keep = frozenset(self.consumed_tasks)
             # The tasks this advance claimed stay until its final commit: deleting
             # them in an earlier flush would leave a run that crashes mid-advance
@@ -426,7 +432,9 @@ class Execution:
     ) -> None:
         """Journal a wait's input; a wait parked earlier also loses its timer."""
         self._record(pos, kind, name, "done", value)
-        if entry is not None:
+        # A signal wait without a timeout left nothing behind to clean up: no timer
+        # and no subscription (its signal task carries no position).
+        if entry is not None and (kind != "signal" or entry.deadline is not None):
             self.writes.finished_waits.append(pos)
 
     def _park(
@@ -800,7 +808,7 @@ class Execution:
         self.writes = Writes(
             self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed
         )
-        self.engine._poke()
+        self.engine._after_commit()
 
 
 async def _call(cmd: StepCmd) -> Any:

@@ -46,6 +46,7 @@ QUIET_AFTER = 2.0
 FULL_POLL = 1.0
 # A run whose worker raised unexpectedly is retried after this long.
 RETRY_DELAY = 5.0
+_RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
 
 
 class Worker:
@@ -68,16 +69,44 @@ class Worker:
         # share a transaction (see parkway.committer).
         self.committer = Committer(store) if "group_commit" in store.capabilities else None
         self._last_work = 0.0
+        # Pokes so far, and the count when each in-flight run was claimed: a run's
+        # end wakes the claim loop only if something was committed meanwhile (a
+        # task for that very run, say, which the claim then could not take) or
+        # if the loop waits for a free place.
+        self._pokes = 0
+        self._poked_at: dict[str, int] = {}
+        self._full = False
+        self._wake_on_done = "push" not in store.capabilities
+        # The earliest due time after the last look, kept where the store reports
+        # every commit's (push), so an idle worker need not ask each time:
+        # (known, due). Lowered by each report; a report while a look is in
+        # flight makes the look's answer unsafe to keep (_due_reports).
+        self._next_due: tuple[bool, float | None] = (False, None)
+        self._due_reports = 0
 
     def start(self) -> None:
         if "push" in self.engine._store.capabilities:
-            # Other processes' commits wake this worker the moment they are known.
-            self.engine._store.watch(self.poke)
+            # Commits that add tasks, other processes' too, wake this worker the
+            # moment they are known.
+            self.engine._store.watch(self._tasks_added)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
 
     def poke(self) -> None:
         """Something was committed in this process: look for work now."""
+        self._pokes += 1
+        self._next_due = (False, None)  # whatever it added is not known here
+        self._wake.set()
+
+    def _tasks_added(self, due: float | None) -> None:
+        """A commit added tasks, the earliest due at ``due`` (``None``: unknown)."""
+        self._pokes += 1
+        self._due_reports += 1
+        known, next_due = self._next_due
+        if due is None:
+            self._next_due = (False, None)
+        elif known and due > self.engine._clock.now() and (next_due is None or due < next_due):
+            self._next_due = (True, due)  # (tasks due now are the claim's)
         self._wake.set()
 
     @property
@@ -128,6 +157,7 @@ class Worker:
                         await self._idle_wait(poll)
                         continue
                     wall = time.time()
+                    pokes = self._pokes  # a poke during the claim may not be in it
                     claimed = await store.claim(
                         self.owner, now=clock.now(), wall_now=wall,
                         lease_until=wall + self.lease, limit=free,
@@ -141,7 +171,9 @@ class Worker:
                 for run_id in claimed:
                     task = asyncio.create_task(self._advance(run_id), name=f"parkway-run-{run_id}")
                     self.inflight[run_id] = task
+                    self._poked_at[run_id] = pokes
                     task.add_done_callback(functools.partial(self._done, run_id))
+            self._full = free <= 0 or len(claimed) == free
             if claimed and len(claimed) == free:
                 # Full: wait for a slot rather than spinning.
                 await self._sleep(FULL_POLL)
@@ -157,11 +189,7 @@ class Worker:
             # Tasks due now but not claimed belong to leased runs: their worker's
             # progress (or the lease's expiry) wakes us, not a spin.
             now = clock.now()
-            try:
-                next_due = await store.next_due(after=now)
-            except Exception:  # the store is down: poll again after the usual interval
-                log.warning("could not read the next due time", exc_info=True)
-                next_due = None
+            next_due = await self._next_due_after(now)
             if next_due is not None:
                 budget = min(budget, next_due - now)
         deadline = time.monotonic() + budget
@@ -177,6 +205,21 @@ class Worker:
             else:
                 await self._sleep(remaining)
 
+    async def _next_due_after(self, now: float) -> float | None:
+        """The earliest due time after ``now``: asked of the store unless known."""
+        known, next_due = self._next_due
+        if known and (next_due is None or next_due > now):
+            return next_due
+        reports = self._due_reports
+        try:
+            next_due = await self.engine._store.next_due(after=now)
+        except Exception:  # the store is down: poll again after the usual interval
+            log.warning("could not read the next due time", exc_info=True)
+            return None
+        if "push" in self.engine._store.capabilities and reports == self._due_reports:
+            self._next_due = (True, next_due)
+        return next_due
+
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
@@ -185,7 +228,12 @@ class Worker:
         self.inflight.pop(run_id, None)
         self.advanced += 1
         self._progress.set()
-        self._wake.set()
+        # A store that pushes pokes for every commit that added tasks, so a claim
+        # now would find nothing new unless a poke came while the run was leased
+        # (see Store.claim: a claim that leased fewer than asked left nothing due).
+        poked = self._poked_at.pop(run_id, None) != self._pokes
+        if self._wake_on_done or self._full or poked:
+            self._wake.set()
 
     async def _heartbeat(self) -> None:
         store = self.engine._store
@@ -312,7 +360,7 @@ class Worker:
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
             consumed = frozenset(execution.consumed_tasks)
-            await execution.writes.apply(tx, engine)
+            await execution.writes.apply(tx, engine, ending=status in TERMINAL)
             claimed = frozenset(t.id for t in tasks)
             if status in TERMINAL:
                 # finish() buffers again every message the run did not take and drops
@@ -332,8 +380,9 @@ class Worker:
 
         await self.commit(run.id, job)
         if status in TERMINAL or status == "held":
-            engine._notify_terminal(run.id)
-        engine._poke()
+            final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
+            engine._notify_terminal(run.id, dataclasses.replace(run, **final))
+        engine._after_commit()
 
     async def _commit_simple(
         self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]

@@ -351,6 +351,36 @@ async def test_signals_keep_send_order_and_are_deleted_by_id(store: Store) -> No
         assert len(await tx.signals("s")) == 1
 
 
+async def test_send_signal_buffers_it_with_its_task_only_for_a_live_run(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("live", status="running"))
+        await tx.insert_run(run("done", status="completed"))
+    async with store.transaction() as tx:
+        assert await tx.send_signal("live", "go", b"1", NOW + 1) == "running"
+        assert await tx.send_signal("done", "go", b"2", NOW + 1) == "completed"
+        assert await tx.send_signal("nobody", "go", b"3", NOW + 1) is None
+    async with store.transaction() as tx:
+        assert [(s.name, s.payload, s.at) for s in await tx.signals("live")] == [
+            ("go", b"1", NOW + 1)
+        ]
+        assert [(t.kind, t.due_at, t.pos) for t in await tx.due_tasks("live", NOW + 1)] == [
+            ("signal", NOW + 1, None)
+        ]
+        assert await tx.signals("done") == [] and await tx.due_tasks("done", NOW + 9) == []
+        assert await tx.signals("nobody") == [] and await tx.due_tasks("nobody", NOW + 9) == []
+
+
+async def test_send_signal_rolls_back_with_its_transaction(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("live", status="running"))
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.send_signal("live", "go", b"1", NOW)
+            raise RuntimeError("roll back")
+    async with store.transaction() as tx:
+        assert await tx.signals("live") == [] and await tx.due_tasks("live", NOW) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Events
 
@@ -641,6 +671,16 @@ async def test_a_run_is_claimed_once_however_many_tasks_are_due(store: Store) ->
     assert sorted(claimed) == ["busy", "calm"]
 
 
+@pytest.mark.requires("push")
+async def test_a_claim_short_of_its_limit_left_nothing_claimable(store: Store) -> None:
+    # Its worker claims again only when told of new tasks (see Store.claim): the
+    # runs behind one whose many due tasks filled the limit come in the same claim.
+    spec = {"busy": [NOW - 9, NOW - 8, NOW - 7, NOW - 6], "calm": [NOW - 1], "quiet": [NOW]}
+    await _runs_with_tasks(store, spec)
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=3)
+    assert sorted(claimed) == ["busy", "calm", "quiet"]
+
+
 async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.add_tasks([NewTask("ghost", NOW, "start")])
@@ -822,26 +862,40 @@ async def test_changed_reports_commits_of_another_process(engine_url: str) -> No
 
 
 @pytest.mark.requires("push")
-async def test_watch_calls_back_on_commits_of_another_process(engine_url: str) -> None:
+async def test_watch_reports_the_earliest_due_time_of_each_commit_that_adds_tasks(
+    engine_url: str,
+) -> None:
     async with shared_pair(engine_url) as (mine, other):
-        woken = asyncio.Event()
-        mine.watch(woken.set)
-        await asyncio.sleep(0.3)  # the listener is up
-        woken.clear()
+        reported: asyncio.Queue[float | None] = asyncio.Queue()
+        mine.watch(reported.put_nowait)
+        await asyncio.sleep(0.3)  # the listener is up (and reported "unknown" once)
+        while not reported.empty():
+            assert reported.get_nowait() is None
 
         async def commit(tx: Tx) -> None:
             await tx.insert_run(run("r"))
-            await tx.add_tasks([NewTask("r", NOW, "start")])
+            await tx.add_tasks([NewTask("r", NOW + 5, "timer"), NewTask("r", NOW + 2, "timer")])
+            await tx.add_tasks([NewTask("r", NOW + 9, "timer")])  # not earlier: no news
 
         assert isinstance(other, RemoteStore)
         await other.run(commit)
-        await asyncio.wait_for(woken.wait(), timeout=5)
-        woken.clear()
-        # Its own commits do not call back: the process knows of them already.
+        assert await asyncio.wait_for(reported.get(), timeout=5) == NOW + 2
+        # This process's own commits are reported once, when they commit, and an
+        # earlier task later in the transaction is reported too.
         async with mine.transaction() as tx:
-            await tx.add_tasks([NewTask("r", NOW, "signal")])
+            await tx.add_tasks([NewTask("r", NOW + 3, "timer")])
+            await tx.add_tasks([NewTask("r", NOW + 1, "timer")])
+            assert reported.empty()  # not before the commit
+        assert await asyncio.wait_for(reported.get(), timeout=5) == NOW + 1
+        # A commit that adds no task, and one that rolls back, report nothing.
+        async with mine.transaction() as tx:
+            await tx.update_run("r", {"updated_at": NOW + 1})
+        with pytest.raises(RuntimeError):
+            async with mine.transaction() as tx:
+                await tx.add_tasks([NewTask("r", NOW, "signal")])
+                raise RuntimeError("roll back")
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(woken.wait(), timeout=0.5)
+            await asyncio.wait_for(reported.get(), timeout=0.5)
 
 
 @pytest.mark.requires("shared")

@@ -236,6 +236,13 @@ class Tx(Protocol):
     async def add_signal(
         self, run_id: str, name: str, payload: bytes | None, at: float
     ) -> None: ...
+    async def send_signal(
+        self, run_id: str, name: str, payload: bytes | None, at: float
+    ) -> str | None:
+        """Buffer a signal for the run, with its task due at ``at``, unless the run
+        is missing or has ended; return the run's status (``None``: no such run)."""
+        ...
+
     async def signals(self, run_id: str) -> list[SignalRecord]: ...
     async def delete_signals(self, ids: Sequence[int]) -> None: ...
     async def get_event(self, event_id: str) -> EventRecord | None: ...
@@ -320,7 +327,12 @@ class Store(Protocol):
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
-        """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease."""
+        """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease.
+
+        A store with the ``"push"`` capability leases fewer than ``limit`` only
+        when no other run is claimable: its worker does not claim again until
+        a commit adds tasks.
+        """
         ...
 
     async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
@@ -347,11 +359,14 @@ class Store(Protocol):
         """Whether another process committed since the last call (cheap; polled)."""
         ...
 
-    def watch(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (on the event loop) when another process may have committed work.
+    def watch(self, callback: Callable[[float | None], None]) -> None:
+        """Call ``callback(due)`` (on the event loop) when a commit added tasks.
 
-        Only stores with the ``"push"`` capability call it; the others are polled
-        through :meth:`changed`.
+        ``due`` is the earliest due time among them, or ``None`` when unknown
+        (say, after a lost connection: anything may have been added meanwhile).
+        Only stores with the ``"push"`` capability call it, for the commits of
+        every process, this one's too; the others are polled through
+        :meth:`changed`.
         """
         ...
 
@@ -372,3 +387,16 @@ def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
     """Whether a load hands the mailbox over (see :class:`LoadedRun`): the run goes on,
     and a signal is among its due tasks."""
     return run.status not in ENDED and any(t.kind == "signal" for t in tasks)
+
+
+async def send_signal_in(
+    tx: Tx, run_id: str, name: str, payload: bytes | None, at: float
+) -> str | None:
+    """:meth:`Tx.send_signal` for stores whose statements are cheap: made of the others."""
+    run = await tx.get_run(run_id)
+    if run is None:
+        return None
+    if run.status not in ENDED:
+        await tx.add_signal(run_id, name, payload, at)
+        await tx.add_tasks([NewTask(run_id, at, "signal")])
+    return run.status

@@ -28,6 +28,7 @@ from parkway.store.base import (
     SubscriptionRecord,
     TaskRecord,
     load_in_transaction,
+    send_signal_in,
 )
 
 T = TypeVar("T")
@@ -204,6 +205,11 @@ class MemoryTx:
 
     async def delete_all_tasks(self, run_id: str) -> None:
         await self.delete_tasks(list(self._s.run_tasks.get(run_id, ())))
+
+    async def send_signal(
+        self, run_id: str, name: str, payload: bytes | None, at: float
+    ) -> str | None:
+        return await send_signal_in(self, run_id, name, payload, at)
 
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         signal_id = self._s.next_signal
@@ -519,7 +525,7 @@ class MemoryStore:
     async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
         return await load_in_transaction(self, run_id, now)
 
-    def watch(self, callback: Callable[[], None]) -> None:
+    def watch(self, callback: Callable[[float | None], None]) -> None:
         pass  # no push: the worker polls changed()
 
     async def has_due(self, now: float) -> bool:

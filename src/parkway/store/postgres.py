@@ -152,6 +152,28 @@ def _subject_lock(domain: str, subject: str | None) -> int:
     return lock_key("subject", domain, "" if subject is None else f"={subject}")
 
 
+# Writes that may ride in a run's lease-fenced update (see PostgresTx._fuse), and
+# the table each writes. None inserts a row another part could be meant to see.
+FUSABLE = {
+    "put_journal": "journal",
+    "delete_tasks": "tasks",
+    "delete_all_tasks": "tasks",
+    "delete_signals": "mailbox",
+    "delete_run_subscriptions": "subscriptions",
+}
+
+
+@dataclass
+class _Fence:
+    """A queued lease-fenced update: its run, shape, parameters and the writes it took."""
+
+    run_id: str
+    columns: tuple[str, ...]
+    release: bool
+    params: list[Any]
+    parts: tuple[str, ...] = ()
+
+
 class PostgresTx:
     """Primitive operations on an open PostgreSQL transaction.
 
@@ -181,7 +203,9 @@ class PostgresTx:
         self._begin: str | None = None if readonly else BEGIN_WRITE
         self._log: list[tuple[Step, Result]] = []
         self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
-        self._notified = False
+        # The earliest due time this transaction's notifications announced so far
+        # (None: none sent yet).
+        self._notified: float | None = None
         self._queued: list[Step] = []  # writes not sent yet (see the class docstring)
         # The token of the first lease-fenced update (update_leased): tells whether a
         # commit whose connection died went through.
@@ -189,9 +213,9 @@ class PostgresTx:
         # Whether every write queued so far may be applied twice (then a commit cut
         # off with its connection can simply be sent again).
         self._idempotent = True
-        # The last update_leased queued: (run, columns, release, parameters), so
-        # that a put_journal right after it can join its statement.
-        self._fence_at: tuple[str, tuple[str, ...], bool, list[Any]] | None = None
+        # The last update_leased queued, which the writes right after it may join
+        # (see _fuse).
+        self._fence_at: _Fence | None = None
 
     @property
     def started(self) -> bool:
@@ -199,7 +223,8 @@ class PostgresTx:
         return not self._ro and self._begin is None
 
     async def _exec(
-        self, query: Query, params: Sequence[Any] = (), *, lock: int | None = None,
+        self, query: Query, params: Sequence[Any] | Mapping[str, Any] = (), *,
+        lock: int | None = None,
         shared: bool = False,
     ) -> Result:  # fmt: skip
         """Run ``query``, after ``lock`` (an advisory key held to commit) if given.
@@ -347,10 +372,17 @@ class PostgresTx:
     async def _send(self, steps: list[Step]) -> list[Result]:
         return await _send(self._c, steps)
 
+    def _announce(self, due: float) -> str:
+        """The payload of a notification of tasks due from ``due`` on (see _listen)."""
+        self._notified = due if self._notified is None else min(self._notified, due)
+        return f"{self._store._token} {due!r}"
+
     async def _all(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> list[Row]:
         return (await self._exec(query, params, **lock)).rows or []
 
-    async def _one(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> Row | None:
+    async def _one(
+        self, query: Query, params: Sequence[Any] | Mapping[str, Any] = (), **lock: Any
+    ) -> Row | None:
         rows = (await self._exec(query, params, **lock)).rows
         return rows[0] if rows else None
 
@@ -377,7 +409,7 @@ class PostgresTx:
                 run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
                 run.domain, run.subject, run.parent_id, run.trigger, run.generation,
                 run.created_at, run.updated_at, run.lease_owner, run.lease_until, due_at,
-                self._store._token,
+                self._announce(due_at),
             ),
             idempotent=True,
         )  # fmt: skip
@@ -414,9 +446,33 @@ class PostgresTx:
             self._token = (run_id, token)
         columns = tuple(changes)
         params = [*changes.values(), token, run_id, owner]
-        await self._write(_update_leased_query(columns, release=release, journal=False), params)
-        # A put_journal for this run right after rides in this statement.
-        self._fence_at = (run_id, columns, release, params)
+        await self._write(_update_leased_query(columns, release=release), params)
+        # The writes of the run's commit right after it may ride in this statement.
+        self._fence_at = _Fence(run_id, columns, release, params)
+
+    def _fuse(self, query: str, params: Sequence[Any], run_id: str | None = None) -> bool:
+        """Add the write ``query`` (a name in FUSABLE) to the statement of the lease-fenced
+        update queued last, as one more part of it; whether it could.
+
+        It can while that update is the last write queued (so every earlier write
+        is a statement before it, whose rows it sees) and no part of it touches
+        the same table (the parts of one statement see the same snapshot, and
+        never each other's rows). With ``run_id``, only that run's update takes it.
+        """
+        fence = self._fence_at
+        if (
+            fence is None
+            or (run_id is not None and fence.run_id != run_id)
+            or not self._queued
+            or self._queued[-1][1] is not fence.params  # no longer the last write
+            or FUSABLE[query] in {FUSABLE[part] for part in fence.parts}
+        ):
+            return False
+        fence.parts = (*fence.parts, query)
+        fence.params = [*fence.params, *params]
+        fenced = _update_leased_query(fence.columns, release=fence.release, parts=fence.parts)
+        self._queued[-1] = (fenced, fence.params)
+        return True
 
     async def list_runs(
         self,
@@ -472,22 +528,8 @@ class PostgresTx:
             [e.value for e in latest], [e.deadline for e in latest],
             [e.at for e in latest],
         )  # fmt: skip
-        fence = self._fence_at
-        if (
-            fence is not None
-            and fence[0] == run_id
-            and self._queued
-            and self._queued[-1][1] is fence[3]  # still queued, and the last one
-        ):
-            # The run's lease-fenced update was the last write queued: one statement.
-            _, columns, release, fenced = fence
-            self._queued[-1] = (
-                _update_leased_query(columns, release=release, journal=True),
-                [*fenced, *params],
-            )
-            self._fence_at = None
-            return
-        await self._write(Q["put_journal"], params)
+        if not self._fuse("put_journal", params, run_id):
+            await self._write(Q["put_journal"], params)
 
     async def clear_journal(self, run_id: str) -> None:
         await self._write(Q["clear_journal"], (run_id,))
@@ -504,11 +546,11 @@ class PostgresTx:
             [t.pos for t in tasks],
             [t.payload for t in tasks],
         )
-        if self._notified:
+        first = min(columns[1])
+        if self._notified is not None and self._notified <= first:
             await self._write(Q["add_tasks"], columns)
         else:
-            await self._write(Q["add_tasks_notify"], (*columns, self._store._token))
-            self._notified = True
+            await self._write(Q["add_tasks_notify"], (*columns, self._announce(first)))
 
     async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
         if self._ro:
@@ -529,7 +571,7 @@ class PostgresTx:
         return [TaskRecord(*row) for row in tasks.rows or []]
 
     async def delete_tasks(self, ids: Sequence[int]) -> None:
-        if ids:
+        if ids and not self._fuse("delete_tasks", (list(ids),)):
             await self._write(Q["delete_tasks"], (list(ids),))
 
     async def delete_wait_tasks(
@@ -546,18 +588,29 @@ class PostgresTx:
             await self._write(Q["delete_wait_tasks_at"], (run_id, pos))
 
     async def delete_all_tasks(self, run_id: str) -> None:
-        await self._write(Q["delete_all_tasks"], (run_id,))
+        if not self._fuse("delete_all_tasks", (run_id,), run_id):
+            await self._write(Q["delete_all_tasks"], (run_id,))
 
     # -- mailbox -----------------------------------------------------------------------------
 
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         await self._write(Q["add_signal"], (run_id, name, payload, at))
 
+    async def send_signal(
+        self, run_id: str, name: str, payload: bytes | None, at: float
+    ) -> str | None:
+        notified = self._notified
+        params = dict(run=run_id, name=name, payload=payload, at=at, token=self._announce(at))
+        row = await self._one(Q["send_signal"], params)
+        if row is None or row[0] in ENDED:
+            self._notified = notified  # nothing added: nothing announced
+        return None if row is None else str(row[0])
+
     async def signals(self, run_id: str) -> list[SignalRecord]:
         return [SignalRecord(*row) for row in await self._all(Q["signals"], (run_id,))]
 
     async def delete_signals(self, ids: Sequence[int]) -> None:
-        if ids:
+        if ids and not self._fuse("delete_signals", (list(ids),)):
             await self._write(Q["delete_signals"], (list(ids),))
 
     # -- events ------------------------------------------------------------------------------
@@ -628,7 +681,8 @@ class PostgresTx:
         await self._write(Q["delete_subscription"], (run_id, pos))
 
     async def delete_run_subscriptions(self, run_id: str) -> None:
-        await self._write(Q["delete_run_subscriptions"], (run_id,))
+        if not self._fuse("delete_run_subscriptions", (run_id,), run_id):
+            await self._write(Q["delete_run_subscriptions"], (run_id,))
 
     async def sweep_subscriptions(self, now: float) -> int:
         return (await self._exec(Q["sweep_subscriptions"], (now,))).rowcount
@@ -728,7 +782,7 @@ class PostgresStore:
         self._pool: psycopg_pool.AsyncConnectionPool[Conn] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._changed = False
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[float | None], None]] = []
         # What claim() read of the runs it leased, until the worker loads them.
         self._claimed: dict[str, LoadedRun] = {}
         # Tags this store's notifications, so that its own commits do not wake it.
@@ -991,6 +1045,10 @@ class PostgresStore:
                 raise
         finally:
             await self._putconn(tx._c)
+        if tx._notified is not None:
+            # Tasks were added: this process's worker is told here, as other
+            # processes' are by the notification (which _listen drops as ours).
+            self._report(tx._notified)
 
     async def _committed(self, run_id: str, token: int) -> bool:
         """Whether the worker commit that set ``token`` on the run went through.
@@ -1083,12 +1141,22 @@ class PostgresStore:
     ) -> list[str]:
         # One statement leases the runs, without waiting for an fsync, and reads all
         # they need to be advanced (load_run hands it over): see claim in postgres.sql.
-        params = dict(now=now, wall=wall_now, limit=limit, owner=owner, until=lease_until)
-        rows = await self._single(Q["claim"], params)
-        for row in rows:
-            loaded = _claimed_run(row)
-            self._claimed[loaded.run.id] = loaded
-        return [row[0] for row in rows]
+        claimed: list[str] = []
+        while len(claimed) < limit:
+            params = dict(
+                now=now, wall=wall_now, limit=limit - len(claimed), owner=owner, until=lease_until
+            )
+            rows = await self._single(Q["claim"], params)
+            for row in rows:
+                loaded = _claimed_run(row)
+                self._claimed[loaded.run.id] = loaded
+                claimed.append(loaded.run.id)
+            # Fewer runs than places taken: some run had several due tasks, and
+            # others may be due behind them. (The worker counts on a claim that
+            # leased fewer runs than asked having left none due.)
+            if not rows or rows[0][-1] < params["limit"] or rows[0][-1] == len(rows):
+                break
+        return claimed
 
     async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
         claimed = self._claimed.pop(run_id, None)
@@ -1146,7 +1214,7 @@ class PostgresStore:
         changed, self._changed = self._changed, False
         return changed
 
-    def watch(self, callback: Callable[[], None]) -> None:
+    def watch(self, callback: Callable[[float | None], None]) -> None:
         self._watchers.append(callback)
         if self._pool is not None and self._listener is None:
             self._start_listener()
@@ -1156,10 +1224,14 @@ class PostgresStore:
         # connection fewer.
         self._listener = asyncio.create_task(self._listen(), name="parkway-listener")
 
-    def _change(self) -> None:
+    def _change(self, due: float | None = None) -> None:
+        """Another process committed tasks (the earliest due at ``due``, if known)."""
         self._changed = True
+        self._report(due)
+
+    def _report(self, due: float | None) -> None:
         for callback in self._watchers:
-            callback()
+            callback(due)
 
     async def _listen(self) -> None:
         """Hold a LISTEN connection; set the changed flag on every foreign notification."""
@@ -1174,8 +1246,11 @@ class PostgresStore:
                     delay = 0.1
                     while True:
                         async for note in conn.notifies(timeout=LISTEN_PROBE):
-                            if note.payload != self._token:
-                                self._change()
+                            # "<store token> <earliest due time>": our own are
+                            # reported at commit (see transaction()).
+                            token, _, due = note.payload.partition(" ")
+                            if token != self._token:
+                                self._change(_due(due))
                         # Quiet for a while: a dead peer only shows when we talk to it.
                         await conn.execute("SELECT 1")
             except asyncio.CancelledError:
@@ -1206,13 +1281,16 @@ def _update_run_query(columns: tuple[str, ...], *, owned: bool, release: bool) -
 
 
 @functools.lru_cache(maxsize=256)
-def _update_leased_query(columns: tuple[str, ...], *, release: bool, journal: bool) -> str:
+def _update_leased_query(
+    columns: tuple[str, ...], *, release: bool, parts: tuple[str, ...] = ()
+) -> str:
     """A lease-fenced ``UPDATE runs`` that fails its transaction when the lease is gone,
-    with (``journal``) a ``put_journal`` in the same statement."""
+    with the writes ``parts`` (names in FUSABLE) in the same statement, in order."""
     update = _update_run_query((*columns, "commit_token"), owned=True, release=release)
-    written = f", written AS ({Q['put_journal']})" if journal else ""
+    # A newline before each closing parenthesis: a query may end in a comment.
+    joined = "".join(f", {part} AS ({Q[part]}\n)" for part in parts)
     return (
-        f"WITH changed AS ({update} RETURNING 1){written} "
+        f"WITH changed AS ({update} RETURNING 1){joined} "
         "SELECT parkway.lease_held(count(*)) FROM changed"
     )
 
@@ -1266,6 +1344,15 @@ async def _send(conn: Conn, steps: list[Step]) -> list[Result]:
             _POISONED.add(conn)
             raise
     return [Result(await c.fetchall() if c.description else None, c.rowcount) for c in cursors]
+
+
+def _due(text: str) -> float | None:
+    """The due time a notification announces (``None``: unknown, as from an older
+    parkway, which sent only its token)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _xid(result: Result) -> str | None:

@@ -32,6 +32,7 @@ from parkway.store.base import (
     SubscriptionRecord,
     TaskRecord,
     load_in_transaction,
+    send_signal_in,
 )
 from parkway.store.sql import load_migrations, load_queries
 
@@ -160,6 +161,11 @@ class SQLiteTx:
 
     async def delete_all_tasks(self, run_id: str) -> None:
         self._c.execute(Q["delete_all_tasks"], (run_id,))
+
+    async def send_signal(
+        self, run_id: str, name: str, payload: bytes | None, at: float
+    ) -> str | None:
+        return await send_signal_in(self, run_id, name, payload, at)
 
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         self._c.execute(Q["add_signal"], (run_id, name, payload, at))
@@ -418,7 +424,7 @@ class SQLiteStore:
     async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
         return await load_in_transaction(self, run_id, now)
 
-    def watch(self, callback: Callable[[], None]) -> None:
+    def watch(self, callback: Callable[[float | None], None]) -> None:
         pass  # no push: the worker polls changed()
 
     async def has_due(self, now: float) -> bool:

@@ -167,6 +167,24 @@ DELETE FROM parkway.tasks WHERE run_id = %s
 -- name: add_signal
 INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
 
+-- name: send_signal
+-- A signal and its task, unless the run is missing or has ended, in one
+-- statement; returns the run's status. The row lock serialises with the run's
+-- end (a signal never lands in the mailbox of a run that ended before it).
+WITH run AS (
+    SELECT status FROM parkway.runs WHERE id = %(run)s FOR NO KEY UPDATE
+), buffered AS (
+    INSERT INTO parkway.mailbox (run_id, name, payload, at)
+    SELECT %(run)s, %(name)s, %(payload)s, %(at)s FROM run
+    WHERE status NOT IN ('completed', 'failed', 'cancelled')
+    RETURNING run_id
+), task AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind)
+    SELECT run_id, %(at)s, 'signal' FROM buffered
+    RETURNING run_id
+)
+SELECT status, (SELECT pg_notify('parkway_tasks', %(token)s) FROM task) FROM run
+
 -- name: signals
 SELECT id, run_id, name, payload, at FROM parkway.mailbox WHERE run_id = %s ORDER BY id
 
@@ -182,7 +200,8 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 -- a claim is one statement and one round trip. SKIP LOCKED: a run another
 -- worker is claiming (or a client is cancelling) right now is left to it rather
 -- than waited for. Several due tasks of one run count once (and take several
--- places under the limit: the next claim finds the others). Its commit does not
+-- places under the limit: ``found`` says how many places were taken, so the
+-- caller can claim again for the others). Its commit does not
 -- wait for an fsync: a lease lost in a server crash is simply not held, and the
 -- worker's next (durable, fenced) commit fails rather than writing; any durable
 -- commit after it flushes it too (the WAL is sequential). The setting is local
@@ -198,7 +217,9 @@ WITH lazy AS MATERIALIZED (
 ), claimed AS (
     UPDATE parkway.runs SET lease_owner = %(owner)s, lease_until = %(until)s,
         status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-    WHERE id IN (SELECT id FROM due)
+    -- = ANY(ARRAY(...)), not IN: the rows by their key, never a scan of runs
+    -- (which the planner picks for IN once it thinks the runs table small).
+    WHERE id = ANY(ARRAY(SELECT id FROM due))
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until
@@ -208,7 +229,8 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        c.lease_owner, c.lease_until,
        t.ids, t.due_ats, t.kinds, t.poss, t.payloads,
        j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats,
-       m.ids, m.names, m.payloads, m.ats
+       m.ids, m.names, m.payloads, m.ats,
+       (SELECT count(*) FROM due) AS found
 FROM claimed AS c
 CROSS JOIN lazy
 LEFT JOIN LATERAL (

@@ -1,0 +1,80 @@
+"""The worker claims exactly when there is work, on real time.
+
+A worker whose store reports every commit that adds tasks (PostgreSQL's
+LISTEN/NOTIFY, this process's commits included) claims only when told, and
+keeps the earliest future due time it was told of instead of asking the
+store each time it goes idle. These tests make the worker's fallback poll an
+hour long, so that a wake-up it should have had but missed shows as a test
+that times out, not as a slower pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import parkway.worker
+from parkway import Engine, RunStatus
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def no_fallback_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parkway.worker, "FULL_POLL", 3600.0)
+
+
+@pytest.mark.requires("push")
+async def test_a_window_that_another_process_opened_closes_on_time(engine_url: str) -> None:
+    # The worker has looked at the store (nothing due), then a client's publish
+    # adds a debounce task due in half a second: the notification carries its due
+    # time, and the idle worker wakes for it.
+    worker, client = Engine(engine_url), Engine(engine_url, worker=False)
+    for engine in (worker, client):
+
+        @engine.workflow("reindex", on_event="stock.changed", debounce="0.5s")
+        async def reindex(ctx, input):
+            return input
+
+    async with worker, client:
+        await worker.idle(timeout=5)
+        await asyncio.sleep(0.2)  # idle, with its next due time known (none)
+        await client.publish("stock.changed", {"n": 1})
+        for _ in range(100):
+            runs = await client.list_runs(workflow="reindex")
+            if runs and runs[0].status is RunStatus.COMPLETED:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the debounce window did not close")
+        assert runs[0].output == {"n": 1}
+
+
+async def test_a_signal_sent_while_its_run_is_advanced_is_taken_after(engine_url: str) -> None:
+    # While the run is leased, the claim the signal prompts finds nothing; the run's
+    # worker must look again once it lets go of the run. (The advance read the
+    # mailbox before the signal came: the wait after the step parks.)
+    engine = Engine(engine_url)
+    in_step, release = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> str:
+        in_step.set()
+        await release.wait()
+        return "stepped"
+
+    @engine.workflow()
+    async def waiter(ctx, input):
+        first = await ctx.wait_for_signal("first")
+        await ctx.step(slow)
+        return [first, await ctx.wait_for_signal("second")]
+
+    async with engine:
+        handle = await engine.start("waiter")
+        await engine.idle(timeout=10)
+        await handle.signal("first", 1)
+        await asyncio.wait_for(in_step.wait(), 10)
+        await handle.signal("second", 2)
+        await asyncio.sleep(0.1)
+        release.set()
+        assert await handle.result(timeout=10) == [1, 2]

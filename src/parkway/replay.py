@@ -111,6 +111,8 @@ class Writes:
     consumed_tasks: set[int] = field(default_factory=set)
     # Tasks the current advance claimed: deleted by its final commit only.
     claimed_tasks: frozenset[int] = frozenset()
+    # Waits that took a delivery in the current advance.
+    delivered: set[int] = field(default_factory=set)
     publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
@@ -136,9 +138,13 @@ class Writes:
                 await tx.insert_run(run)
         if self.journal:
             await tx.put_journal(self.run_id, list(self.journal.values()))
+        # Message waits that may have deliveries to buffer again. Not one that took
+        # its delivery: the correlate that made it removed the wait's subscription
+        # (under the key's lock), so no other message can have reached it.
         messages = [
             pos for pos in self.finished_waits
-            if pos not in self.journal or self.journal[pos].kind == "message"
+            if pos not in self.delivered
+            and (pos not in self.journal or self.journal[pos].kind == "message")
         ]  # fmt: skip
         for pos in self.finished_waits:
             if pos not in messages and not ending:
@@ -275,17 +281,16 @@ class Execution:
         self.pos = 0
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
-        self.writes = Writes(run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed)
+        self.delivered: set[int] = set()
+        self.writes = self._new_writes()
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
-        self.delivered: set[int] = set()
         self._last_publish: JournalEntry | None = None
         # The run's mailbox, read once per advance (None: not yet); the worker may
         # hand it over already read with the run.
         self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
         # Whether this run (generation) ever waited for a message: only then can a
         # delivery be pending for it when it ends.
-        self.waited_for_message = any(e.kind == "message" for e in journal)
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 
@@ -619,7 +624,6 @@ class Execution:
         raise Park
 
     async def _message(self, cmd: MessageCmd) -> Any:
-        self.waited_for_message = True
         pos, entry = self._begin("message", cmd.name)
         if entry is not None and entry.state == "done":
             self._already_consumed(pos, entry)
@@ -805,10 +809,22 @@ class Execution:
             await self.commit(job)
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
-        self.writes = Writes(
-            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed
-        )
+        self.writes = self._new_writes()
         self.engine._after_commit()
+
+    @property
+    def may_hold_deliveries(self) -> bool:
+        """Whether a message may have reached the run that it did not take: one of its
+        message waits did not end with a delivery (it is pending, or timed out). A
+        wait that took its delivery cannot have another: its subscription went
+        with the first (see Writes.apply)."""
+        return any(e.kind == "message" and e.state != "done" for e in self.entries.values())
+
+    def _new_writes(self) -> Writes:
+        return Writes(
+            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
+            delivered=self.delivered,
+        )  # fmt: skip
 
 
 async def _call(cmd: StepCmd) -> Any:

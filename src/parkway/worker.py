@@ -363,10 +363,12 @@ class Worker:
             await execution.writes.apply(tx, engine, ending=status in TERMINAL)
             claimed = frozenset(t.id for t in tasks)
             if status in TERMINAL:
-                # finish() buffers again every message the run did not take and drops
-                # all its tasks; the ones it took must go first.
-                await tx.delete_tasks(list(consumed))
-                await finish(tx, run, now, engine, messages=execution.waited_for_message)
+                # finish() drops all the run's tasks, and buffers again each message
+                # it did not take, if it may have any: the ones it took go first.
+                rebuffers = execution.may_hold_deliveries
+                if rebuffers:
+                    await tx.delete_tasks(list(consumed))
+                await finish(tx, run, now, engine, messages=rebuffers)
             else:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)

@@ -160,6 +160,9 @@ FUSABLE = {
     "delete_all_tasks": "tasks",
     "delete_signals": "mailbox",
     "delete_run_subscriptions": "subscriptions",
+    "delete_subscription": "subscriptions",
+    "delete_wait_tasks_at": "tasks",
+    "delete_wait_tasks_at_keep": "tasks",
 }
 
 
@@ -580,11 +583,11 @@ class PostgresTx:
         if keep:
             if pos is None:
                 await self._write(Q["delete_wait_tasks_keep"], (run_id, list(keep)))
-            else:
+            elif not self._fuse("delete_wait_tasks_at_keep", (run_id, pos, list(keep)), run_id):
                 await self._write(Q["delete_wait_tasks_at_keep"], (run_id, pos, list(keep)))
         elif pos is None:
             await self._write(Q["delete_wait_tasks"], (run_id,))
-        else:
+        elif not self._fuse("delete_wait_tasks_at", (run_id, pos), run_id):
             await self._write(Q["delete_wait_tasks_at"], (run_id, pos))
 
     async def delete_all_tasks(self, run_id: str) -> None:
@@ -678,7 +681,8 @@ class PostgresTx:
         return [SubscriptionRecord(*row) for row in await self._all(query, params)]
 
     async def delete_subscription(self, run_id: str, pos: int) -> None:
-        await self._write(Q["delete_subscription"], (run_id, pos))
+        if not self._fuse("delete_subscription", (run_id, pos), run_id):
+            await self._write(Q["delete_subscription"], (run_id, pos))
 
     async def delete_run_subscriptions(self, run_id: str) -> None:
         if not self._fuse("delete_run_subscriptions", (run_id,), run_id):

@@ -45,8 +45,10 @@ Shapes
     completion, from the first completion on (the workers are up), polled every
     20 ms: ``wf_per_s``.
 ``correlate`` (N=10000)
-    N runs parked on ``wait_for_message("score", key_i)``; correlate them one by one:
-    ``msgs_per_s``, and correlate -> resumed latency p50/p99.
+    N runs parked on ``wait_for_message("score", key_i)``; this process correlates
+    half of them one by one (``msgs_per_s``), the other half with 16 in flight
+    (``msgs_per_s_inflight``); clock until every run has resumed. Then correlate ->
+    resumed latency p50/p99, one at a time.
 """
 
 from __future__ import annotations
@@ -321,12 +323,24 @@ async def shape_correlate(bench: Bench, n: int) -> dict[str, Any]:
         for i in range(n):
             await engine.start("loan", f"APP-{i}", id=f"loan-{i}")
         await engine.idle(timeout=900)
+        # One sender: half the runs one message at a time, the other half with
+        # INFLIGHT messages in flight (tasks of this one process).
+        half = n // 2
+
+        async def send(keys: Any) -> None:
+            for i in keys:
+                result = await engine.correlate("score", f"APP-{i}", {"value": i})
+                assert result.outcome == "delivered", result
+
         t0 = time.perf_counter()
-        for i in range(n):
-            result = await engine.correlate("score", f"APP-{i}", {"value": i})
-            assert result.outcome == "delivered", result
+        await send(range(half))
         await engine.idle(timeout=900)
-        throughput = n / (time.perf_counter() - t0)
+        throughput = half / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        keys = iter(range(half, n))
+        await asyncio.gather(*(send(keys) for _ in range(INFLIGHT)))
+        await engine.idle(timeout=900)
+        concurrent = (n - half) / (time.perf_counter() - t0)
         # Latency on a fresh set, one at a time.
         samples = []
         for i in range(min(1000, n)):
@@ -337,7 +351,7 @@ async def shape_correlate(bench: Bench, n: int) -> dict[str, Any]:
             await handle.result(timeout=30)
             samples.append(time.perf_counter() - t1)
         figures = process_figures()
-    out = {"msgs_per_s": round(throughput, 1)}
+    out = {"msgs_per_s": round(throughput, 1), "msgs_per_s_inflight": round(concurrent, 1)}
     out.update(latency(samples))
     out.update(figures)
     return out
@@ -406,6 +420,8 @@ class Workers:
 
 
 XWAKE_VIA = {"signal": "parker", "publish": "payer", "correlate": "loan"}
+# correlate: messages one sender keeps in flight in the second half.
+INFLIGHT = 16
 
 
 async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:

@@ -171,8 +171,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row("subjects", "publish µs with subscribers / without", "ratio", "", "lower"),
         Row(
             "correlate",
-            f"correlate {n['correlate']:,} parked runs: msgs/s",
+            f"correlate {n['correlate']:,} parked runs, one sender, one at a time: msgs/s",
             "msgs_per_s",
+            "≥ 2,000",
+            "higher",
+        ),
+        Row(
+            "correlate",
+            "the same, one sender with 16 messages in flight: msgs/s",
+            "msgs_per_s_inflight",
             "≥ 2,000",
             "higher",
         ),
@@ -355,8 +362,10 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
         f"{pair(publish, 'wake_p50_ms', 'wake_p99_ms')} | | | ≤ 1.5 / 10 |",
         f"| publish cost, {n * 5:,} non-matching waiters / none | "
         f"{fmt(value(publish, 'ratio'))} | | | ≤ 1.5 |",
-        f"| correlate {n:,} parked runs: msgs/s | {fmt(value(correlate, 'msgs_per_s'))} "
-        "| | | ≥ 2,000 |",
+        f"| correlate {n:,} parked runs, one sender, one at a time: msgs/s | "
+        f"{fmt(value(correlate, 'msgs_per_s'))} | | | ≥ 2,000 |",
+        "| the same, one sender with 16 messages in flight: msgs/s | "
+        f"{fmt(value(correlate, 'msgs_per_s_inflight'))} | | | ≥ 2,000 |",
         f"| correlate → resumed, p50 / p99 ms | {pair(correlate)} | | | ≤ 1.5 / 10 |",
         "",
         "¹ DBOS's figure is its in-process one (started and run in one process, its best "

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from parkway import _json, accumulate, flows, messages
@@ -32,7 +33,7 @@ from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
-from parkway.store.base import NewTask, RunRecord, Tx
+from parkway.store.base import Lease, NewTask, RunRecord, Tx
 from parkway.transitions import TERMINAL, cancel
 from parkway.worker import Worker
 
@@ -445,8 +446,11 @@ class Engine:
         self._require_open()
         _check_name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
-        async with self._store.transaction() as tx:
-            status = await tx.send_signal(run_id, name, data, self._clock.now())
+        with self._handing_over() as hand_over:
+            async with self._store.transaction() as tx:
+                status = await tx.send_signal(run_id, name, data, self._clock.now())
+                if status is not None and status not in TERMINAL:
+                    await hand_over(tx, run_id)
         if status is None:
             raise RunNotFoundError(run_id)
         if status in TERMINAL:
@@ -534,8 +538,11 @@ class Engine:
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
         event, data = prepare(self, event)
-        async with self._store.transaction() as tx:
-            result = await publish_in_tx(self, tx, event, data, self._clock.now())
+        with self._handing_over() as hand_over:
+            async with self._store.transaction() as tx:
+                result = await publish_in_tx(self, tx, event, data, self._clock.now())
+                for run_id in result.resumed[:1] or result.started[:1]:
+                    await hand_over(tx, run_id)
         if not result.duplicate:  # accumulators get tasks too, without touching anyone
             self._after_commit()
         return result
@@ -585,11 +592,14 @@ class Engine:
             raise ParkwayError(f"message_id must be a non-empty string, got {message_id!r}")
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
-        async with self._store.transaction() as tx:
-            result = await messages.correlate_in_tx(
-                self, tx, name=name, key=key, payload=data, message_id=message_id,
-                ttl=seconds, now=self._clock.now(),
-            )  # fmt: skip
+        with self._handing_over() as hand_over:
+            async with self._store.transaction() as tx:
+                result = await messages.correlate_in_tx(
+                    self, tx, name=name, key=key, payload=data, message_id=message_id,
+                    ttl=seconds, now=self._clock.now(),
+                )  # fmt: skip
+                if result.run_id is not None:
+                    await hand_over(tx, result.run_id)
         if result.run_id is not None:
             self._after_commit()
         return result
@@ -732,6 +742,42 @@ class Engine:
     def _poke(self) -> None:
         if self._worker is not None:
             self._worker.poke()
+
+    @contextlib.contextmanager
+    def _handing_over(self) -> Iterator[Callable[[Tx, str], Awaitable[None]]]:
+        """The in-process fast path: a run this process gives a task goes straight to
+        its worker, leased in the same transaction, with no claim.
+
+        Yields ``hand_over(tx, run_id)``, to call inside the transaction for (at
+        most) one run; the run is handed over once the block has exited (the
+        transaction committed). Without a worker, or a free place in it, the
+        run is left to a claim.
+        """
+        worker = self._worker
+        owner = worker.reserve() if worker is not None else None
+        lease: Lease | None = None
+
+        async def hand_over(tx: Tx, run_id: str) -> None:
+            nonlocal lease
+            if owner is None or lease is not None:
+                return
+            wall = time.time()
+            lease = await tx.lease_run(
+                run_id, owner=owner, now=self._clock.now(), wall_now=wall,
+                lease_until=wall + self.lease,
+            )  # fmt: skip
+
+        try:
+            yield hand_over
+        except BaseException:
+            if lease is not None:
+                # Rolled back, most likely; but a commit cut off may have gone
+                # through. The worker loads the run and sees whose lease it is.
+                lease = Lease(lease.run_id)
+            raise
+        finally:
+            if worker is not None and owner is not None:
+                worker.adopt(lease)
 
     def _after_commit(self) -> None:
         """A commit of this process may have added tasks: wake the local worker.

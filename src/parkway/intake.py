@@ -10,6 +10,7 @@ run as resumed again.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -89,14 +90,11 @@ async def publish_in_tx(
 ) -> PublishResult:
     """Record ``event`` and act on it inside ``tx``. ``event`` comes from :func:`prepare`."""
     assert event.id is not None and event.domain is not None
-    existing = await tx.get_event(event.id)
-    if existing is not None:
-        if existing.published_at >= now - engine.event_retention:
-            return PublishResult(duplicate=True, event_id=event.id)
-        await tx.delete_event(event.id)  # past retention: a new event that reuses the id
-    await tx.insert_event(
-        EventRecord(event.id, event.name, event.domain, event.subject, payload, now)
-    )
+    record = EventRecord(event.id, event.name, event.domain, event.subject, payload, now)
+    # An id seen within the retention is a duplicate; past it, a new event.
+    digest = functools.partial(payload_digest, event.payload)
+    if await tx.record_event(record, now - engine.event_retention, digest=digest) is not None:
+        return PublishResult(duplicate=True, event_id=event.id)
     # The payload was validated by prepare(): encode without the NaN scan.
     envelope = orjson.dumps(event.to_dict())
     deliveries = await _resume_waiters(tx, event, envelope, now, engine._paused_workflows)

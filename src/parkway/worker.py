@@ -28,7 +28,7 @@ from parkway.messages import MESSAGE_TASK, rebuffer
 from parkway.models import RunStatus
 from parkway.registry import LATEST
 from parkway.replay import Execution, Outcome, error_dict
-from parkway.store.base import NewTask, RunRecord, TaskRecord, Tx
+from parkway.store.base import Lease, LoadedRun, NewTask, RunRecord, TaskRecord, Tx
 from parkway.transitions import TERMINAL, cancel, finish
 
 if TYPE_CHECKING:
@@ -74,9 +74,11 @@ class Worker:
         # task for that very run, say, which the claim then could not take) or
         # if the loop waits for a free place.
         self._pokes = 0
-        self._poked_at: dict[str, int] = {}
+        self._poked_at: dict[asyncio.Task[None], int] = {}
         self._full = False
         self._wake_on_done = "push" not in store.capabilities
+        # Places promised to runs this process is handing over (see reserve()).
+        self._reserved = 0
         # The earliest due time after the last look, kept where the store reports
         # every commit's (push), so an idle worker need not ask each time:
         # (known, due). Lowered by each report; a report while a look is in
@@ -148,7 +150,7 @@ class Worker:
         while not self._stopping:
             await self.engine._maybe_sweep()
             self._wake.clear()
-            free = self.concurrency - len(self.inflight)
+            free = self.concurrency - len(self.inflight) - self._reserved
             claimed: list[str] = []
             if free > 0:
                 try:
@@ -169,10 +171,7 @@ class Worker:
                 if claimed:
                     self._last_work = time.monotonic()
                 for run_id in claimed:
-                    task = asyncio.create_task(self._advance(run_id), name=f"parkway-run-{run_id}")
-                    self.inflight[run_id] = task
-                    self._poked_at[run_id] = pokes
-                    task.add_done_callback(functools.partial(self._done, run_id))
+                    self._launch(run_id, None, pokes)
             self._full = free <= 0 or len(claimed) == free
             if claimed and len(claimed) == free:
                 # Full: wait for a slot rather than spinning.
@@ -224,14 +223,47 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    def _done(self, run_id: str, _task: object = None) -> None:
-        self.inflight.pop(run_id, None)
+    def reserve(self) -> str | None:
+        """A place for a run this process is about to give a task: the owner to lease
+        it to in that same transaction (``Tx.lease_run``), then :meth:`adopt` it.
+
+        ``None`` when there is no free place (the run is then claimed as usual).
+        """
+        if self._stopping or len(self.inflight) + self._reserved >= self.concurrency:
+            return None
+        self._reserved += 1
+        return self.owner
+
+    def adopt(self, lease: Lease | None) -> None:
+        """Advance the run leased in the transaction :meth:`reserve` was for (``None``:
+        none was, or it failed): no claim needed. Gives the place back otherwise."""
+        self._reserved -= 1
+        if lease is None or lease.taken is False or self._stopping:
+            if self._full:
+                self._wake.set()  # a claim may have been cut short by the place
+            return
+        # (taken None: the commit's reply was lost; the advance loads the run and
+        # goes on only if the lease is this worker's.)
+        self._launch(lease.run_id, lease.loaded, self._pokes)
+
+    def _launch(self, run_id: str, loaded: LoadedRun | None, pokes: int) -> None:
+        # The run's previous advance may still be finishing (its commit, which let
+        # go of the lease, is done): the new one replaces it here.
+        task = asyncio.create_task(self._advance(run_id, loaded), name=f"parkway-run-{run_id}")
+        self.inflight[run_id] = task
+        self._poked_at[task] = pokes
+        self._last_work = time.monotonic()
+        task.add_done_callback(functools.partial(self._done, run_id))
+
+    def _done(self, run_id: str, task: asyncio.Task[None]) -> None:
+        if self.inflight.get(run_id) is task:
+            del self.inflight[run_id]
         self.advanced += 1
         self._progress.set()
         # A store that pushes pokes for every commit that added tasks, so a claim
         # now would find nothing new unless a poke came while the run was leased
         # (see Store.claim: a claim that leased fewer than asked left nothing due).
-        poked = self._poked_at.pop(run_id, None) != self._pokes
+        poked = self._poked_at.pop(task, None) != self._pokes
         if self._wake_on_done or self._full or poked:
             self._wake.set()
 
@@ -249,11 +281,12 @@ class Worker:
 
     # -- advancing one run -------------------------------------------------------------------
 
-    async def _advance(self, run_id: str) -> None:
+    async def _advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
         engine, store = self.engine, self.engine._store
         now = engine._clock.now()
         try:
-            loaded = await store.load_run(run_id, now)
+            if loaded is None:
+                loaded = await store.load_run(run_id, now)
         except Exception:  # its lease will expire and a worker will take it again
             log.warning(
                 "run %s: could not load it; retrying after its lease", run_id, exc_info=True

@@ -78,3 +78,57 @@ async def test_a_signal_sent_while_its_run_is_advanced_is_taken_after(engine_url
         await asyncio.sleep(0.1)
         release.set()
         assert await handle.result(timeout=10) == [1, 2]
+
+
+async def test_a_run_woken_here_goes_to_this_worker_or_waits_for_a_place(
+    engine_url: str,
+) -> None:
+    # A signal, publish or correlate hands the run it wakes straight to this
+    # process's worker (leased in the same transaction), if the worker has a free
+    # place; else the run is claimed once a place frees up.
+    engine = Engine(engine_url, concurrency=1)
+    release = asyncio.Event()
+
+    async def hold() -> str:
+        await release.wait()
+        return "held"
+
+    @engine.workflow()
+    async def blocker(ctx, input):
+        return await ctx.step(hold)
+
+    @engine.workflow()
+    async def waiter(ctx, input):
+        return [
+            await ctx.wait_for_signal("go"),
+            await ctx.wait_for_event("order.paid", match={"order_id": input}),
+            await ctx.wait_for_message("score", f"K-{input}"),
+        ]
+
+    @engine.workflow()
+    async def signalled(ctx, input):
+        return await ctx.wait_for_signal("go")
+
+    async with engine:
+        first = await engine.start("waiter", 1)
+        await engine.idle(timeout=10)
+        await first.signal("go", "signalled")
+        await engine.idle(timeout=10)
+        assert (await engine.publish("order.paid", {"order_id": 1})).resumed == [first.id]
+        await engine.idle(timeout=10)
+        assert (await engine.correlate("score", "K-1", 7)).outcome == "delivered"
+        assert await first.result(timeout=10) == ["signalled", {"order_id": 1}, 7]
+
+        second = await engine.start("signalled")
+        await engine.idle(timeout=10)
+        busy = await engine.start("blocker")  # takes the only place
+        for _ in range(100):
+            if (await busy.info()).status is RunStatus.RUNNING:
+                break
+            await asyncio.sleep(0.05)
+        await second.signal("go", "queued")
+        await asyncio.sleep(0.1)
+        assert (await second.info()).status is RunStatus.PARKED  # no place for it yet
+        release.set()
+        assert await busy.result(timeout=10) == "held"
+        assert await second.result(timeout=10) == "queued"

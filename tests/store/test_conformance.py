@@ -385,6 +385,27 @@ async def test_send_signal_rolls_back_with_its_transaction(store: Store) -> None
 # Events
 
 
+async def test_record_event_keeps_a_recent_id_and_reuses_an_old_one(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.record_event(event("e1", published_at=NOW), NOW - 60) is None
+        assert await tx.record_event(event("old", published_at=NOW - 100), NOW - 200) is None
+    async with store.transaction() as tx:
+        # Seen within the window: a duplicate, nothing changes.
+        again = event("e1", published_at=NOW + 5, payload=b'{"a": 2}')
+        assert await tx.record_event(again, NOW - 60) == event("e1", published_at=NOW)
+        # Seen before the window: replaced by the new event.
+        reused = event("old", published_at=NOW + 5, subject="client:1")
+        assert await tx.record_event(reused, NOW - 60) is None
+    async with store.transaction() as tx:
+        assert await tx.get_event("e1") == event("e1", published_at=NOW)
+        assert await tx.get_event("old") == reused
+        # The shapes of waits on the name are read as usual after it.
+        await tx.add_subscription(sub("r1", 0, shape="order_id", digest="d1"))
+    async with store.transaction() as tx:
+        assert await tx.record_event(event("e2", published_at=NOW + 6), NOW - 60) is None
+        assert await tx.shapes("default", "order.paid") == ["order_id"]
+
+
 async def test_events_are_kept_by_id_and_looked_back_in_publish_order(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.insert_event(event("e1", published_at=NOW))
@@ -679,6 +700,59 @@ async def test_a_claim_short_of_its_limit_left_nothing_claimable(store: Store) -
     await _runs_with_tasks(store, spec)
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=3)
     assert sorted(claimed) == ["busy", "calm", "quiet"]
+
+
+async def test_lease_run_hands_a_run_over_in_the_transaction_that_gave_it_a_task(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.put_journal("r", [entry(0, state="pending", kind="signal", name="go")])
+    async with store.transaction() as tx:
+        assert await tx.send_signal("r", "go", b"1", NOW) == "parked"
+        lease = await tx.lease_run("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+    # Known once committed: the run and what advancing it needs, this
+    # transaction's signal and task among them.
+    assert lease.run_id == "r" and lease.taken is True and lease.loaded is not None
+    assert lease.loaded.run.lease_owner == "w" and lease.loaded.run.lease_until == WALL + 30
+    assert [t.kind for t in lease.loaded.tasks] == ["signal"]
+    assert [(s.name, s.payload) for s in lease.loaded.signals or []] == [("go", b"1")]
+    assert [e.pos for e in lease.loaded.journal] == [0]
+    # Leased as a claim leases: no claim takes it.
+    assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
+
+
+async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("held", status="running", lease_owner="x", lease_until=WALL + 9))
+        await tx.insert_run(run("lapsed", status="running", lease_owner="x", lease_until=WALL - 1))
+        await tx.insert_run(run("done", status="completed"))
+        await tx.insert_run(run("new"))  # pending: leased, it is running
+    leases = {}
+    async with store.transaction() as tx:
+        for run_id in ("held", "lapsed", "done", "nobody", "new"):
+            leases[run_id] = await tx.lease_run(
+                run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
+            )
+    assert {k: v.taken for k, v in leases.items()} == {
+        "held": False, "lapsed": True, "done": False, "nobody": False, "new": True,
+    }  # fmt: skip
+    assert leases["new"].loaded is not None and leases["new"].loaded.run.status == "running"
+    async with store.transaction(readonly=True) as tx:
+        held, done = await tx.get_run("held"), await tx.get_run("done")
+    assert held is not None and held.lease_owner == "x"
+    assert done is not None and done.lease_owner is None
+
+
+async def test_lease_run_rolls_back_with_its_transaction(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.add_tasks([NewTask("r", NOW, "signal")])
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.lease_run("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+            raise RuntimeError("roll back")
+    assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
 
 
 async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:

@@ -155,6 +155,20 @@ class LoadedRun:
     signals: list[SignalRecord] | None = None
 
 
+@dataclass
+class Lease:
+    """What :meth:`Tx.lease_run` got, known once its transaction has committed.
+
+    ``taken``: whether the run is leased now (``None``: not known, say because
+    the commit's reply was lost: its worker loads the run to see). ``loaded``:
+    what advancing it needs, when taken and known.
+    """
+
+    run_id: str
+    taken: bool | None = None
+    loaded: LoadedRun | None = None
+
+
 # Statuses of a run that has ended (no journal to replay).
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
 
@@ -204,6 +218,16 @@ class Tx(Protocol):
         """
         ...
 
+    async def lease_run(
+        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        """Lease the run to ``owner``, as a claim would, if no one holds its lease and
+        it has not ended: the worker of the process that gives a run a task can
+        then advance it without a claim. What it needs (its tasks due at ``now``,
+        this transaction's among them) comes with the lease.
+        """
+        ...
+
     async def list_runs(
         self,
         *,
@@ -245,6 +269,23 @@ class Tx(Protocol):
 
     async def signals(self, run_id: str) -> list[SignalRecord]: ...
     async def delete_signals(self, ids: Sequence[int]) -> None: ...
+    async def record_event(
+        self,
+        event: EventRecord,
+        fresh_after: float,
+        *,
+        digest: Callable[[str], str | None] | None = None,
+    ) -> EventRecord | None:
+        """Record the event, unless one with its id was published at or after
+        ``fresh_after``: then change nothing and return that one. An older one
+        with its id is replaced (its id is free again).
+
+        ``digest(shape)``: the event payload's digest under a match shape (see
+        :mod:`parkway.matching`), so a store may read ahead the event waits that
+        the publish looks for next (``find_subscriptions``).
+        """
+        ...
+
     async def get_event(self, event_id: str) -> EventRecord | None: ...
     async def insert_event(self, event: EventRecord) -> None: ...
     async def delete_event(self, event_id: str) -> None: ...
@@ -374,13 +415,18 @@ class Store(Protocol):
 async def load_in_transaction(store: Store, run_id: str, now: float) -> LoadedRun | None:
     """:meth:`Store.load_run` for stores whose reads are cheap: one read-only transaction."""
     async with store.transaction(readonly=True) as tx:
-        run = await tx.get_run(run_id)
-        if run is None:
-            return None
-        tasks = await tx.due_tasks(run_id, now)
-        ended = run.status in ENDED
-        signals = await tx.signals(run_id) if reads_mailbox(run, tasks) else None
-        return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id), signals)
+        return await load_in(tx, run_id, now)
+
+
+async def load_in(tx: Tx, run_id: str, now: float) -> LoadedRun | None:
+    """What advancing the run needs, read in ``tx``."""
+    run = await tx.get_run(run_id)
+    if run is None:
+        return None
+    tasks = await tx.due_tasks(run_id, now)
+    ended = run.status in ENDED
+    signals = await tx.signals(run_id) if reads_mailbox(run, tasks) else None
+    return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id), signals)
 
 
 def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
@@ -400,3 +446,19 @@ async def send_signal_in(
         await tx.add_signal(run_id, name, payload, at)
         await tx.add_tasks([NewTask(run_id, at, "signal")])
     return run.status
+
+
+async def record_event_in(
+    tx: Tx,
+    event: EventRecord,
+    fresh_after: float,
+    digest: Callable[[str], str | None] | None = None,
+) -> EventRecord | None:
+    """:meth:`Tx.record_event` for stores whose statements are cheap: made of the others."""
+    existing = await tx.get_event(event.id)
+    if existing is not None:
+        if existing.published_at >= fresh_after:
+            return existing
+        await tx.delete_event(event.id)
+    await tx.insert_event(event)
+    return None

@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 
 from parkway.errors import LeaseLostError
 from parkway.store.base import (
+    ENDED,
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    Lease,
     LoadedRun,
     MessageRecord,
     NewTask,
@@ -27,7 +29,9 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    load_in,
     load_in_transaction,
+    record_event_in,
     send_signal_in,
 )
 
@@ -111,6 +115,21 @@ class MemoryTx:
             run.lease_owner, run.lease_until = None, None
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return True
+
+    async def lease_run(
+        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        run = self._s.runs.get(run_id)
+        if run is None or run.status in ENDED:
+            return Lease(run_id, taken=False)
+        if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
+            return Lease(run_id, taken=False)
+        before = _copy(run)
+        run.lease_owner, run.lease_until = owner, lease_until
+        if run.status == "pending":
+            run.status = "running"
+        self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
 
     async def update_leased(
         self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
@@ -239,6 +258,15 @@ class MemoryTx:
                 bisect.insort(q, s.id)
 
             self._undo.append(undo)
+
+    async def record_event(
+        self,
+        event: EventRecord,
+        fresh_after: float,
+        *,
+        digest: Callable[[str], str | None] | None = None,
+    ) -> EventRecord | None:
+        return await record_event_in(self, event, fresh_after)  # (reads are cheap here)
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         return self._s.events.get(event_id)

@@ -87,6 +87,7 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    Lease,
     LoadedRun,
     MessageRecord,
     NewTask,
@@ -101,6 +102,9 @@ from parkway.store.sql import load_migrations, load_queries
 log = logging.getLogger("parkway.store.postgres")
 
 Q = load_queries("postgres.sql")
+# A claim of whatever is due, and a claim of one run (see the queries).
+CLAIM_DUE = f"{Q['claim_due']}\n{Q['claimed_rows']}"
+CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
 MIGRATIONS = load_migrations("postgres_migrations")
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -219,6 +223,16 @@ class PostgresTx:
         # The last update_leased queued, which the writes right after it may join
         # (see _fuse).
         self._fence_at: _Fence | None = None
+        # Queued writes whose result someone awaits (see _write).
+        self._on_result: list[tuple[Step, Callable[[Result], None]]] = []
+        # The runs this transaction gave tasks, and those it leased to this
+        # process's worker (which then needs no report of those tasks).
+        self._task_runs: set[str] = set()
+        self._leased: set[str] = set()
+        # What record_event read ahead: shapes of waits by (domain, name), and waits
+        # by find_subscriptions' arguments.
+        self._shapes: dict[tuple[str, str], list[str]] = {}
+        self._found: dict[tuple[str, ...], list[SubscriptionRecord]] = {}
 
     @property
     def started(self) -> bool:
@@ -242,20 +256,42 @@ class PostgresTx:
         return (await self._run([(locking, (lock,)), (query, params)]))[-1]
 
     async def _write(
-        self, query: Query, params: Sequence[Any] = (), *, lock: int | None = None,
-        shared: bool = False, idempotent: bool = False,
+        self, query: Query, params: Sequence[Any] | Mapping[str, Any] = (), *,
+        lock: int | None = None, shared: bool = False, idempotent: bool = False,
+        on_result: Callable[[Result], None] | None = None,
     ) -> None:  # fmt: skip
-        """Queue a write whose result is not needed; it is sent with the next round trip.
+        """Queue a write whose result is not needed now; it is sent with the next round trip.
 
         ``idempotent``: applying it twice is applying it once (see ``_commit``).
+        ``on_result``: called with its result once it arrives (by the commit at the
+        latest; never, if the commit's reply was lost though it went through).
         """
         if self._ro:  # no transaction to hold it back for
-            await self._exec(query, params, lock=lock, shared=shared)
+            result = await self._exec(query, params, lock=lock, shared=shared)
+            if on_result is not None:
+                on_result(result)
             return
         self._idempotent = self._idempotent and idempotent
         if lock is not None:
             self._queued.append((Q["xact_lock_shared" if shared else "xact_lock"], (lock,)))
-        self._queued.append((query, params))
+        step: Step = (query, params)
+        self._queued.append(step)
+        if on_result is not None:
+            self._on_result.append((step, on_result))
+
+    def _results(self, steps: Sequence[Step], results: Sequence[Result]) -> None:
+        """Hand queued writes that asked for their result (see _write) their result."""
+        if not self._on_result:
+            return
+        sent = {id(step): result for step, result in zip(steps, results, strict=True)}
+        waiting = []
+        for step, callback in self._on_result:
+            result = sent.get(id(step))
+            if result is None:
+                waiting.append((step, callback))
+            else:
+                callback(result)
+        self._on_result = waiting
 
     async def _run(self, steps: list[Step]) -> list[Result]:
         """Run the queued writes and ``steps`` in one round trip; return the results of ``steps``.
@@ -281,6 +317,7 @@ class PostgresTx:
             self._queued = []
             if not self._ro:
                 self._log += zip(steps, results, strict=True)
+            self._results(steps[:queued], results[:queued])
             return results[queued:]
         raise AssertionError("unreachable")
 
@@ -325,7 +362,8 @@ class PostgresTx:
             try:
                 if attempt:
                     await self._recover()  # only once the server said it did not commit
-                await self._send([*self._queued, ("COMMIT", ())])
+                results = await self._send([*self._queued, ("COMMIT", ())])
+                self._results(self._queued, results[:-1])
                 self._queued = []
                 return
             except psycopg.OperationalError as exc:
@@ -357,7 +395,8 @@ class PostgresTx:
             try:
                 if attempt:
                     await self._fresh_connection()
-                await self._send(steps)
+                results = await self._send(steps)
+                self._results(self._queued, results if len(steps) == 1 else results[1:-1])
                 self._queued = []
                 return
             except psycopg.OperationalError as exc:
@@ -416,6 +455,7 @@ class PostgresTx:
             ),
             idempotent=True,
         )  # fmt: skip
+        self._task_runs.add(run.id)
 
     async def update_run(
         self,
@@ -476,6 +516,22 @@ class PostgresTx:
         fenced = _update_leased_query(fence.columns, release=fence.release, parts=fence.parts)
         self._queued[-1] = (fenced, fence.params)
         return True
+
+    async def lease_run(
+        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        lease = Lease(run_id)
+
+        def taken(result: Result) -> None:
+            lease.loaded = _claimed_run(result.rows[0]) if result.rows else None
+            lease.taken = lease.loaded is not None
+            if lease.taken:
+                self._leased.add(run_id)
+
+        # Queued: it rides with the commit, and the lease is known when that returns.
+        params = dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until)
+        await self._write(CLAIM_RUN, params, on_result=taken)
+        return lease
 
     async def list_runs(
         self,
@@ -549,6 +605,7 @@ class PostgresTx:
             [t.pos for t in tasks],
             [t.payload for t in tasks],
         )
+        self._task_runs.update(columns[0])
         first = min(columns[1])
         if self._notified is not None and self._notified <= first:
             await self._write(Q["add_tasks"], columns)
@@ -607,6 +664,8 @@ class PostgresTx:
         row = await self._one(Q["send_signal"], params)
         if row is None or row[0] in ENDED:
             self._notified = notified  # nothing added: nothing announced
+        else:
+            self._task_runs.add(run_id)
         return None if row is None else str(row[0])
 
     async def signals(self, run_id: str) -> list[SignalRecord]:
@@ -617,6 +676,50 @@ class PostgresTx:
             await self._write(Q["delete_signals"], (list(ids),))
 
     # -- events ------------------------------------------------------------------------------
+
+    async def record_event(
+        self,
+        event: EventRecord,
+        fresh_after: float,
+        *,
+        digest: Callable[[str], str | None] | None = None,
+    ) -> EventRecord | None:
+        # One round trip for what a publish reads: the id's lock and any event with
+        # that id, the name's lock, the insert (a no-op if the id is taken), the
+        # shapes of the waits on the name, and the waits under each shape the last
+        # publish of the name found (shapes rarely change); shapes() and
+        # find_subscriptions() then hand them over.
+        name = (event.domain, event.name)
+        row = (event.id, event.name, event.domain, event.subject, event.payload,
+               event.published_at)  # fmt: skip
+        steps: list[Step] = [
+            (Q["xact_lock"], (lock_key("event-id", event.id),)),
+            (Q["get_event"], (event.id,)),
+            (Q["xact_lock_shared"], (lock_key("event-name", *name),)),
+            (Q["insert_new_event"], row),
+            (Q["shapes"], (*name, *name)),
+        ]
+        ahead: list[tuple[str, str, str, str, str, str]] = []
+        for shape in self._store._shapes_seen.get(name, ()) if digest is not None else ():
+            digested = digest(shape) if digest is not None else None
+            if digested is not None:
+                key = (*name, shape, digested, event.subject or "*", "event")
+                ahead.append(key)
+                steps.append((Q["find_subscriptions_locked"], key))
+        _, found, _, _, shapes, *waits = await self._run(steps)
+        self._shapes[name] = [r[0] for r in shapes.rows or []]
+        self._store._shapes_seen[name] = tuple(self._shapes[name])
+        for key, result in zip(ahead, waits, strict=True):
+            self._found[key] = [SubscriptionRecord(*r) for r in result.rows or []]
+        if not found.rows:
+            return None
+        existing = EventRecord(*found.rows[0])
+        if existing.published_at >= fresh_after:
+            return existing
+        # Past retention: a new event that reuses the id.
+        await self._write(Q["delete_event"], (event.id,))
+        await self._write(Q["insert_event"], row)
+        return None
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         lock = None if self._ro else lock_key("event-id", event_id)
@@ -654,14 +757,21 @@ class PostgresTx:
         )  # fmt: skip
 
     async def shapes(self, domain: str, name: str) -> list[str]:
+        read = self._shapes.pop((domain, name), None)  # by record_event, in this transaction
+        if read is not None:
+            return read
         return [row[0] for row in await self._all(Q["shapes"], (domain, name, domain, name))]
 
     async def find_subscriptions(
         self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
     ) -> list[SubscriptionRecord]:
         # '*' never names a real subject, so a missing subject matches only wildcards.
+        key = (domain, name, shape, digest, subject or "*", kind)
+        read = self._found.pop(key, None)  # by record_event, in this transaction
+        if read is not None:
+            return read
         query = Q["find_subscriptions" if self._ro else "find_subscriptions_locked"]
-        rows = await self._all(query, (domain, name, shape, digest, subject or "*", kind))
+        rows = await self._all(query, key)
         return [SubscriptionRecord(*row) for row in rows]
 
     async def list_subscriptions(
@@ -791,6 +901,9 @@ class PostgresStore:
         self._claimed: dict[str, LoadedRun] = {}
         # Tags this store's notifications, so that its own commits do not wake it.
         self._token = uuid.uuid4().hex
+        # The shapes of waits the last publish of each (domain, name) found: the
+        # next one reads ahead the waits under them (see PostgresTx.record_event).
+        self._shapes_seen: dict[tuple[str, str], tuple[str, ...]] = {}
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -1049,9 +1162,10 @@ class PostgresStore:
                 raise
         finally:
             await self._putconn(tx._c)
-        if tx._notified is not None:
+        if tx._notified is not None and not tx._task_runs <= tx._leased:
             # Tasks were added: this process's worker is told here, as other
-            # processes' are by the notification (which _listen drops as ours).
+            # processes' are by the notification (which _listen drops as ours),
+            # unless they are all for runs it was just handed (see lease_run).
             self._report(tx._notified)
 
     async def _committed(self, run_id: str, token: int) -> bool:
@@ -1150,7 +1264,7 @@ class PostgresStore:
             params = dict(
                 now=now, wall=wall_now, limit=limit - len(claimed), owner=owner, until=lease_until
             )
-            rows = await self._single(Q["claim"], params)
+            rows = await self._single(CLAIM_DUE, params)
             for row in rows:
                 loaded = _claimed_run(row)
                 self._claimed[loaded.run.id] = loaded

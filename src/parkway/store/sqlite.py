@@ -24,6 +24,7 @@ from parkway.store.base import (
     RUN_MUTABLE,
     EventRecord,
     JournalEntry,
+    Lease,
     LoadedRun,
     MessageRecord,
     NewTask,
@@ -31,7 +32,9 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    load_in,
     load_in_transaction,
+    record_event_in,
     send_signal_in,
 )
 from parkway.store.sql import load_migrations, load_queries
@@ -64,6 +67,14 @@ class SQLiteTx:
         if await self.get_run(run.id) is None:
             await self.insert_run(run)
             await self.add_tasks([NewTask(run.id, due_at, "start")])
+
+    async def lease_run(
+        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        cursor = self._c.execute(Q["lease_run"], (owner, lease_until, run_id, wall_now))
+        if cursor.rowcount != 1:
+            return Lease(run_id, taken=False)
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
 
     async def update_run(
         self,
@@ -175,6 +186,15 @@ class SQLiteTx:
 
     async def delete_signals(self, ids: Sequence[int]) -> None:
         self._c.executemany(Q["delete_signal"], [(i,) for i in ids])
+
+    async def record_event(
+        self,
+        event: EventRecord,
+        fresh_after: float,
+        *,
+        digest: Callable[[str], str | None] | None = None,
+    ) -> EventRecord | None:
+        return await record_event_in(self, event, fresh_after)  # (reads are cheap here)
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         row = self._c.execute(Q["get_event"], (event_id,)).fetchone()

@@ -193,7 +193,7 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 
 -- == claiming and leases ==
 
--- name: claim
+-- name: claim_due
 -- Lease the runs of the first due tasks whose run has no live lease, earliest
 -- first, and read what advancing them needs: the run, its due tasks, its
 -- journal and its mailbox (a row per run, the others as arrays of columns), so
@@ -210,6 +210,7 @@ WITH lazy AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
     SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+    CROSS JOIN lazy  -- (a CTE nobody reads is never run)
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
     ORDER BY t.due_at, t.id
     LIMIT %(limit)s
@@ -224,6 +225,26 @@ WITH lazy AS MATERIALIZED (
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until
 )
+-- name: claim_run
+-- Lease one run for this process's worker, in the transaction that gave it a
+-- task (a signal, a delivery): the worker then advances it without a claim of
+-- its own. Only if no one holds its lease and it has not ended. (Committed like
+-- the rest of that transaction: durably.)
+WITH due AS (
+    SELECT %(run)s::text AS id
+), claimed AS (
+    UPDATE parkway.runs SET lease_owner = %(owner)s, lease_until = %(until)s,
+        status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+    WHERE id = %(run)s AND (lease_owner IS NULL OR lease_until < %(wall)s)
+      AND status NOT IN ('completed', 'failed', 'cancelled')
+    RETURNING id, workflow, version, status, input, output, error, domain, subject,
+              parent_id, trigger, generation, created_at, updated_at, lease_owner,
+              lease_until
+)
+-- name: claimed_rows
+-- The end of both claims: what advancing each leased run needs, a row per run
+-- (its tasks, journal and mailbox as arrays of columns), and how many places
+-- the claim took (``found``).
 SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.domain,
        c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
        c.lease_owner, c.lease_until,
@@ -232,7 +253,6 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        m.ids, m.names, m.payloads, m.ats,
        (SELECT count(*) FROM due) AS found
 FROM claimed AS c
-CROSS JOIN lazy
 LEFT JOIN LATERAL (
     SELECT array_agg(id ORDER BY id) AS ids, array_agg(due_at ORDER BY id) AS due_ats,
            array_agg(kind ORDER BY id) AS kinds, array_agg(pos ORDER BY id) AS poss,
@@ -280,6 +300,12 @@ SELECT id, name, domain, subject, payload, published_at FROM parkway.events WHER
 -- name: insert_event
 INSERT INTO parkway.events (id, name, domain, subject, payload, published_at)
 VALUES (%s, %s, %s, %s, %s, %s)
+
+-- name: insert_new_event
+-- (A recent event with this id makes it a duplicate: see record_event.)
+INSERT INTO parkway.events (id, name, domain, subject, payload, published_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING
 
 -- name: delete_event
 DELETE FROM parkway.events WHERE id = %s

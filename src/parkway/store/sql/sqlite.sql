@@ -66,6 +66,13 @@ WHERE id IN (
     ORDER BY t.due_at, t.id LIMIT ?5)
 RETURNING id
 
+-- name: lease_run
+-- One run, for this process's worker, in the transaction that gave it a task.
+UPDATE runs SET lease_owner = ?1, lease_until = ?2,
+    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
+  AND status NOT IN ('completed', 'failed', 'cancelled')
+
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -43,6 +44,8 @@ F = TypeVar("F", bound=WorkflowFn)
 A = TypeVar("A", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///parkway.db"
+# How many rows of runs that ended here the engine keeps for result() (see _final).
+FINAL_ROWS = 1024
 # How often (engine time) expired subscriptions, old events and dead letters are swept.
 SWEEP_INTERVAL = 60.0
 
@@ -106,9 +109,10 @@ class Engine:
         self._worker: Worker | None = None
         self._open = False
         self._terminal: dict[str, list[asyncio.Event]] = {}
-        # The row a worker of this process just committed for a run someone here
-        # awaits the result of: the waiter takes it instead of reading it back.
-        self._final: dict[str, RunRecord] = {}
+        # The rows of runs that ended lately in this process's worker, as committed
+        # (an ended run never changes again): result() takes them instead of
+        # reading them back. The oldest go first.
+        self._final: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
         self._last_sweep: float | None = None
 
     # -- registration ------------------------------------------------------------------------
@@ -344,8 +348,10 @@ class Engine:
         _check_optional_str(subject, "subject")
         _check_optional_str(domain, "domain")
         record = self._new_run(workflow, version, run_id, encode(), domain=domain, subject=subject)
-        async with self._store.transaction() as tx:
-            await tx.start_run(record, record.created_at)
+        with self._handing_over() as hand_over:
+            async with self._store.transaction() as tx:
+                await tx.start_run(record, record.created_at)
+                await hand_over(tx, run_id)
         self._after_commit()
         return RunHandle(self, run_id)
 
@@ -688,7 +694,7 @@ class Engine:
         deadline = None if timeout is None else time.monotonic() + timeout
         # In-process completions are announced; another process's are polled.
         poll = 0.002 if "shared" in self._store.capabilities else 0.05
-        final: RunRecord | None = None
+        final = self._final.get(run_id)
         while True:
             run = final if final is not None else await self._record(run_id)
             final = None
@@ -721,22 +727,18 @@ class Engine:
                 waiters.remove(event)
                 if not waiters:
                     self._terminal.pop(run_id, None)
-                    self._final.pop(run_id, None)
             poll = min(poll * 2, 0.05)
 
     def _notify_terminal(self, run_id: str, final: RunRecord | None = None) -> None:
         """The run ended (or is held): wake whoever awaits its result here.
 
-        ``final``: its row as just committed, if known (saves each waiter a read).
+        ``final``: its row as just committed, if known and ended (see ``_final``).
         """
-        waiters = self._terminal.get(run_id)
-        if not waiters:
-            return
-        if final is not None:
+        if final is not None and final.status in TERMINAL:
             self._final[run_id] = final
-        else:
-            self._final.pop(run_id, None)
-        for event in waiters:
+            if len(self._final) > FINAL_ROWS:
+                self._final.popitem(last=False)
+        for event in self._terminal.get(run_id, ()):
             event.set()
 
     def _poke(self) -> None:

@@ -229,6 +229,10 @@ class PostgresTx:
         # process's worker (which then needs no report of those tasks).
         self._task_runs: set[str] = set()
         self._leased: set[str] = set()
+        # The start_run queued last (run id, parameters), which lease_run may silence.
+        self._started: tuple[str, list[Any]] | None = None
+        # Whether a commit was sent again after a lost connection (see lease_run).
+        self._resent = False
         # What record_event read ahead: shapes of waits by (domain, name), and waits
         # by find_subscriptions' arguments.
         self._shapes: dict[tuple[str, str], list[str]] = {}
@@ -395,6 +399,7 @@ class PostgresTx:
             try:
                 if attempt:
                     await self._fresh_connection()
+                    self._resent = True
                 results = await self._send(steps)
                 self._results(self._queued, results if len(steps) == 1 else results[1:-1])
                 self._queued = []
@@ -445,17 +450,15 @@ class PostgresTx:
         )  # fmt: skip
 
     async def start_run(self, run: RunRecord, due_at: float) -> None:
-        await self._write(
-            Q["start_run"],
-            (
-                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
-                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-                run.created_at, run.updated_at, run.lease_owner, run.lease_until, due_at,
-                self._announce(due_at),
-            ),
-            idempotent=True,
-        )  # fmt: skip
+        params = [
+            run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+            run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+            run.created_at, run.updated_at, run.lease_owner, run.lease_until, due_at,
+            self._announce(due_at),
+        ]  # fmt: skip
+        await self._write(Q["start_run"], params, idempotent=True)
         self._task_runs.add(run.id)
+        self._started = (run.id, params)
 
     async def update_run(
         self,
@@ -524,13 +527,19 @@ class PostgresTx:
 
         def taken(result: Result) -> None:
             lease.loaded = _claimed_run(result.rows[0]) if result.rows else None
-            lease.taken = lease.loaded is not None
+            lease.taken = lease.loaded is not None or (None if self._resent else False)
             if lease.taken:
                 self._leased.add(run_id)
 
         # Queued: it rides with the commit, and the lease is known when that returns.
+        # Sent again after a lost connection, it finds the lease taken (by the first
+        # send, maybe): then whether it is is not known (the worker looks).
         params = dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until)
-        await self._write(CLAIM_RUN, params, on_result=taken)
+        started = self._started
+        if started is not None and started[0] == run_id and self._queued[-1][1] is started[1]:
+            # The run this transaction starts: no one else need hear of it.
+            started[1][-1] = None
+        await self._write(CLAIM_RUN, params, on_result=taken, idempotent=True)
         return lease
 
     async def list_runs(

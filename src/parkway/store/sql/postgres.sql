@@ -83,7 +83,8 @@ ON CONFLICT (id) DO NOTHING
 
 -- name: start_run
 -- A run and its start task, unless the id exists: idempotent, so a start cut off
--- with its connection is simply sent again. Notifies other processes' listeners.
+-- with its connection is simply sent again. Notifies other processes' listeners
+-- (unless the payload is NULL: the run goes to this process's worker).
 WITH inserted AS (
     INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
                               subject, parent_id, trigger, generation, created_at,
@@ -95,7 +96,8 @@ WITH inserted AS (
     INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
     SELECT id, %s, 'start', NULL, NULL FROM inserted
 )
-SELECT pg_notify('parkway_tasks', %s)
+SELECT pg_notify('parkway_tasks', note) FROM (SELECT %s::text AS note) AS n
+WHERE note IS NOT NULL
 
 -- name: active_run
 SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject = %s

@@ -722,6 +722,31 @@ async def test_lease_run_hands_a_run_over_in_the_transaction_that_gave_it_a_task
     assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
+async def test_lease_run_takes_a_run_started_in_its_transaction(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.start_run(run("new"), NOW)
+        lease = await tx.lease_run("new", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+    assert lease.taken is True and lease.loaded is not None
+    started = lease.loaded.run
+    assert (started.id, started.status, started.lease_owner, started.lease_until) == (
+        "new", "running", "w", WALL + 9,
+    )  # fmt: skip
+    assert [(t.kind, t.due_at) for t in lease.loaded.tasks] == [("start", NOW)]
+    assert lease.loaded.journal == []
+    async with store.transaction(readonly=True) as tx:
+        assert [t.id for t in await tx.due_tasks("new", NOW)] == [lease.loaded.tasks[0].id]
+    assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 9, limit=5) == []
+    # A second start of the id changes nothing, and leases nothing.
+    async with store.transaction() as tx:
+        await tx.start_run(run("new", input=b"2"), NOW + 1)
+        again = await tx.lease_run("new", owner="v", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+    assert again.taken is False
+    async with store.transaction(readonly=True) as tx:
+        kept = await tx.get_run("new")
+        assert kept is not None and kept.lease_owner == "w" and kept.input == run("new").input
+        assert len(await tx.due_tasks("new", NOW + 1)) == 1
+
+
 async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.insert_run(run("held", status="running", lease_owner="x", lease_until=WALL + 9))

@@ -525,21 +525,36 @@ class PostgresTx:
     ) -> Lease:
         lease = Lease(run_id)
 
-        def taken(result: Result) -> None:
-            lease.loaded = _claimed_run(result.rows[0]) if result.rows else None
-            lease.taken = lease.loaded is not None or (None if self._resent else False)
+        def taken(loaded: LoadedRun | None) -> None:
+            lease.loaded = loaded
+            # Sent again after a lost connection, it finds the lease taken (by the
+            # first send, maybe): then whether it is is not known (the worker looks).
+            lease.taken = loaded is not None or (None if self._resent else False)
             if lease.taken:
                 self._leased.add(run_id)
 
-        # Queued: it rides with the commit, and the lease is known when that returns.
-        # Sent again after a lost connection, it finds the lease taken (by the first
-        # send, maybe): then whether it is is not known (the worker looks).
-        params = dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until)
         started = self._started
         if started is not None and started[0] == run_id and self._queued[-1][1] is started[1]:
-            # The run this transaction starts: no one else need hear of it.
-            started[1][-1] = None
-        await self._write(CLAIM_RUN, params, on_result=taken, idempotent=True)
+            # The run this transaction starts (its start_run is the last write): one
+            # statement inserts it leased, with its start task; no one else need
+            # hear of it.
+            start = started[1]
+            leased = [*start[:3], "running", *start[4:14], owner, lease_until, start[16]]
+
+            def inserted(result: Result) -> None:
+                taken(_started_run(result.rows[0]) if result.rows else None)
+
+            self._queued.pop()
+            await self._write(Q["start_run_leased"], leased, on_result=inserted, idempotent=True)
+            return lease
+        # Queued: it rides with the commit, and the lease is known when that returns.
+        params = dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until)
+        await self._write(
+            CLAIM_RUN,
+            params,
+            on_result=lambda result: taken(_claimed_run(result.rows[0]) if result.rows else None),
+            idempotent=True,
+        )
         return lease
 
     async def list_runs(
@@ -1420,6 +1435,13 @@ def _update_leased_query(
         f"WITH changed AS ({update} RETURNING 1){joined} "
         "SELECT parkway.lease_held(count(*)) FROM changed"
     )
+
+
+def _started_run(row: Row) -> LoadedRun:
+    """A row of start_run_leased: the run's 16 columns, then its start task's id and
+    due time."""
+    run = RunRecord(*row[:16])
+    return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, None)], [])
 
 
 def _claimed_run(row: Row) -> LoadedRun:

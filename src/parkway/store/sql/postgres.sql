@@ -99,6 +99,29 @@ WITH inserted AS (
 SELECT pg_notify('parkway_tasks', note) FROM (SELECT %s::text AS note) AS n
 WHERE note IS NOT NULL
 
+-- name: start_run_leased
+-- start_run for a run this process's worker takes at once: inserted leased to it
+-- (as a claim would lease it), with no notification; returns the run and its
+-- start task (nothing if the id exists). Idempotent like start_run.
+WITH inserted AS (
+    INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
+                              subject, parent_id, trigger, generation, created_at,
+                              updated_at, lease_owner, lease_until)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, workflow, version, status, input, output, error, domain, subject,
+              parent_id, trigger, generation, created_at, updated_at, lease_owner,
+              lease_until
+), task AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+    SELECT id, %s, 'start', NULL, NULL FROM inserted
+    RETURNING id, due_at
+)
+SELECT i.id, i.workflow, i.version, i.status, i.input, i.output, i.error, i.domain,
+       i.subject, i.parent_id, i.trigger, i.generation, i.created_at, i.updated_at,
+       i.lease_owner, i.lease_until, t.id, t.due_at
+FROM inserted AS i, task AS t
+
 -- name: active_run
 SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject = %s
   AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1

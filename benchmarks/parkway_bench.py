@@ -125,6 +125,7 @@ class Bench:
         self.path = folder / "bench.db"
         self.url = "memory://" if db == "memory" else f"sqlite:///{self.path}"
         self.pg_admin, self.pg_database = pg_admin, ""
+        self._pg: Any = None  # count_completed's connection
         if db == "postgres":
             # A fresh database on the server, dropped at the end (see close()).
             import psycopg
@@ -137,6 +138,8 @@ class Bench:
             self.url = f"{base}/{self.pg_database}"
 
     def close(self) -> None:
+        if self._pg is not None:
+            self._pg.close()
         if self.pg_database:
             import psycopg
 
@@ -145,6 +148,20 @@ class Bench:
 
     def engine(self, **options: Any) -> Engine:
         return Engine(self.url, **options)
+
+    def count_completed(self) -> int:
+        """How many runs have completed, by one cheap query on a connection of its own."""
+        query = "SELECT count(*) FROM {}runs WHERE status = 'completed'"
+        if self.pg_database:
+            import psycopg
+
+            if self._pg is None:
+                self._pg = psycopg.connect(self.url, autocommit=True)
+            row = self._pg.execute(query.format("parkway.")).fetchone()
+        else:
+            with sqlite3.connect(self.path) as conn:
+                row = conn.execute(query.format("")).fetchone()
+        return int(row[0]) if row else 0
 
 
 async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
@@ -498,11 +515,13 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
             await engine.start("steps3", i, id=f"s{i}")
         workers.start(WORKERS)
         try:
-            # Clocked from the first completion (the workers are up) to the last.
+            # Clocked from the first completion (the workers are up) to the last,
+            # counted by a query that costs the workers' two cores next to nothing
+            # (list_runs would read and convert every completed run 50 times a second).
             t0 = None
             deadline = time.monotonic() + 600
             while True:
-                done = len(await engine.list_runs(status="completed", limit=n + 1))
+                done = bench.count_completed()
                 if done and t0 is None:
                     t0, first = time.perf_counter(), done
                 if done >= n:

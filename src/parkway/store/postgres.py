@@ -123,6 +123,7 @@ class Result:
 
 
 CHANNEL = "parkway_tasks"
+TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
 # Connections to close rather than reuse (see _send).
 _POISONED: weakref.WeakSet[Conn] = weakref.WeakSet()
 # What parkway.lease_held raises (migration 002).
@@ -160,7 +161,9 @@ def _subject_lock(domain: str, subject: str | None) -> int:
 # the table each writes. None inserts a row another part could be meant to see.
 FUSABLE = {
     "put_journal": "journal",
+    "put_journal_entry": "journal",
     "delete_tasks": "tasks",
+    "delete_task": "tasks",
     "delete_all_tasks": "tasks",
     "delete_signals": "mailbox",
     "delete_run_subscriptions": "subscriptions",
@@ -605,6 +608,13 @@ class PostgresTx:
         latest = list({e.pos: e for e in entries}.values())
         if not latest:
             return
+        if len(latest) == 1:
+            # The usual case (a step's result): plain values, no arrays to build.
+            e = latest[0]
+            one = (run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at)
+            if not self._fuse("put_journal_entry", one, run_id):
+                await self._write(Q["put_journal_entry"], one)
+            return
         params = (
             run_id, [e.pos for e in latest], [e.kind for e in latest],
             [e.name for e in latest], [e.state for e in latest],
@@ -655,7 +665,10 @@ class PostgresTx:
         return [TaskRecord(*row) for row in tasks.rows or []]
 
     async def delete_tasks(self, ids: Sequence[int]) -> None:
-        if ids and not self._fuse("delete_tasks", (list(ids),)):
+        if len(ids) == 1:  # the usual case: no array to build
+            if not self._fuse("delete_task", (ids[0],)):
+                await self._write(Q["delete_task"], (ids[0],))
+        elif ids and not self._fuse("delete_tasks", (list(ids),)):
             await self._write(Q["delete_tasks"], (list(ids),))
 
     async def delete_wait_tasks(
@@ -1492,7 +1505,13 @@ async def _send(conn: Conn, steps: list[Step]) -> list[Result]:
             # back to the pool closed, to be replaced.
             _POISONED.add(conn)
             raise
-    return [Result(await c.fetchall() if c.description else None, c.rowcount) for c in cursors]
+    # (pgresult's status, not description: that builds a Column per field each time)
+    return [Result(await c.fetchall() if _has_rows(c) else None, c.rowcount) for c in cursors]
+
+
+def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
+    result = cursor.pgresult
+    return result is not None and result.status == TUPLES_OK
 
 
 def _due(text: str) -> float | None:

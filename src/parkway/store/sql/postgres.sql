@@ -144,6 +144,13 @@ ON CONFLICT (run_id, pos) DO UPDATE SET
     kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
     value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
 
+-- name: put_journal_entry
+INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, pos) DO UPDATE SET
+    kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
+    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
+
 -- name: clear_journal
 DELETE FROM parkway.journal WHERE run_id = %s
 
@@ -171,6 +178,9 @@ SELECT subject FROM parkway.subscriptions WHERE run_id = %s AND kind = 'message'
 
 -- name: delete_tasks
 DELETE FROM parkway.tasks WHERE id = ANY(%s::int8[])
+
+-- name: delete_task
+DELETE FROM parkway.tasks WHERE id = %s
 
 -- name: delete_wait_tasks
 DELETE FROM parkway.tasks WHERE run_id = %s AND pos IS NOT NULL

@@ -538,17 +538,16 @@ class PostgresTx:
 
         started = self._started
         if started is not None and started[0] == run_id and self._queued[-1][1] is started[1]:
-            # The run this transaction starts (its start_run is the last write): one
-            # statement inserts it leased, with its start task; no one else need
-            # hear of it.
+            # The run this transaction starts (its start_run is the last write): that
+            # statement inserts it leased instead, with no notification (no one
+            # else need hear of it), and returns it with its start task.
             start = started[1]
-            leased = [*start[:3], "running", *start[4:14], owner, lease_until, start[16]]
+            start[3], start[14], start[15], start[17] = "running", owner, lease_until, None
 
             def inserted(result: Result) -> None:
                 taken(_started_run(result.rows[0]) if result.rows else None)
 
-            self._queued.pop()
-            await self._write(Q["start_run_leased"], leased, on_result=inserted, idempotent=True)
+            self._on_result.append((self._queued[-1], inserted))
             return lease
         # Queued: it rides with the commit, and the lease is known when that returns.
         params = dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until)
@@ -1451,8 +1450,8 @@ def _update_leased_query(
 
 
 def _started_run(row: Row) -> LoadedRun:
-    """A row of start_run_leased: the run's 16 columns, then its start task's id and
-    due time."""
+    """A row of start_run: the run's 16 columns, then its start task's id and due
+    time."""
     run = RunRecord(*row[:16])
     return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, None)], [])
 

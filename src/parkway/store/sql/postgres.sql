@@ -83,26 +83,9 @@ ON CONFLICT (id) DO NOTHING
 
 -- name: start_run
 -- A run and its start task, unless the id exists: idempotent, so a start cut off
--- with its connection is simply sent again. Notifies other processes' listeners
--- (unless the payload is NULL: the run goes to this process's worker).
-WITH inserted AS (
-    INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
-                              subject, parent_id, trigger, generation, created_at,
-                              updated_at, lease_owner, lease_until)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-    ON CONFLICT (id) DO NOTHING
-    RETURNING id
-), task AS (
-    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
-    SELECT id, %s, 'start', NULL, NULL FROM inserted
-)
-SELECT pg_notify('parkway_tasks', note) FROM (SELECT %s::text AS note) AS n
-WHERE note IS NOT NULL
-
--- name: start_run_leased
--- start_run for a run this process's worker takes at once: inserted leased to it
--- (as a claim would lease it), with no notification; returns the run and its
--- start task (nothing if the id exists). Idempotent like start_run.
+-- with its connection is simply sent again. Returns the run and its start task
+-- (nothing if the id exists), and notifies other processes' listeners unless
+-- the payload is NULL (the run is inserted leased to this process's worker).
 WITH inserted AS (
     INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
                               subject, parent_id, trigger, generation, created_at,
@@ -119,7 +102,9 @@ WITH inserted AS (
 )
 SELECT i.id, i.workflow, i.version, i.status, i.input, i.output, i.error, i.domain,
        i.subject, i.parent_id, i.trigger, i.generation, i.created_at, i.updated_at,
-       i.lease_owner, i.lease_until, t.id, t.due_at
+       i.lease_owner, i.lease_until, t.id, t.due_at,
+       (SELECT pg_notify('parkway_tasks', note) FROM (SELECT %s::text AS note) AS n
+        WHERE note IS NOT NULL)
 FROM inserted AS i, task AS t
 
 -- name: active_run

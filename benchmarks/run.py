@@ -1,6 +1,6 @@
 """Run every benchmark shape on parkway and, where installed, on DBOS; print one table.
 
-    python -m benchmarks.run [--quick] [--no-peers] [--peers restate] [--write FILE]
+    python -m benchmarks.run [--quick] [--no-peers] [--peers restate] [--repeat K] [--write FILE]
 
 Each shape runs in its own fresh process (``benchmarks.parkway_bench`` and
 ``benchmarks.peers.dbos_bench``), so peak RSS and threads are the shape's own.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -23,8 +24,31 @@ from typing import Any
 
 import orjson
 
+# How many times each shape runs (--repeat); its figures are the medians.
+REPEAT = 1
+
 
 def run_json(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module args`` REPEAT times; its figures, each the median of the runs.
+
+    (A figure's median is taken on its own: the runs need not agree on anything
+    else. A run that failed is left out; if all did, the last one's reason stays.)
+    """
+    results = [run_once(module, args, timeout) for _ in range(REPEAT)]
+    good = [r for r in results if r.get("available", True)]
+    if not good:
+        return results[-1]
+    merged = dict(good[-1])
+    for key, value in merged.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            values = sorted(r[key] for r in good if isinstance(r.get(key), int | float))
+            whole = all(isinstance(v, int) for v in values)  # (counts stay counts)
+            merged[key] = statistics.median_low(values) if whole else statistics.median(values)
+    merged["runs"] = len(good)
+    return merged
+
+
+def run_once(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
     """Run ``python -m module args`` and parse its one line of JSON."""
     command = [sys.executable, "-m", module, *args]
     print(f"$ {' '.join(command[1:])}", file=sys.stderr, flush=True)
@@ -66,6 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
     parser.add_argument("--write", help="also write the Markdown table to this file")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every shape (ours and the peers') this many times; report medians",
+    )
+    parser.add_argument(
         "--postgres",
         action="store_true",
         help="also measure on PostgreSQL (127.0.0.1:5432 or PARKWAY_BENCH_POSTGRES_URL): "
@@ -80,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure this peer, in a column of its own",
     )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be 1 or more")
+    global REPEAT
+    REPEAT = args.repeat
 
     n = {
         "steps3": 1000,
@@ -191,6 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Measured {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M} UTC on "
         f"{platform.machine()} ({_cpus()} CPUs), Python {platform.python_version()}, "
         "SQLite backend, one process per shape"
+        + (f", each figure the median of {REPEAT} runs" if REPEAT > 1 else "")
         + ("" if args.no_peers else f"; DBOS {_dbos_version()} on SQLite (WAL) in the same run")
         + (f"; Restate {_restate_version(restate)}" if restate else "")
         + (" (quick run: N/10)" if args.quick else "")

@@ -119,11 +119,9 @@ async def correlate_in_tx(
         seen = await tx.message_id_seen(message_id)
         if seen is not None and seen >= now - engine.event_retention:
             return CorrelationResult("duplicate")
-    wait = await tx.message_wait(name, key)
-    if wait is not None and wait.deadline is not None and now > wait.deadline:
-        wait = None  # its timeout passed first: the message goes to the buffer instead
+    # (A wait whose timeout passed first stays, and the message goes to the buffer.)
+    wait = await tx.take_message_wait(name, key, now)
     if wait is not None:
-        await tx.delete_subscription(wait.run_id, wait.pos)
         body = envelope(name, key, payload, message_id)
         await tx.add_tasks([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
         await _remember(tx, message_id, now)

@@ -552,6 +552,28 @@ async def test_a_message_wait_is_found_by_name_and_key(store: Store) -> None:
         assert await tx.message_wait("payment", "APP-1") is None
 
 
+async def test_take_message_wait_removes_a_live_wait_and_leaves_a_timed_out_one(
+    store: Store,
+) -> None:
+    late = sub("late", 0, kind="message", name="payment", subject="K2", deadline=NOW - 1)
+    async with store.transaction() as tx:
+        await tx.add_subscription(message_wait("r", "payment", "K1", pos=3))
+        await tx.add_subscription(late)
+        await tx.add_subscription(sub("e", subject="K1", name="payment"))  # an event wait
+    async with store.transaction() as tx:
+        taken = await tx.take_message_wait("payment", "K1", NOW)
+        assert taken is not None and (taken.run_id, taken.pos, taken.kind) == ("r", 3, "message")
+        assert await tx.take_message_wait("payment", "K1", NOW) is None  # gone
+        assert await tx.take_message_wait("payment", "K2", NOW) is None  # its timeout won
+        assert await tx.take_message_wait("payment", "K3", NOW) is None  # nobody waits
+    async with store.transaction() as tx:
+        assert await tx.message_wait("payment", "K1") is None
+        assert await tx.message_wait("payment", "K2") == late
+        assert len(await tx.list_subscriptions(name="payment")) == 2  # late and the event wait
+        # At its deadline exactly, the wait still takes the message.
+        assert await tx.take_message_wait("payment", "K2", NOW - 1) == late
+
+
 async def test_at_most_one_wait_per_message_name_and_key(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.add_subscription(message_wait("first", "payment", "K"))

@@ -316,6 +316,11 @@ class Tx(Protocol):
         """The one live wait for message ``(name, key)``, if any."""
         ...
 
+    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
+        """Remove and return the wait for message ``(name, key)``, unless there is none
+        or its deadline has passed at ``now`` (then it stays: its timeout wins)."""
+        ...
+
     async def add_message(self, message: MessageRecord) -> int:
         """Buffer a message (its ``id`` is ignored); return the new id."""
         ...
@@ -462,3 +467,14 @@ async def record_event_in(
         await tx.delete_event(event.id)
     await tx.insert_event(event)
     return None
+
+
+async def take_message_wait_in(
+    tx: Tx, name: str, key: str, now: float
+) -> SubscriptionRecord | None:
+    """:meth:`Tx.take_message_wait` for stores whose statements are cheap."""
+    wait = await tx.message_wait(name, key)
+    if wait is None or (wait.deadline is not None and now > wait.deadline):
+        return None
+    await tx.delete_subscription(wait.run_id, wait.pos)
+    return wait

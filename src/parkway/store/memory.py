@@ -33,6 +33,7 @@ from parkway.store.base import (
     load_in_transaction,
     record_event_in,
     send_signal_in,
+    take_message_wait_in,
 )
 
 T = TypeVar("T")
@@ -393,6 +394,9 @@ class MemoryTx:
     async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
         found = self._s.message_waits.get((name, key))
         return self._s.subs.get(found) if found else None
+
+    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
+        return await take_message_wait_in(self, name, key, now)
 
     async def add_message(self, message: MessageRecord) -> int:
         message_id = self._s.next_message

@@ -849,6 +849,12 @@ class PostgresTx:
             row = await self._one(Q["message_wait_locked"], (name, key), lock=lock)
         return SubscriptionRecord(*row) if row else None
 
+    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
+        # One statement after the key's lock (see message_wait): the wait and its removal.
+        lock = _subject_lock("default", key)
+        row = await self._one(Q["take_message_wait"], (name, key, now), lock=lock)
+        return SubscriptionRecord(*row) if row else None
+
     async def add_message(self, message: MessageRecord) -> int:
         m = message
         row = await self._one(

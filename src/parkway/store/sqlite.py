@@ -38,6 +38,7 @@ from parkway.store.base import (
     load_in_transaction,
     record_event_in,
     send_signal_in,
+    take_message_wait_in,
 )
 from parkway.store.sql import load_migrations, load_queries
 
@@ -276,6 +277,9 @@ class SQLiteTx:
     async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
         row = self._c.execute(Q["message_wait"], (name, key)).fetchone()
         return SubscriptionRecord(*row) if row else None
+
+    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
+        return await take_message_wait_in(self, name, key, now)
 
     async def add_message(self, message: MessageRecord) -> int:
         m = message

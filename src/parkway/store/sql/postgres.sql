@@ -409,6 +409,13 @@ SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, exp
 FROM parkway.subscriptions WHERE kind = 'message' AND name = %s AND subject = %s
 FOR UPDATE
 
+-- name: take_message_wait
+-- (A wait past its deadline stays: its timeout wins.)
+DELETE FROM parkway.subscriptions
+WHERE kind = 'message' AND name = %s AND subject = %s AND (deadline IS NULL OR deadline >= %s)
+RETURNING run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at,
+          created_at, deadline
+
 -- name: add_message
 INSERT INTO parkway.messages
     (name, key, payload, message_id, status, reason, received_at, expires_at)

@@ -289,8 +289,6 @@ class Execution:
         # The run's mailbox, read once per advance (None: not yet); the worker may
         # hand it over already read with the run.
         self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
-        # Whether this run (generation) ever waited for a message: only then can a
-        # delivery be pending for it when it ends.
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from parkway.errors import LeaseLostError
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
+    ComposedTx,
     EventRecord,
     JournalEntry,
     Lease,
@@ -31,9 +31,6 @@ from parkway.store.base import (
     TaskRecord,
     load_in,
     load_in_transaction,
-    record_event_in,
-    send_signal_in,
-    take_message_wait_in,
 )
 
 T = TypeVar("T")
@@ -70,7 +67,7 @@ class _State:
         self.message_waits: dict[tuple[str, str], tuple[str, int]] = {}
 
 
-class MemoryTx:
+class MemoryTx(ComposedTx):
     """A transaction over :class:`_State` with an undo log."""
 
     def __init__(self, state: _State) -> None:
@@ -91,11 +88,6 @@ class MemoryTx:
             raise KeyError(f"run {run.id!r} exists")
         self._s.runs[run.id] = _copy(run)
         self._undo.append(lambda: self._s.runs.pop(run.id, None))
-
-    async def start_run(self, run: RunRecord, due_at: float) -> None:
-        if await self.get_run(run.id) is None:
-            await self.insert_run(run)
-            await self.add_tasks([NewTask(run.id, due_at, "start")])
 
     async def update_run(
         self,
@@ -131,12 +123,6 @@ class MemoryTx:
             run.status = "running"
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
-
-    async def update_leased(
-        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
-    ) -> None:
-        if not await self.update_run(run_id, changes, owner=owner, release=release):
-            raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
     async def list_runs(
         self,
@@ -226,11 +212,6 @@ class MemoryTx:
     async def delete_all_tasks(self, run_id: str) -> None:
         await self.delete_tasks(list(self._s.run_tasks.get(run_id, ())))
 
-    async def send_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> str | None:
-        return await send_signal_in(self, run_id, name, payload, at)
-
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         signal_id = self._s.next_signal
         self._s.next_signal += 1
@@ -259,15 +240,6 @@ class MemoryTx:
                 bisect.insort(q, s.id)
 
             self._undo.append(undo)
-
-    async def record_event(
-        self,
-        event: EventRecord,
-        fresh_after: float,
-        *,
-        digest: Callable[[str], str | None] | None = None,
-    ) -> EventRecord | None:
-        return await record_event_in(self, event, fresh_after)  # (reads are cheap here)
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         return self._s.events.get(event_id)
@@ -394,9 +366,6 @@ class MemoryTx:
     async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
         found = self._s.message_waits.get((name, key))
         return self._s.subs.get(found) if found else None
-
-    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
-        return await take_message_wait_in(self, name, key, now)
 
     async def add_message(self, message: MessageRecord) -> int:
         message_id = self._s.next_message

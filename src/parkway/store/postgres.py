@@ -158,7 +158,8 @@ def _subject_lock(domain: str, subject: str | None) -> int:
 
 
 # Writes that may ride in a run's lease-fenced update (see PostgresTx._fuse), and
-# the table each writes. None inserts a row another part could be meant to see.
+# the table each writes. Only the journal's are inserts, into a table no other
+# part touches: no part is meant to see rows another part writes.
 FUSABLE = {
     "put_journal": "journal",
     "put_journal_entry": "journal",
@@ -537,7 +538,12 @@ class PostgresTx:
                 self._leased.add(run_id)
 
         started = self._started
-        if started is not None and started[0] == run_id and self._queued[-1][1] is started[1]:
+        if (
+            started is not None
+            and started[0] == run_id
+            and self._queued
+            and self._queued[-1][1] is started[1]
+        ):
             # The run this transaction starts (its start_run is the last write): that
             # statement inserts it leased instead, with no notification (no one
             # else need hear of it), and returns it with its start task.
@@ -736,12 +742,13 @@ class PostgresTx:
             (Q["shapes"], (*name, *name)),
         ]
         ahead: list[tuple[str, str, str, str, str, str]] = []
-        for shape in self._store._shapes_seen.get(name, ()) if digest is not None else ():
-            digested = digest(shape) if digest is not None else None
-            if digested is not None:
-                key = (*name, shape, digested, event.subject or "*", "event")
-                ahead.append(key)
-                steps.append((Q["find_subscriptions_locked"], key))
+        if digest is not None:
+            for shape in self._store._shapes_seen.get(name, ()):
+                digested = digest(shape)
+                if digested is not None:
+                    key = (*name, shape, digested, event.subject or "*", "event")
+                    ahead.append(key)
+                    steps.append((Q["find_subscriptions_locked"], key))
         _, found, _, _, shapes, *waits = await self._run(steps)
         self._shapes[name] = [r[0] for r in shapes.rows or []]
         self._store._shapes_seen[name] = tuple(self._shapes[name])

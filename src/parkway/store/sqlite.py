@@ -21,9 +21,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from parkway.errors import LeaseLostError, ParkwayError, StoreError
+from parkway.errors import ParkwayError, StoreError
 from parkway.store.base import (
     RUN_MUTABLE,
+    ComposedTx,
     EventRecord,
     JournalEntry,
     Lease,
@@ -36,9 +37,6 @@ from parkway.store.base import (
     TaskRecord,
     load_in,
     load_in_transaction,
-    record_event_in,
-    send_signal_in,
-    take_message_wait_in,
 )
 from parkway.store.sql import load_migrations, load_queries
 
@@ -48,7 +46,7 @@ Q = load_queries("sqlite.sql")
 MIGRATIONS = load_migrations("sqlite_migrations")
 
 
-class SQLiteTx:
+class SQLiteTx(ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -67,11 +65,6 @@ class SQLiteTx:
                 run.created_at, run.updated_at, run.lease_owner, run.lease_until,
             ),
         )  # fmt: skip
-
-    async def start_run(self, run: RunRecord, due_at: float) -> None:
-        if await self.get_run(run.id) is None:
-            await self.insert_run(run)
-            await self.add_tasks([NewTask(run.id, due_at, "start")])
 
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
@@ -103,12 +96,6 @@ class SQLiteTx:
             params.append(owner)
         cursor = self._c.execute(f"UPDATE runs SET {', '.join(sets)} WHERE {where}", params)
         return cursor.rowcount == 1
-
-    async def update_leased(
-        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
-    ) -> None:
-        if not await self.update_run(run_id, changes, owner=owner, release=release):
-            raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
     async def list_runs(
         self,
@@ -178,11 +165,6 @@ class SQLiteTx:
     async def delete_all_tasks(self, run_id: str) -> None:
         self._c.execute(Q["delete_all_tasks"], (run_id,))
 
-    async def send_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> str | None:
-        return await send_signal_in(self, run_id, name, payload, at)
-
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         self._c.execute(Q["add_signal"], (run_id, name, payload, at))
 
@@ -191,15 +173,6 @@ class SQLiteTx:
 
     async def delete_signals(self, ids: Sequence[int]) -> None:
         self._c.executemany(Q["delete_signal"], [(i,) for i in ids])
-
-    async def record_event(
-        self,
-        event: EventRecord,
-        fresh_after: float,
-        *,
-        digest: Callable[[str], str | None] | None = None,
-    ) -> EventRecord | None:
-        return await record_event_in(self, event, fresh_after)  # (reads are cheap here)
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         row = self._c.execute(Q["get_event"], (event_id,)).fetchone()
@@ -277,9 +250,6 @@ class SQLiteTx:
     async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
         row = self._c.execute(Q["message_wait"], (name, key)).fetchone()
         return SubscriptionRecord(*row) if row else None
-
-    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
-        return await take_message_wait_in(self, name, key, now)
 
     async def add_message(self, message: MessageRecord) -> int:
         m = message

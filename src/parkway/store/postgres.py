@@ -5,11 +5,11 @@ than asyncpg. psycopg goes through libpq, so a parkway URL means exactly what
 it means to ``psql`` (``.pgpass``, service files, ``PG*`` variables, every
 ``sslmode``, several hosts); its API is fully typed (this package is mypy
 strict); its pool replaces broken connections by itself and LISTEN needs no
-callback plumbing (``notifies()``); and it works behind PgBouncer. asyncpg is
-faster per statement, but not where parkway spends its time: measured on a
-2-core box, a 4-statement transaction with a durable commit ran at 520-880/s
-on psycopg and 350-1650/s on asyncpg (commit-bound, noisy); with
-``synchronous_commit=off`` asyncpg was 1.2-1.6x faster.
+callback plumbing (``notifies()``); and it works behind PgBouncer. Its cursors
+cost ~70 µs of Python per statement, though, which made the client the
+bottleneck of a busy worker: statements go through :mod:`parkway.store.pgwire`
+instead (psycopg's connection, adapters and errors, its libpq handle driven
+directly, every statement prepared once per connection).
 
 One transaction = one pooled connection in autocommit mode: a write
 transaction sends ``BEGIN ISOLATION LEVEL READ COMMITTED`` in one pipeline
@@ -68,7 +68,6 @@ import logging
 import random
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -82,6 +81,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parkway.durations import to_seconds
 from parkway.errors import InvalidDurationError, LeaseLostError, ParkwayError, StoreError
+from parkway.store import pgwire
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
@@ -97,6 +97,7 @@ from parkway.store.base import (
     TaskRecord,
     reads_mailbox,
 )
+from parkway.store.pgwire import Result
 from parkway.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("parkway.store.postgres")
@@ -114,18 +115,8 @@ Query = str | sql.SQL | sql.Composed
 Step = tuple[Query, Sequence[Any] | Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class Result:
-    """What one statement returned: its rows (``None``: it returns none) and row count."""
-
-    rows: list[Row] | None
-    rowcount: int
-
-
 CHANNEL = "parkway_tasks"
 TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
-# Connections to close rather than reuse (see _send).
-_POISONED: weakref.WeakSet[Conn] = weakref.WeakSet()
 # What parkway.lease_held raises (migration 002).
 LEASE_LOST = "PKL01"
 BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
@@ -1183,9 +1174,6 @@ class PostgresStore:
 
     async def _putconn(self, conn: Conn) -> None:
         pool = self._pool
-        if conn in _POISONED:
-            _POISONED.discard(conn)
-            await conn.close()
         if pool is None:
             await conn.close()
         else:
@@ -1504,26 +1492,7 @@ def _claimed_run(row: Row) -> LoadedRun:
 
 async def _send(conn: Conn, steps: list[Step]) -> list[Result]:
     """Statements in one round trip (a pipeline when there are several); their results."""
-    if len(steps) == 1:
-        cursors = [await conn.execute(*steps[0])]
-    else:
-        try:
-            async with conn.pipeline():
-                cursors = [await conn.execute(query, params) for query, params in steps]
-        except psycopg.Error:
-            # psycopg counts a statement whose turn to be prepared came in a pipeline
-            # that failed before it as prepared, and the connection then fails it
-            # ("prepared statement ... does not exist"): such a connection goes
-            # back to the pool closed, to be replaced.
-            _POISONED.add(conn)
-            raise
-    # (pgresult's status, not description: that builds a Column per field each time)
-    return [Result(await c.fetchall() if _has_rows(c) else None, c.rowcount) for c in cursors]
-
-
-def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
-    result = cursor.pgresult
-    return result is not None and result.status == TUPLES_OK
+    return await pgwire.send(conn, steps)
 
 
 def _due(text: str) -> float | None:

@@ -11,7 +11,8 @@ thread) and the store is the only truth.
 
 Writes accumulate in a buffer and are committed together: before a step's
 function runs (so every result before it is durable before its side effect
-starts), and at the end, with the run's new status. Every commit is fenced by
+starts; the input a wait took may wait, see ``Writes.may_wait_for_commit``),
+and at the end, with the run's new status. Every commit is fenced by
 the worker's lease, so a worker that lost its lease can never write.
 """
 
@@ -96,6 +97,10 @@ class Outcome:
     new_input: bytes | None = None
 
 
+# Waits whose input a replay finds again the same (see Writes.may_wait_for_commit).
+REPLAYABLE_WAITS = frozenset({"signal", "event", "message"})
+
+
 @dataclass
 class Writes:
     """Buffered changes of one run, committed in one transaction."""
@@ -120,6 +125,26 @@ class Writes:
             self.journal or self.tasks or self.runs or self.consumed_signals
             or self.finished_waits or self.subscriptions or self.publishes
         )  # fmt: skip
+
+    @property
+    def may_wait_for_commit(self) -> bool:
+        """Whether a step's side effect may run before these writes are committed.
+
+        Only if they record nothing a replay could not find again the same: waits
+        that took a signal, an event or a message (with what goes with them:
+        status, deleted timers, consumed signals). Their input stays in the store
+        until the commit that consumes it, and a replay after a crash takes the same
+        one again (a name's oldest signal; a wait's one delivery, the subscription
+        having gone with it). So the step after a wait needs no commit of its own
+        before it runs: the wait's result commits with the step's. A step result, a
+        side value (``ctx.now``), a child, a publish or a timer must be durable
+        first: a replay could come out otherwise, and the step's side effect would
+        follow a history that never was.
+        """
+        return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
+            entry.kind in REPLAYABLE_WAITS and entry.state == "done"
+            for entry in self.journal.values()
+        )
 
     async def apply(self, tx: Tx, engine: Engine, *, ending: bool = False) -> None:
         """Write them in ``tx``.
@@ -473,7 +498,8 @@ class Execution:
             attempt = _json.loads(entry.value)["attempt"] + 1
         retry = cmd.retry or NO_RETRY
         while True:
-            await self.flush()
+            if not self.writes.may_wait_for_commit:
+                await self.flush()
             try:
                 result = await _call(cmd)
                 data = _json.dumps(result, f"the result of step {cmd.name!r}")

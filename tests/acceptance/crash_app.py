@@ -39,6 +39,14 @@ def build(url: str | None = None, *, worker: bool = True) -> Engine:
         results = [await ctx.step(record, ctx.run_id, i, name=f"step-{i}") for i in range(STEPS)]
         return {"run": ctx.run_id, "results": results}
 
+    @engine.workflow(name="signalled")
+    async def signalled(ctx: WorkflowContext, input: Any) -> Any:
+        # The step after the wait runs before the wait's result is committed (it
+        # commits with the step's): a worker killed mid-step must leave the signal
+        # where the next worker finds it, the same one.
+        payload = await ctx.wait_for_signal("go")
+        return await ctx.step(record, ctx.run_id, payload["n"], name="after-signal")
+
     return engine
 
 

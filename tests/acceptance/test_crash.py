@@ -221,3 +221,50 @@ async def test_sigterm_stops_gracefully_without_duplicates(tmp_path: Path) -> No
     counts = Counter(executions(log.read_bytes()))
     assert set(counts) == {(r, i) for r in ids for i in range(crash_app.STEPS)}
     assert [pair for pair, n in counts.items() if n != 1] == []
+
+
+async def test_sigkill_during_the_step_after_a_signal_loses_no_signal(tmp_path: Path) -> None:
+    # The wait's result commits with the step after it, so a kill mid-step leaves
+    # both uncommitted: the next worker must take the same signal and run the step
+    # again with it.
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    log = tmp_path / "steps.log"
+    log.touch()
+    workers: list[Worker] = []
+    client: Engine = crash_app.build(url, worker=False)
+    ids = [f"sig-{i:03d}" for i in range(RUNS // 2)]
+    try:
+        async with client:
+            for run_id in ids:
+                await client.start("signalled", id=run_id)
+            first = await spawn(tmp_path, client, log, workers)
+            deadline = time.monotonic() + 30
+            while len(await client.list_runs(status="parked", limit=RUNS)) < len(ids):
+                assert time.monotonic() < deadline, first.output()
+                await asyncio.sleep(0.05)
+            for n, run_id in enumerate(ids):
+                await client.signal(run_id, "go", {"n": 1000 + n})
+            while not log.read_bytes().count(b"\n") >= len(ids) // 4:
+                assert time.monotonic() < deadline, first.output()
+                await asyncio.sleep(0.01)
+            assert await first.stop(signal.SIGKILL, 10) == -signal.SIGKILL
+            killed_at = len(await client.list_runs(status="completed", limit=RUNS))
+            assert killed_at < len(ids), "the worker finished before the kill"
+
+            second = await spawn(tmp_path, client, log, workers)
+            while len(await client.list_runs(status="completed", limit=RUNS)) < len(ids):
+                assert time.monotonic() < deadline + 60, second.output()
+                await asyncio.sleep(0.05)
+            assert await second.stop(signal.SIGTERM, 10) == 0, second.output()
+            for n, run_id in enumerate(ids):
+                info = await client.get_run(run_id)
+                assert info.output == f"{run_id}:{1000 + n}", info
+    finally:
+        for w in workers:
+            await w.ensure_dead()
+    # Every run's step ran with its own signal, once or (cut off by the kill) twice.
+    counts = Counter(executions(log.read_bytes()))
+    assert set(counts) == {(run_id, 1000 + n) for n, run_id in enumerate(ids)}
+    assert all(count <= 2 for count in counts.values()), counts
+    twice = sum(count == 2 for count in counts.values())
+    print(f"killed at {killed_at}/{len(ids)} completed; steps run twice: {twice}")

@@ -24,6 +24,7 @@ from parkway.errors import (
     RunClosedError,
     RunNotFoundError,
     SerializationError,
+    StoreError,
     WorkflowFailedError,
 )
 from parkway.events import Event, PublishResult, SubscriptionInfo
@@ -454,9 +455,14 @@ class Engine:
         data = _json.dumps(payload, f"the payload of signal {name!r}")
         with self._handing_over() as hand_over:
             async with self._store.transaction() as tx:
-                status = await tx.send_signal(run_id, name, data, self._clock.now())
-                if status is not None and status not in TERMINAL:
+                sent = await tx.send_signal(run_id, name, data, self._clock.now())
+                # Unless known refused: a store may learn what the signal found only
+                # at commit, and the lease it rides with is only taken for a live run.
+                if not sent.known or (sent.status is not None and sent.status not in TERMINAL):
                     await hand_over(tx, run_id)
+        if not sent.known:
+            raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
+        status = sent.status
         if status is None:
             raise RunNotFoundError(run_id)
         if status in TERMINAL:

@@ -355,10 +355,27 @@ async def test_send_signal_buffers_it_with_its_task_only_for_a_live_run(store: S
     async with store.transaction() as tx:
         await tx.insert_run(run("live", status="running"))
         await tx.insert_run(run("done", status="completed"))
+    sent = []
     async with store.transaction() as tx:
-        assert await tx.send_signal("live", "go", b"1", NOW + 1) == "running"
-        assert await tx.send_signal("done", "go", b"2", NOW + 1) == "completed"
-        assert await tx.send_signal("nobody", "go", b"3", NOW + 1) is None
+        sent.append(await tx.send_signal("live", "go", b"1", NOW + 1))
+        sent.append(await tx.send_signal("done", "go", b"2", NOW + 1))
+        sent.append(await tx.send_signal("nobody", "go", b"3", NOW + 1))
+    # Known once committed (a store may send them with the COMMIT).
+    assert [(s.known, s.status) for s in sent] == [
+        (True, "running"), (True, "completed"), (True, None)
+    ]  # fmt: skip
+    for one in ("live", "done", "nobody"):  # alone in its transaction, too
+        async with store.transaction() as tx:
+            alone = await tx.send_signal(one, "again", b"4", NOW + 2)
+        assert (alone.known, alone.status) == (
+            True,
+            {"live": "running", "done": "completed"}.get(one),
+        )
+    async with store.transaction() as tx:
+        await tx.delete_signals([s.id for s in await tx.signals("live") if s.name == "again"])
+        await tx.delete_tasks(
+            [t.id for t in await tx.due_tasks("live", NOW + 9) if t.due_at > NOW + 1]
+        )
     async with store.transaction() as tx:
         assert [(s.name, s.payload, s.at) for s in await tx.signals("live")] == [
             ("go", b"1", NOW + 1)
@@ -731,8 +748,9 @@ async def test_lease_run_hands_a_run_over_in_the_transaction_that_gave_it_a_task
         await tx.insert_run(run("r", status="parked"))
         await tx.put_journal("r", [entry(0, state="pending", kind="signal", name="go")])
     async with store.transaction() as tx:
-        assert await tx.send_signal("r", "go", b"1", NOW) == "parked"
+        sent = await tx.send_signal("r", "go", b"1", NOW)
         lease = await tx.lease_run("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+    assert sent.status == "parked"
     # Known once committed: the run and what advancing it needs, this
     # transaction's signal and task among them.
     assert lease.run_id == "r" and lease.taken is True and lease.loaded is not None

@@ -22,7 +22,7 @@ import pytest
 from parkway import Engine, ParkwayError, StoreError
 from parkway.errors import LeaseLostError
 from parkway.store import open_store, postgres
-from parkway.store.base import NewTask
+from parkway.store.base import NewTask, Sent
 from parkway.store.postgres import MIGRATIONS, PostgresStore
 
 from .test_conformance import NOW, entry, run
@@ -493,6 +493,95 @@ async def test_a_worker_commit_whose_reply_was_lost_is_not_applied_twice(
         assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start", "timer"]
 
 
+async def signal_alone(store: PostgresStore, run_id: str, name: str = "go") -> Sent:
+    async with store.transaction() as tx:
+        return await tx.send_signal(run_id, name, b"1", NOW)
+
+
+async def mailbox(store: PostgresStore, run_id: str) -> list[str]:
+    async with store.transaction(readonly=True) as tx:
+        return [s.name for s in await tx.signals(run_id)]
+
+
+async def test_a_signal_is_one_round_trip(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "PRUNE_MARKS", 0.0)
+    await leased_run(store, "r")
+    with sends() as sent:
+        found = await signal_alone(store, "r")
+    assert sent == [["--"]]  # one statement, its own transaction: with its COMMIT
+    assert (found.known, found.status) == (True, "running")
+    with sends() as sent:
+        found = await signal_alone(store, "nobody")
+    assert (found.known, found.status) == (True, None)
+
+
+async def test_a_signal_whose_reply_was_lost_is_settled_by_its_mark(store: PostgresStore) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="completed"))
+    await leased_run(store, "live")
+    for run_id, status in (("live", "running"), ("r", "completed"), ("nobody", None)):
+        with reply_lost_after_commit() as cut:
+            found = await signal_alone(store, run_id)
+        assert cut
+        # What the statement found, recorded by the mark it committed.
+        assert (found.known, found.status) == (True, status), run_id
+    assert await mailbox(store, "live") == ["go"]  # committed once, not sent again
+    assert await mailbox(store, "r") == []
+
+
+async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
+    store: PostgresStore,
+) -> None:
+    await leased_run(store, "r")
+    original = postgres._send
+    cut: list[bool] = []
+
+    async def vanish_first(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        if not cut:
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return await original(conn, steps)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", vanish_first)
+        found = await signal_alone(store, "r")
+    assert cut and (found.known, found.status) == (True, "running")
+    assert await mailbox(store, "r") == ["go"]  # the mark said "not committed": sent again
+
+
+async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresStore) -> None:
+    # The settling inserts the mark when it finds none: a transaction still on its
+    # way with that mark then fails rather than commit after being declared lost.
+    await leased_run(store, "r")
+    assert await store._mark_outcome(42) == (False, None)
+    with pytest.raises(StoreError, match="commit_marks"):
+        async with store.transaction() as tx:
+            sent = await tx.send_signal("r", "go", b"1", NOW)
+            # (Its statement carries mark 42, as a late copy of a settled one would.)
+            tx._queued[0][1]["mark"] = 42  # type: ignore[index]
+    assert not sent.known
+    assert await mailbox(store, "r") == []
+
+
+async def test_marks_older_than_an_hour_are_pruned_by_marked_commits(
+    store: PostgresStore, engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await leased_run(store, "r")
+    database = database_of(engine_url)
+    admin_sql(
+        "INSERT INTO parkway.commit_marks (mark, at) VALUES (1, now() - interval '2 hours'), "
+        "(2, now() - interval '10 minutes')",
+        database,
+    )
+    monkeypatch.setattr(postgres, "PRUNE_MARKS", 1.0)  # (one commit in a thousand)
+    await signal_alone(store, "r")
+    marks = admin_sql("SELECT mark FROM parkway.commit_marks ORDER BY at", database)
+    assert [m for (m,) in marks][:1] == [2] and len(marks) == 2  # 1 pruned; 2 and the new one
+
+
 async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: PostgresStore) -> None:
     await leased_run(store, "r")
     await store.release_leases("w")
@@ -501,7 +590,7 @@ async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: Postg
     async with store.transaction(readonly=True) as tx:
         assert await tx.journal("r") == []
         assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start"]
-    # The connection that saw the failed pipeline is not reused; the next ones work.
+    # The connection that saw the failed pipeline is fine for the next commits.
     async with store.transaction() as tx:
         await tx.delete_all_tasks("r")
     for i in range(12):

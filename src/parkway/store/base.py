@@ -171,6 +171,19 @@ class Lease:
 
 
 # Statuses of a run that has ended (no journal to replay).
+@dataclass
+class Sent:
+    """What :meth:`Tx.send_signal` found: the run's status (``None``: no such run).
+
+    ``known``: whether ``status`` is known yet. A store may send the signal with
+    its transaction's ``COMMIT`` (one round trip), so it is known once that has
+    committed, and not before.
+    """
+
+    status: str | None = None
+    known: bool = False
+
+
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
 
 # Columns of ``runs`` that ``update_run`` may change.
@@ -261,11 +274,10 @@ class Tx(Protocol):
     async def add_signal(
         self, run_id: str, name: str, payload: bytes | None, at: float
     ) -> None: ...
-    async def send_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> str | None:
+    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
         """Buffer a signal for the run, with its task due at ``at``, unless the run
-        is missing or has ended; return the run's status (``None``: no such run)."""
+        is missing or has ended; what it found: the run's status (``None``: no such
+        run), maybe known only once the transaction has committed."""
         ...
 
     async def signals(self, run_id: str) -> list[SignalRecord]: ...
@@ -461,17 +473,15 @@ class ComposedTx:
         if not await self._tx().update_run(run_id, changes, owner=owner, release=release):
             raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
-    async def send_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> str | None:
+    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
         tx = self._tx()
         run = await tx.get_run(run_id)
         if run is None:
-            return None
+            return Sent(None, known=True)
         if run.status not in ENDED:
             await tx.add_signal(run_id, name, payload, at)
             await tx.add_tasks([NewTask(run_id, at, "signal")])
-        return run.status
+        return Sent(run.status, known=True)
 
     async def record_event(
         self,

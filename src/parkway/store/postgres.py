@@ -54,7 +54,10 @@ A lost connection (server restart, failover, ``pg_terminate_backend``) is
 survived where the outcome is certain: a read or a transaction's first
 statement moves to a fresh connection; a write transaction cut off midway is
 replayed on one (see :class:`PostgresTx`); a ``COMMIT`` whose reply was lost
-asks the server what became of the transaction (``pg_xact_status``). The
+asks the server what became of the transaction (``pg_xact_status``), or, for a
+transaction sent with its ``COMMIT`` in one round trip (a worker's commit, a
+start, a signal), looks at what it left: the run's commit token, the run itself,
+the transaction's commit mark (migration 003). The
 listener reconnects by itself and then reports a change, since notifications
 sent meanwhile are lost. Needs PostgreSQL 13 or later.
 """
@@ -92,6 +95,7 @@ from parkway.store.base import (
     MessageRecord,
     NewTask,
     RunRecord,
+    Sent,
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
@@ -129,6 +133,8 @@ DEFAULT_STATEMENT_TIMEOUT = 30.0
 # frozen process cannot hold run locks forever (parkway never waits on user
 # code inside a transaction).
 IDLE_IN_TRANSACTION_TIMEOUT = 60.0
+# The share of marked commits that also delete marks older than an hour.
+PRUNE_MARKS = 0.001
 # The listener probes its connection this often when no notification came.
 LISTEN_PROBE = 30.0
 
@@ -215,6 +221,10 @@ class PostgresTx:
         # Whether every write queued so far may be applied twice (then a commit cut
         # off with its connection can simply be sent again).
         self._idempotent = True
+        # The statement writing this transaction's commit mark (migration 003), its
+        # parameters and what to do with what the mark recorded: then the commit
+        # goes in one round trip, and a lost reply is settled by the mark.
+        self._mark: tuple[dict[str, Any], Callable[[str | None], None]] | None = None
         # The last update_leased queued, which the writes right after it may join
         # (see _fuse).
         self._fence_at: _Fence | None = None
@@ -348,7 +358,7 @@ class PostgresTx:
     async def _commit(self) -> None:
         """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
         if self._queued and not self.started:
-            if self._token is not None or self._idempotent:
+            if self._token is not None or self._idempotent or self._mark is not None:
                 await self._commit_at_once()
                 return
             # Only queued writes: they go first, with BEGIN and the id asked for,
@@ -382,9 +392,10 @@ class PostgresTx:
 
         No transaction id is asked for (that would take a round trip of its own).
         If the connection dies, a transaction fenced by a lease is known committed
-        by the run's ``commit_token``; if it did not commit, it is sent again on a
-        fresh connection (where the fence stops it if the lease has been lost
-        meanwhile). A transaction of idempotent writes is simply sent again.
+        by the run's ``commit_token``, a marked one by its commit mark; if it did
+        not commit, it is sent again on a fresh connection (where the fence stops
+        it if the lease has been lost meanwhile; with a new mark). A transaction of
+        idempotent writes is simply sent again.
         """
         steps: list[Step] = [(BEGIN_WRITE, ()), *self._queued, ("COMMIT", ())]
         if len(self._queued) == 1:
@@ -405,6 +416,14 @@ class PostgresTx:
                 if self._token is not None and await self._store._committed(*self._token):
                     self._queued = []
                     return
+                if self._mark is not None:
+                    params, found = self._mark
+                    committed, result = await self._store._mark_outcome(params["mark"])
+                    if committed:
+                        found(result)
+                        self._queued = []
+                        return
+                    params["mark"] = random.getrandbits(63)  # the old one is taken now
                 log.warning(
                     "connection to %s lost while committing; sending it again",
                     self._store.display,
@@ -689,17 +708,33 @@ class PostgresTx:
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         await self._write(Q["add_signal"], (run_id, name, payload, at))
 
-    async def send_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> str | None:
+    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
+        # Queued, with a commit mark: in a transaction of its own (or with a lease
+        # for this process's worker) the signal goes with its COMMIT, one round
+        # trip; what it found is known once that returns.
+        sent = Sent()
         notified = self._notified
-        params = dict(run=run_id, name=name, payload=payload, at=at, token=self._announce(at))
-        row = await self._one(Q["send_signal"], params)
-        if row is None or row[0] in ENDED:
-            self._notified = notified  # nothing added: nothing announced
-        else:
-            self._task_runs.add(run_id)
-        return None if row is None else str(row[0])
+        mark = random.getrandbits(63)
+        params = dict(
+            run=run_id, name=name, payload=payload, at=at, token=self._announce(at), mark=mark
+        )
+        self._task_runs.add(run_id)
+
+        def found(status: str | None) -> None:
+            sent.status, sent.known = status, True
+            if status is None or status in ENDED:
+                self._notified = notified  # nothing added: nothing announced
+                self._task_runs.discard(run_id)
+
+        def answered(result: Result) -> None:
+            found(str(result.rows[0][0]) if result.rows else None)
+
+        await self._write(Q["send_signal"], params, on_result=answered)
+        if self._mark is None and not self.started:
+            self._mark = (params, found)
+            if random.random() < PRUNE_MARKS:
+                await self._write(Q["prune_marks"], (), idempotent=True)
+        return sent
 
     async def signals(self, run_id: str) -> list[SignalRecord]:
         return [SignalRecord(*row) for row in await self._all(Q["signals"], (run_id,))]
@@ -1213,6 +1248,19 @@ class PostgresStore:
         """
         rows = await self._single(Q["commit_token"], (run_id,))
         return bool(rows) and rows[0][0] == token
+
+    async def _mark_outcome(self, mark: int) -> tuple[bool, str | None]:
+        """Whether the transaction that wrote commit mark ``mark`` committed, and the
+        result it recorded. The insert waits for a transaction still writing the
+        mark; once it is in, that transaction can never commit (see migration 003).
+        """
+        inserted, recorded = await self._pipeline(
+            [(Q["mark_outcome"], (mark,)), (Q["mark_result"], (mark,))]
+        )
+        if inserted.rowcount == 1:
+            return False, None
+        rows = recorded.rows or [(None,)]
+        return True, rows[0][0]
 
     async def _xact_status(self, xid: str | None, patience: float = 5.0) -> str | None:
         """``committed``, ``aborted`` or ``None`` (unknown) for transaction ``xid``.

@@ -191,6 +191,8 @@ INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
 -- A signal and its task, unless the run is missing or has ended, in one
 -- statement; returns the run's status. The row lock serialises with the run's
 -- end (a signal never lands in the mailbox of a run that ended before it).
+-- The commit mark (see migration 003) records the status too: a commit whose
+-- reply was lost still tells what it found.
 WITH run AS (
     SELECT status FROM parkway.runs WHERE id = %(run)s FOR NO KEY UPDATE
 ), buffered AS (
@@ -202,8 +204,21 @@ WITH run AS (
     INSERT INTO parkway.tasks (run_id, due_at, kind)
     SELECT run_id, %(at)s, 'signal' FROM buffered
     RETURNING run_id
+), marked AS (
+    INSERT INTO parkway.commit_marks (mark, result) VALUES (%(mark)s, (SELECT status FROM run))
 )
 SELECT status, (SELECT pg_notify('parkway_tasks', %(token)s) FROM task) FROM run
+
+-- name: mark_outcome
+-- Settles a marked commit whose reply was lost (see migration 003): inserts the
+-- mark unless it is there (waiting for a transaction still writing it).
+INSERT INTO parkway.commit_marks (mark) VALUES (%s) ON CONFLICT (mark) DO NOTHING
+
+-- name: mark_result
+SELECT result FROM parkway.commit_marks WHERE mark = %s
+
+-- name: prune_marks
+DELETE FROM parkway.commit_marks WHERE at < now() - interval '1 hour'
 
 -- name: signals
 SELECT id, run_id, name, payload, at FROM parkway.mailbox WHERE run_id = %s ORDER BY id

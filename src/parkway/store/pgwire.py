@@ -79,6 +79,14 @@ _WIRES: weakref.WeakKeyDictionary[Conn, _Wire] = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=1024)
+def _convert_text(query: str) -> tuple[bytes, tuple[str, ...] | None, int]:
+    """:func:`_convert` of a query given as text. Cached by the text itself: parkway's
+    statements are module constants, whose hash Python keeps, so a hit costs no
+    encoding and no hashing of the statement's bytes."""
+    return _convert(query.encode())
+
+
+@functools.lru_cache(maxsize=1024)
 def _convert(query: bytes) -> tuple[bytes, tuple[str, ...] | None, int]:
     """``%s`` / ``%(name)s`` placeholders as ``$n``; the names in order (``None``:
     positional), and how many parameters."""
@@ -104,14 +112,11 @@ def _convert(query: bytes) -> tuple[bytes, tuple[str, ...] | None, int]:
     return converted, (tuple(names) if names else None), (len(names) if names else count)
 
 
-def _query_bytes(query: Query, conn: Conn) -> bytes:
+def _values(query: Query, params: Params, conn: Conn) -> tuple[bytes, Sequence[Any]]:
     if isinstance(query, str):
-        return query.encode()
-    return query.as_bytes(conn)
-
-
-def _values(query: bytes, params: Params) -> tuple[bytes, Sequence[Any]]:
-    converted, names, count = _convert(query)
+        converted, names, count = _convert_text(query)
+    else:
+        converted, names, count = _convert(query.as_bytes(conn))
     if names is None:
         if isinstance(params, Mapping):
             if count:
@@ -147,7 +152,7 @@ async def send(conn: Conn, steps: Sequence[tuple[Query, Params]]) -> list[Result
     pgconn.enter_pipeline_mode()
     try:
         for i, (query, params) in enumerate(steps):
-            text, values = _values(_query_bytes(query, conn), params)
+            text, values = _values(query, params, conn)
             dumped = tx.dump_sequence(values, [PyFormat.AUTO] * len(values))
             types = tuple(tx.types or ()) if values else ()
             formats = tx.formats if values else None

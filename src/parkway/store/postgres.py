@@ -101,7 +101,7 @@ from parkway.store.base import (
     TaskRecord,
     reads_mailbox,
 )
-from parkway.store.pgwire import Result
+from parkway.store.pgwire import Conn, Query, Result
 from parkway.store.sql import load_migrations, load_queries
 
 log = logging.getLogger("parkway.store.postgres")
@@ -112,15 +112,12 @@ CLAIM_DUE = f"{Q['claim_due']}\n{Q['claimed_rows']}"
 CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
 MIGRATIONS = load_migrations("postgres_migrations")
 
-Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...]
-Query = str | sql.SQL | sql.Composed
 # Parameters: positional (%s), or named (%(name)s) for a query that uses one twice.
 Step = tuple[Query, Sequence[Any] | Mapping[str, Any]]
 
 
 CHANNEL = "parkway_tasks"
-TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
 # What parkway.lease_held raises (migration 002).
 LEASE_LOST = "PKL01"
 BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"

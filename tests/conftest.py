@@ -74,7 +74,7 @@ def _postgres_url(_tmp: Path) -> str:
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", frozenset(), _memory_url),
-    "sqlite": Backend("sqlite", frozenset({"persistent", "shared"}), _sqlite_url),
+    "sqlite": Backend("sqlite", frozenset({"persistent", "shared", "group_commit"}), _sqlite_url),
     "postgres": Backend(
         "postgres",
         frozenset({"persistent", "shared", "push", "cheap_claim", "group_commit"}),

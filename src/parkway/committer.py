@@ -50,8 +50,18 @@ class Committer:
         self.batches = 0  # transactions committed, for tests and benchmarks
         self.jobs = 0  # jobs committed
 
-    async def run(self, job: Job, *, run_id: str, owner: str) -> Any:
-        """Run ``job`` in a transaction, maybe shared with others; return its result."""
+    async def run(self, job: Job, *, run_id: str, owner: str, alone: bool = False) -> Any:
+        """Run ``job`` in a transaction, maybe shared with others; return its result.
+
+        With ``alone`` (the caller knows no other commit could join this one) and
+        nothing queued, the job commits at once, without the loop turn a batch
+        waits for.
+        """
+        if alone and not self._queue and (self._draining is None or self._draining.done()):
+            async with self._store.transaction() as tx:
+                result = await job(tx)
+            self._count(1)
+            return result
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(job, run_id, owner, done))
         if self._draining is None or self._draining.done():

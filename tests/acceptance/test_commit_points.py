@@ -122,3 +122,41 @@ async def test_a_side_value_or_step_result_commits_before_the_next_step(
     assert before == 1
     assert total == 2
     assert output == {"v": 1}
+
+
+@pytest.mark.requires("group_commit")
+async def test_runs_advanced_together_share_their_commits(engine_url: str) -> None:
+    engine = Engine(engine_url)
+
+    @engine.workflow()
+    async def three(ctx: Any, i: int) -> int:
+        a = await ctx.step(lambda: i + 1, name="a")
+        b = await ctx.step(lambda: a * 2, name="b")
+        return int(await ctx.step(lambda: b + 1, name="c"))
+
+    async with engine:
+        handles = [await engine.start("three", i) for i in range(60)]
+        assert [await h.result(timeout=30) for h in handles] == [(i + 1) * 2 + 1 for i in range(60)]
+        committer = engine._worker.committer if engine._worker is not None else None
+    assert committer is not None
+    # Every step commit of every run went through it, and runs in flight together
+    # shared transactions: fewer transactions than commits.
+    assert committer.jobs >= 60 * 3
+    assert committer.batches < committer.jobs
+
+
+async def test_a_lone_run_commits_each_step_at_once(engine_url: str) -> None:
+    # (No company to wait for: a lone run's commits are transactions of one.)
+    engine = Engine(engine_url)
+
+    @engine.workflow()
+    async def three(ctx: Any, _: Any) -> str:
+        await ctx.step(lambda: 1, name="a")
+        await ctx.step(lambda: 2, name="b")
+        return str(await ctx.step(lambda: 3, name="c"))
+
+    async with engine:
+        assert await (await engine.start("three", None)).result(timeout=10) == "3"
+        committer = engine._worker.committer if engine._worker is not None else None
+    if committer is not None:
+        assert committer.batches == committer.jobs >= 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from parkway.committer import Committer
 from parkway.errors import LeaseLostError
@@ -107,3 +108,41 @@ async def test_commits_arriving_during_a_commit_form_the_next_batch(store: Store
     rest = [committer.run(jobs[r], run_id=r, owner="w") for r in run_ids[1:]]  # type: ignore[arg-type]
     assert await asyncio.gather(first, *rest) == run_ids
     assert committer.jobs == 6 and committer.batches == 2
+
+
+async def test_a_commit_known_to_be_alone_goes_before_the_loop_turns(store: Store) -> None:
+    run_ids = await leased(store, 2)
+    committer = Committer(store)
+    order: list[str] = []
+    jobs = dict(map(step_commit, run_ids))
+
+    def noting(run_id: str) -> Any:
+        async def job(tx: Tx) -> Any:
+            order.append(run_id)
+            return await jobs[run_id](tx)  # type: ignore[operator]
+
+        return job
+
+    loop = asyncio.get_running_loop()
+    # Control: a commit that may have company waits one turn of the loop for it.
+    loop.call_soon(order.append, "turn")
+    await committer.run(noting(run_ids[0]), run_id=run_ids[0], owner="w")
+    assert order == ["turn", run_ids[0]]
+    order.clear()
+    loop.call_soon(order.append, "turn")
+    await committer.run(noting(run_ids[1]), run_id=run_ids[1], owner="w", alone=True)
+    assert order[0] == run_ids[1]
+    assert (committer.batches, committer.jobs) == (2, 2)
+    assert await journals(store, run_ids) == dict.fromkeys(run_ids, 1)
+
+
+async def test_a_commit_said_alone_still_queues_behind_a_batch(store: Store) -> None:
+    run_ids = await leased(store, 4)
+    committer = Committer(store)
+    jobs = dict(map(step_commit, run_ids))
+    results = await asyncio.gather(
+        *(committer.run(jobs[r], run_id=r, owner="w") for r in run_ids[:3]),  # type: ignore[arg-type]
+        committer.run(jobs[run_ids[3]], run_id=run_ids[3], owner="w", alone=True),  # type: ignore[arg-type]
+    )
+    assert results == run_ids
+    assert (committer.batches, committer.jobs) == (1, 4)

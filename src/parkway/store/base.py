@@ -364,8 +364,10 @@ class Store(Protocol):
             worker need not poll :meth:`changed`) and ``"cheap_claim"`` (a
             claim that finds nothing costs no more than :meth:`has_due`, so
             the worker claims without asking first) and ``"group_commit"``
-            (a commit costs round trips more than CPU: the worker's commits
-            that queue up share one transaction, see :mod:`parkway.committer`).
+            (a commit costs more than the writes in it, round trips and an
+            fsync on PostgreSQL, the WAL's writes on SQLite: the worker's
+            commits that queue up share one transaction, see
+            :mod:`parkway.committer`).
     """
 
     capabilities: frozenset[str]

@@ -311,7 +311,7 @@ FOREGROUND_CHECKPOINT_PAGES = 20_000
 class SQLiteStore:
     """A SQLite database file, shared safely by several processes on one machine."""
 
-    capabilities: frozenset[str] = frozenset({"persistent", "shared"})
+    capabilities: frozenset[str] = frozenset({"persistent", "shared", "group_commit"})
 
     def __init__(self, path: str) -> None:
         self.path = path

@@ -88,10 +88,10 @@ class Worker:
         self._due_reports = 0
 
     def start(self) -> None:
-        if "push" in self.engine._store.capabilities:
-            # Commits that add tasks, other processes' too, wake this worker the
-            # moment they are known.
-            self.engine._store.watch(self._tasks_added)
+        # Commits that add tasks, other processes' too, wake this worker the moment
+        # the store knows of them (on every commit with "push"; as a hint that
+        # saves a poll interval otherwise).
+        self.engine._store.watch(self._tasks_added)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
 

@@ -132,3 +132,28 @@ async def test_a_run_woken_here_goes_to_this_worker_or_waits_for_a_place(
         release.set()
         assert await busy.result(timeout=10) == "held"
         assert await second.result(timeout=10) == "queued"
+
+
+@pytest.mark.requires("shared")
+async def test_another_processs_signal_wakes_the_idle_worker_without_a_poll(
+    engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No poll at all (SQLite's data_version poll is an hour long too): the worker
+    # hears of the client's commit (a wake-up datagram on SQLite, NOTIFY on
+    # PostgreSQL), each time, or the run never resumes.
+    monkeypatch.setattr(parkway.worker, "CROSS_PROCESS_POLL", 3600.0)
+    monkeypatch.setattr(parkway.worker, "QUIET_POLL", 3600.0)
+    worker, client = Engine(engine_url), Engine(engine_url, worker=False)
+    for engine in (worker, client):
+
+        @engine.workflow("waiter")
+        async def waiter(ctx, input):
+            return [await ctx.wait_for_signal("go"), await ctx.wait_for_signal("go")]
+
+    async with worker, client:
+        handle = await client.start("waiter", None)
+        await worker.idle(timeout=10)
+        for value in (1, 2):
+            await asyncio.sleep(0.1)  # the worker is idle, waiting
+            await client.signal(handle.id, "go", value)
+        assert await handle.result(timeout=10) == [1, 2]

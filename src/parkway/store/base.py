@@ -425,9 +425,10 @@ class Store(Protocol):
 
         ``due`` is the earliest due time among them, or ``None`` when unknown
         (say, after a lost connection: anything may have been added meanwhile).
-        Only stores with the ``"push"`` capability call it, for the commits of
-        every process, this one's too; the others are polled through
-        :meth:`changed`.
+        A store with the ``"push"`` capability calls it for the commits of every
+        process, this one's too. Others may call it as a hint (SQLite: for other
+        processes' commits, when their wake-up reaches this one) and are polled
+        through :meth:`changed` all the same.
         """
         ...
 

@@ -39,6 +39,7 @@ from parkway.store.base import (
     load_in_transaction,
 )
 from parkway.store.sql import load_migrations, load_queries
+from parkway.store.wakeup import Wakeups
 
 log = logging.getLogger("parkway.store.sqlite")
 
@@ -51,6 +52,7 @@ class SQLiteTx(ComposedTx):
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn
+        self.added_tasks = False  # other processes' workers are told at commit
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
@@ -140,6 +142,7 @@ class SQLiteTx(ComposedTx):
         self._c.execute(Q["clear_journal"], (run_id,))
 
     async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
+        self.added_tasks = True
         self._c.executemany(
             Q["add_task"], [(t.run_id, t.due_at, t.kind, t.pos, t.payload) for t in tasks]
         )
@@ -324,6 +327,9 @@ class SQLiteStore:
         self._checkpoints: asyncio.Task[None] | None = None
         self._checkpointer: concurrent.futures.ThreadPoolExecutor | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None
+        # Datagrams that wake other processes' workers when a commit adds tasks
+        # (see parkway.store.wakeup); the worker's poll of data_version stays.
+        self.wakeups = Wakeups(path) if path != ":memory:" else None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -399,6 +405,8 @@ class SQLiteStore:
             )
             self._checkpointer.shutdown()
             self._checkpointer = None
+        if self.wakeups is not None:
+            self.wakeups.close()
         if self._conn is not None:
             async with self._lock:
                 self._conn.close()
@@ -451,13 +459,16 @@ class SQLiteStore:
                 yield SQLiteTx(conn)
                 return
             conn.execute("BEGIN IMMEDIATE")
+            tx = SQLiteTx(conn)
             try:
-                yield SQLiteTx(conn)
+                yield tx
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
             self._committed()
+            if tx.added_tasks and self.wakeups is not None:
+                self.wakeups.announce()
 
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
@@ -488,7 +499,10 @@ class SQLiteStore:
         return await load_in_transaction(self, run_id, now)
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
-        pass  # no push: the worker polls changed()
+        # Not "push": a wake-up may be lost (see parkway.store.wakeup), so the
+        # worker polls changed() as well; this only makes it look sooner.
+        if self.wakeups is not None and self._conn is not None:
+            self.wakeups.listen(lambda: callback(None))
 
     async def has_due(self, now: float) -> bool:
         async with self._lock:

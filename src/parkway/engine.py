@@ -9,7 +9,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from parkway import _json, accumulate, flows, messages
@@ -605,6 +605,13 @@ class Engine:
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
         with self._handing_over() as hand_over:
+            if self._registry.message_starter(name) is None:
+                # Most messages find their run waiting: then the delivery is one
+                # statement, which a store may send with the COMMIT. Only a message
+                # nobody waits for takes the transaction below (buffer, or refuse).
+                delivered = await self._deliver(name, key, data, message_id, hand_over)
+                if delivered is not None:
+                    return delivered
             async with self._store.transaction() as tx:
                 result = await messages.correlate_in_tx(
                     self, tx, name=name, key=key, payload=data, message_id=message_id,
@@ -615,6 +622,30 @@ class Engine:
         if result.run_id is not None:
             self._after_commit()
         return result
+
+    async def _deliver(
+        self, name: str, key: str, data: bytes, message_id: str | None, hand_over: _HandOver
+    ) -> CorrelationResult | None:
+        """A message to the run waiting for it, if one does (``None``: none does)."""
+        now = self._clock.now()
+        async with self._store.transaction() as tx:
+            delivery = await tx.deliver_message(
+                name, key, messages.envelope(name, key, data, message_id), now,
+                message_id=message_id, fresh_after=now - self.event_retention,
+                **hand_over.terms(),
+            )  # fmt: skip
+            hand_over.took(delivery.lease)
+        if not delivery.known:
+            raise StoreError(
+                f"message {name!r} with key {key!r}: the store did not say what it did with it"
+            )
+        if delivery.outcome == "duplicate":
+            return CorrelationResult("duplicate")
+        if delivery.outcome != "delivered" or delivery.run_id is None:
+            hand_over.forget()  # nothing was leased: the place is for what comes next
+            return None
+        self._after_commit()
+        return CorrelationResult("delivered", delivery.run_id)
 
     async def messages(self, status: str | None = None) -> list[MessageInfo]:
         """Buffered messages and dead letters (``status="expired"``), oldest first."""
@@ -752,40 +783,31 @@ class Engine:
             self._worker.poke()
 
     @contextlib.contextmanager
-    def _handing_over(self) -> Iterator[Callable[[Tx, str], Awaitable[None]]]:
+    def _handing_over(self) -> Iterator[_HandOver]:
         """The in-process fast path: a run this process gives a task goes straight to
         its worker, leased in the same transaction, with no claim.
 
-        Yields ``hand_over(tx, run_id)``, to call inside the transaction for (at
-        most) one run; the run is handed over once the block has exited (the
-        transaction committed). Without a worker, or a free place in it, the
-        run is left to a claim.
+        Yields ``hand_over``: ``await hand_over(tx, run_id)`` inside the
+        transaction, for (at most) one run; or, for a store operation that
+        leases the run it finds (``Tx.deliver_message``), ``hand_over.terms()``
+        as its arguments and ``hand_over.took(lease)`` with what it got. The
+        run is handed over once the block has exited (the transaction
+        committed). Without a worker, or a free place in it, the run is left to
+        a claim.
         """
         worker = self._worker
-        owner = worker.reserve() if worker is not None else None
-        lease: Lease | None = None
-
-        async def hand_over(tx: Tx, run_id: str) -> None:
-            nonlocal lease
-            if owner is None or lease is not None:
-                return
-            wall = time.time()
-            lease = await tx.lease_run(
-                run_id, owner=owner, now=self._clock.now(), wall_now=wall,
-                lease_until=wall + self.lease,
-            )  # fmt: skip
-
+        hand_over = _HandOver(self, worker.reserve() if worker is not None else None)
         try:
             yield hand_over
         except BaseException:
-            if lease is not None:
+            if hand_over.lease is not None:
                 # Rolled back, most likely; but a commit cut off may have gone
                 # through. The worker loads the run and sees whose lease it is.
-                lease = Lease(lease.run_id)
+                hand_over.lease = Lease(hand_over.lease.run_id)
             raise
         finally:
-            if worker is not None and owner is not None:
-                worker.adopt(lease)
+            if worker is not None and hand_over.owner is not None:
+                worker.adopt(hand_over.lease)
 
     def _after_commit(self) -> None:
         """A commit of this process may have added tasks: wake the local worker.
@@ -862,3 +884,32 @@ def _info(run: RunRecord) -> RunInfo:
         created_at=_dt(run.created_at),
         updated_at=_dt(run.updated_at),
     )
+
+
+class _HandOver:
+    """One run handed to this process's worker (see :meth:`Engine._handing_over`)."""
+
+    def __init__(self, engine: Engine, owner: str | None) -> None:
+        self.engine, self.owner = engine, owner
+        self.lease: Lease | None = None
+
+    async def __call__(self, tx: Tx, run_id: str) -> None:
+        terms = self.terms()
+        if terms:
+            self.took(await tx.lease_run(run_id, now=self.engine._clock.now(), **terms))
+
+    def terms(self) -> dict[str, Any]:
+        """The lease's terms (owner, wall_now, lease_until); none once it was used,
+        or without a free place in the worker."""
+        if self.owner is None or self.lease is not None:
+            return {}
+        wall = time.time()
+        return {"owner": self.owner, "wall_now": wall, "lease_until": wall + self.engine.lease}
+
+    def took(self, lease: Lease | None) -> None:
+        if lease is not None:
+            self.lease = lease
+
+    def forget(self) -> None:
+        """The lease taken was for nothing (the operation found no run): unused again."""
+        self.lease = None

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from parkway import _json
 from parkway.errors import CorrelationError, InvalidInputError, ParkwayError, SerializationError
-from parkway.store.base import MessageRecord, NewTask, SubscriptionRecord, TaskRecord, Tx
+from parkway.store.base import (
+    MESSAGE_TASK,
+    MessageRecord,
+    NewTask,
+    SubscriptionRecord,
+    TaskRecord,
+    Tx,
+)
 
 if TYPE_CHECKING:
     from parkway.engine import Engine
@@ -26,9 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("parkway.messages")
 
 EXPIRED_REASON = "its ttl passed before any run waited for it"
-# Message deliveries are their own task kind so that one a run can no longer
-# take (its wait timed out, it ended) is buffered again instead of dropped.
-MESSAGE_TASK = "message"
+# (MESSAGE_TASK: message deliveries are their own task kind so that one a run can
+# no longer take, its wait timed out or it ended, is buffered again, not dropped.)
 
 
 @dataclass(frozen=True)

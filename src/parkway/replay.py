@@ -57,9 +57,10 @@ from parkway.errors import (
 from parkway.events import Event, PublishResult
 from parkway.intake import prepare, publish_in_tx
 from parkway.matching import match_digest, matches, shape_of
-from parkway.messages import MESSAGE_TASK, MessageWait, rebuffer
+from parkway.messages import MessageWait, rebuffer
 from parkway.models import ErrorInfo, Retry, RunStatus
 from parkway.store.base import (
+    MESSAGE_TASK,
     JournalEntry,
     NewTask,
     RunRecord,

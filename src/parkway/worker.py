@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from parkway import _json
 from parkway.committer import Committer, Job
 from parkway.errors import InvalidInputError, LeaseLostError, SerializationError
-from parkway.messages import MESSAGE_TASK, rebuffer
+from parkway.messages import rebuffer
 from parkway.models import RunStatus
 from parkway.registry import LATEST
 from parkway.replay import Execution, Outcome, error_dict
-from parkway.store.base import Lease, LoadedRun, NewTask, RunRecord, TaskRecord, Tx
+from parkway.store.base import MESSAGE_TASK, Lease, LoadedRun, NewTask, RunRecord, TaskRecord, Tx
 from parkway.transitions import TERMINAL, cancel, finish
 
 if TYPE_CHECKING:

@@ -591,6 +591,129 @@ async def test_take_message_wait_removes_a_live_wait_and_leaves_a_timed_out_one(
         assert await tx.take_message_wait("payment", "K2", NOW - 1) == late
 
 
+async def test_deliver_message_takes_the_wait_gives_its_run_the_task_and_remembers_the_id(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.add_subscription(message_wait("r", "payment", "K1", pos=2))
+    async with store.transaction() as tx:
+        delivery = await tx.deliver_message(
+            "payment", "K1", b"body", NOW, message_id="m-1", fresh_after=NOW - 60
+        )
+    assert (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
+    assert delivery.lease is None  # none asked for
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.message_wait("payment", "K1") is None
+        tasks = await tx.due_tasks("r", NOW)
+        assert [(t.kind, t.pos, t.payload, t.due_at) for t in tasks] == [
+            ("message", 2, b"body", NOW)
+        ]
+        assert await tx.message_id_seen("m-1") == NOW
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
+
+
+async def test_deliver_message_with_nobody_waiting_writes_nothing(store: Store) -> None:
+    late = sub("late", 0, kind="message", name="payment", subject="K2", deadline=NOW - 1)
+    async with store.transaction() as tx:
+        await tx.insert_run(run("late", status="parked"))
+        await tx.add_subscription(late)
+        await tx.add_subscription(sub("e", subject="K1", name="payment"))  # an event wait
+    async with store.transaction() as tx:
+        nobody = await tx.deliver_message(
+            "payment", "K1", b"b", NOW, message_id="m-1", fresh_after=NOW - 60
+        )
+        timed_out = await tx.deliver_message(
+            "payment", "K2", b"b", NOW, message_id=None, fresh_after=NOW - 60,
+            owner="w", wall_now=WALL, lease_until=WALL + 30,
+        )  # fmt: skip
+    assert (nobody.known, nobody.outcome, nobody.run_id) == (True, None, None)
+    # A wait past its deadline stays: its timeout wins. Nothing is leased.
+    assert (timed_out.known, timed_out.outcome, timed_out.lease) == (True, None, None)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.message_wait("payment", "K2") == late
+        assert await tx.due_tasks("late", NOW) == []
+        assert await tx.message_id_seen("m-1") is None  # not remembered: not received
+        assert len(await tx.list_subscriptions(name="payment")) == 2
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
+
+
+async def test_deliver_message_refuses_a_fresh_duplicate_and_takes_a_stale_one(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.add_subscription(message_wait("r", "payment", "K1"))
+        await tx.remember_message_id("fresh", NOW - 10)
+        await tx.remember_message_id("stale", NOW - 100)
+    async with store.transaction() as tx:
+        duplicate = await tx.deliver_message(
+            "payment", "K1", b"b", NOW, message_id="fresh", fresh_after=NOW - 60
+        )
+    assert (duplicate.known, duplicate.outcome, duplicate.run_id) == (True, "duplicate", None)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.message_wait("payment", "K1") is not None  # still waiting
+        assert await tx.due_tasks("r", NOW) == []
+    async with store.transaction() as tx:
+        again = await tx.deliver_message(
+            "payment", "K1", b"b", NOW, message_id="stale", fresh_after=NOW - 60
+        )
+    assert (again.outcome, again.run_id) == ("delivered", "r")
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.message_id_seen("stale") == NOW
+
+
+async def test_deliver_message_leases_the_run_it_delivers_to(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.put_journal("r", [entry(0, state="pending", kind="message", name="payment")])
+        await tx.add_subscription(message_wait("r", "payment", "K1"))
+        await tx.insert_run(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
+        await tx.add_subscription(message_wait("held", "payment", "K2"))
+    async with store.transaction() as tx:
+        delivery = await tx.deliver_message(
+            "payment", "K1", b"body", NOW, message_id=None, fresh_after=NOW - 60,
+            owner="w", wall_now=WALL, lease_until=WALL + 30,
+        )  # fmt: skip
+    assert (delivery.outcome, delivery.run_id) == ("delivered", "r")
+    lease = delivery.lease
+    assert lease is not None and lease.run_id == "r" and lease.taken is True
+    assert lease.loaded is not None and lease.loaded.run.lease_owner == "w"
+    assert [(t.kind, t.payload) for t in lease.loaded.tasks] == [("message", b"body")]
+    assert [e.pos for e in lease.loaded.journal] == [0]
+    assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
+    # A run leased to another worker gets the message all the same, but no lease.
+    async with store.transaction() as tx:
+        busy = await tx.deliver_message(
+            "payment", "K2", b"b", NOW, message_id=None, fresh_after=NOW - 60,
+            owner="w", wall_now=WALL, lease_until=WALL + 30,
+        )  # fmt: skip
+    assert busy.outcome == "delivered" and busy.lease is not None
+    assert busy.lease.taken is False
+    async with store.transaction(readonly=True) as tx:
+        held = await tx.get_run("held")
+        assert held is not None and held.lease_owner == "x"
+        assert [t.kind for t in await tx.due_tasks("held", NOW)] == ["message"]
+
+
+async def test_deliver_message_rolls_back_with_its_transaction(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.add_subscription(message_wait("r", "payment", "K1"))
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.deliver_message(
+                "payment", "K1", b"b", NOW, message_id="m", fresh_after=NOW - 60,
+                owner="w", wall_now=WALL, lease_until=WALL + 30,
+            )  # fmt: skip
+            raise RuntimeError("roll back")
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.message_wait("payment", "K1") is not None
+        assert await tx.due_tasks("r", NOW) == []
+        assert await tx.message_id_seen("m") is None
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
+
+
 async def test_at_most_one_wait_per_message_name_and_key(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.add_subscription(message_wait("first", "payment", "K"))

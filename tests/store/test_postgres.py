@@ -22,10 +22,10 @@ import pytest
 from parkway import Engine, ParkwayError, StoreError
 from parkway.errors import LeaseLostError
 from parkway.store import open_store, postgres
-from parkway.store.base import NewTask, Sent
+from parkway.store.base import Delivery, NewTask, Sent
 from parkway.store.postgres import MIGRATIONS, PostgresStore
 
-from .test_conformance import NOW, entry, run
+from .test_conformance import NOW, WALL, entry, message_wait, run
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -550,6 +550,83 @@ async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
         found = await signal_alone(store, "r")
     assert cut and (found.known, found.status) == (True, "running")
     assert await mailbox(store, "r") == ["go"]  # the mark said "not committed": sent again
+
+
+async def waiting_for(store: PostgresStore, run_id: str, key: str) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run(run_id, status="parked"))
+        await tx.add_subscription(message_wait(run_id, "payment", key))
+
+
+async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) -> Delivery:
+    terms: dict[str, object] = {}
+    if lease:
+        terms = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
+    async with store.transaction() as tx:
+        return await tx.deliver_message(
+            "payment", key, b"body", NOW, message_id=f"id-{key}", fresh_after=NOW - 60,
+            **terms,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+
+async def message_tasks(store: PostgresStore, run_id: str) -> list[str]:
+    async with store.transaction(readonly=True) as tx:
+        return [t.kind for t in await tx.due_tasks(run_id, NOW)]
+
+
+async def test_a_delivery_and_its_lease_are_one_round_trip(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await waiting_for(store, "r", "K1")
+    with sends() as sent:
+        delivery = await deliver_alone(store, "K1", lease=True)
+    # The key's and the message id's locks, the delivery, the lease, with the COMMIT.
+    assert len(sent) == 1 and sent[0][0] == "BEGIN" and sent[0][-1] == "COMMIT"
+    assert (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
+    assert delivery.lease is not None and delivery.lease.taken is True
+    with sends() as sent:
+        nobody = await deliver_alone(store, "K9")
+    assert len(sent) == 1 and (nobody.known, nobody.outcome) == (True, None)
+
+
+async def test_a_delivery_whose_reply_was_lost_is_settled_by_its_mark(
+    store: PostgresStore,
+) -> None:
+    await waiting_for(store, "r", "K1")
+    for key, outcome in (("K1", "delivered"), ("K1", "duplicate"), ("K2", None)):
+        with reply_lost_after_commit() as cut:
+            delivery = await deliver_alone(store, key, lease=True)
+        assert cut
+        # What the statement did, recorded by the mark it committed; whether the
+        # lease was taken is not known (the worker loads the run to see).
+        assert (delivery.known, delivery.outcome) == (True, outcome), key
+        if outcome == "delivered":
+            assert delivery.run_id == "r" and delivery.lease is not None
+            assert delivery.lease.run_id == "r" and delivery.lease.taken is None
+        else:
+            assert delivery.lease is None
+    assert await message_tasks(store, "r") == ["message"]  # committed once, not sent again
+
+
+async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
+    store: PostgresStore,
+) -> None:
+    await waiting_for(store, "r", "K1")
+    original = postgres._send
+    cut: list[bool] = []
+
+    async def vanish_first(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        if not cut:
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return await original(conn, steps)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(postgres, "_send", vanish_first)
+        delivery = await deliver_alone(store, "K1", lease=True)
+    assert cut and (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
+    assert await message_tasks(store, "r") == ["message"]  # the mark said "not committed"
 
 
 async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresStore) -> None:

@@ -184,6 +184,25 @@ class Sent:
     known: bool = False
 
 
+@dataclass
+class Delivery:
+    """What :meth:`Tx.deliver_message` did, known once its transaction has committed
+    (``known``; see :class:`Sent`).
+
+    ``outcome``: ``"delivered"`` (to ``run_id``), ``"duplicate"`` (its message id
+    was seen), or ``None``: no run waits for it (nothing was written). ``lease``:
+    the run's lease, when one was asked for and it was delivered.
+    """
+
+    outcome: str | None = None
+    run_id: str | None = None
+    known: bool = False
+    lease: Lease | None = None
+
+
+# The kind of a task that carries a message to the run waiting for it.
+MESSAGE_TASK = "message"
+
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
 
 # Columns of ``runs`` that ``update_run`` may change.
@@ -332,6 +351,33 @@ class Tx(Protocol):
     async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
         """Remove and return the wait for message ``(name, key)``, unless there is none
         or its deadline has passed at ``now`` (then it stays: its timeout wins)."""
+        ...
+
+    async def deliver_message(
+        self,
+        name: str,
+        key: str,
+        body: bytes,
+        now: float,
+        *,
+        message_id: str | None,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> Delivery:
+        """A message straight to the run waiting for it, if one does.
+
+        Unless ``message_id`` was seen at or after ``fresh_after`` (then:
+        ``"duplicate"``, nothing written), take the wait as
+        :meth:`take_message_wait` would, give its run a :data:`MESSAGE_TASK`
+        task carrying ``body`` due at ``now``, and remember ``message_id`` as
+        seen at ``now``. With ``owner``, also lease the run to it as
+        :meth:`lease_run` would. With no wait, nothing is written: the caller
+        goes on to start a run or buffer the message, in a transaction of its
+        own. What it did may be known only once the transaction has committed,
+        so that a store can send all of it with the ``COMMIT``.
+        """
         ...
 
     async def add_message(self, message: MessageRecord) -> int:
@@ -501,6 +547,37 @@ class ComposedTx:
             await tx.delete_event(event.id)
         await tx.insert_event(event)
         return None
+
+    async def deliver_message(
+        self,
+        name: str,
+        key: str,
+        body: bytes,
+        now: float,
+        *,
+        message_id: str | None,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> Delivery:
+        tx = self._tx()
+        if message_id is not None:
+            seen = await tx.message_id_seen(message_id)
+            if seen is not None and seen >= fresh_after:
+                return Delivery("duplicate", known=True)
+        wait = await tx.take_message_wait(name, key, now)
+        if wait is None:
+            return Delivery(None, known=True)
+        await tx.add_tasks([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
+        if message_id is not None:
+            await tx.remember_message_id(message_id, now)
+        lease = None
+        if owner is not None:
+            lease = await tx.lease_run(
+                wait.run_id, owner=owner, now=now, wall_now=wall_now, lease_until=lease_until
+            )
+        return Delivery("delivered", wait.run_id, known=True, lease=lease)
 
     async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
         tx = self._tx()

@@ -88,6 +88,7 @@ from parkway.store import pgwire
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
+    Delivery,
     EventRecord,
     JournalEntry,
     Lease,
@@ -110,6 +111,8 @@ Q = load_queries("postgres.sql")
 # A claim of whatever is due, and a claim of one run (see the queries).
 CLAIM_DUE = f"{Q['claim_due']}\n{Q['claimed_rows']}"
 CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
+# claim_run for the run deliver_message just delivered to (none: it claims nothing).
+CLAIM_DELIVERED = CLAIM_RUN.replace("%(run)s", "current_setting('parkway.delivered', true)")
 MIGRATIONS = load_migrations("postgres_migrations")
 
 Row = tuple[Any, ...]
@@ -884,6 +887,68 @@ class PostgresTx:
         lock = _subject_lock("default", key)
         row = await self._one(Q["take_message_wait"], (name, key, now), lock=lock)
         return SubscriptionRecord(*row) if row else None
+
+    async def deliver_message(
+        self,
+        name: str,
+        key: str,
+        body: bytes,
+        now: float,
+        *,
+        message_id: str | None,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> Delivery:
+        # One statement after the locks (see message_id_seen and message_wait), and
+        # the lease of the run it delivers to after it: all queued, so that with the
+        # COMMIT they are one round trip; a lost reply is settled by the commit mark.
+        delivery = Delivery()
+        notified = self._notified
+        params: dict[str, Any] = dict(
+            mid=message_id, fresh=fresh_after, name=name, key=key, now=now, body=body,
+            mark=random.getrandbits(63), token=self._announce(now),
+        )  # fmt: skip
+
+        def found(result: str | None) -> None:
+            delivery.known = True
+            if result == "duplicate":
+                delivery.outcome = "duplicate"
+            elif result and result.startswith("delivered "):
+                delivery.outcome, delivery.run_id = "delivered", result[len("delivered ") :]
+                self._task_runs.add(delivery.run_id)
+                if delivery.lease is not None:
+                    delivery.lease.run_id = delivery.run_id
+            if delivery.outcome != "delivered":
+                self._notified = notified  # nothing added: nothing announced
+                delivery.lease = None
+
+        if message_id is not None:
+            await self._write(Q["xact_lock"], (lock_key("message-id", message_id),))
+        await self._write(
+            Q["deliver_message"], params, lock=_subject_lock("default", key),
+            on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
+        )  # fmt: skip
+        if self._mark is None and not self.started:
+            self._mark = (params, found)
+        if owner is not None:
+            lease = delivery.lease = Lease("")  # its run is known once delivered
+
+            def taken(result: Result) -> None:
+                loaded = _claimed_run(result.rows[0]) if result.rows else None
+                lease.loaded = loaded
+                lease.taken = loaded is not None or (None if self._resent else False)
+                if loaded is not None:
+                    self._leased.add(loaded.run.id)
+
+            await self._write(
+                CLAIM_DELIVERED,
+                dict(owner=owner, now=now, wall=wall_now, until=lease_until),
+                on_result=taken,
+                idempotent=True,
+            )
+        return delivery
 
     async def add_message(self, message: MessageRecord) -> int:
         m = message

@@ -431,6 +431,41 @@ WHERE kind = 'message' AND name = %s AND subject = %s AND (deadline IS NULL OR d
 RETURNING run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at,
           created_at, deadline
 
+-- name: deliver_message
+-- A message straight to the run waiting for it, in one statement, sent after the
+-- locks of its key (and of its message id, if it has one) in the same round trip
+-- and with the COMMIT: unless its id was seen fresh, take the wait (one whose
+-- deadline passed stays: its timeout wins), add the delivery task, remember the
+-- id and announce the task. The result, which the commit mark records too (a
+-- commit whose reply was lost still tells it): 'delivered <run id>', 'duplicate'
+-- or '' (nobody waits: nothing else was written). The run delivered to is left
+-- in parkway.delivered for claim_delivered, the next statement, to lease.
+WITH seen AS MATERIALIZED (
+    SELECT 1 FROM parkway.message_ids WHERE message_id = %(mid)s AND seen_at >= %(fresh)s
+), taken AS (
+    DELETE FROM parkway.subscriptions
+    WHERE kind = 'message' AND name = %(name)s AND subject = %(key)s
+      AND (deadline IS NULL OR deadline >= %(now)s) AND NOT EXISTS (SELECT 1 FROM seen)
+    RETURNING run_id, pos
+), task AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+    SELECT run_id, %(now)s, 'message', pos, %(body)s FROM taken
+    RETURNING run_id
+), remembered AS (
+    INSERT INTO parkway.message_ids (message_id, seen_at)
+    SELECT %(mid)s, %(now)s FROM taken WHERE %(mid)s::text IS NOT NULL
+    ON CONFLICT (message_id) DO UPDATE SET seen_at = EXCLUDED.seen_at
+), outcome AS (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM seen) THEN 'duplicate'
+                ELSE coalesce('delivered ' || (SELECT run_id FROM task), '') END AS result
+), marked AS (
+    INSERT INTO parkway.commit_marks (mark, result) SELECT %(mark)s, result FROM outcome
+)
+SELECT result,
+       (SELECT pg_notify('parkway_tasks', %(token)s) FROM task),
+       set_config('parkway.delivered', coalesce((SELECT run_id FROM task), ''), true)
+FROM outcome
+
 -- name: add_message
 INSERT INTO parkway.messages
     (name, key, payload, message_id, status, reason, received_at, expires_at)

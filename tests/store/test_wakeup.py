@@ -90,3 +90,17 @@ async def test_a_folder_path_too_long_for_a_socket_means_polling_only(
     assert wakeups.listen(lambda: None) is False
     wakeups.announce()
     wakeups.close()
+
+
+async def test_a_folder_that_is_not_this_users_own_is_not_listened_in(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    wakeups = Wakeups(db)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, wakeups.folder)  # planted where the folder should be
+    try:
+        assert wakeups.listen(lambda: None) is False
+        assert list(elsewhere.iterdir()) == []  # no socket bound there
+    finally:
+        os.unlink(wakeups.folder)
+        wakeups.close()

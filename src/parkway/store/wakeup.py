@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -81,10 +82,10 @@ class Wakeups:
         try:
             sock.setblocking(False)
             try:
-                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                self._make_folder()
                 sock.bind(path)
             except FileNotFoundError:  # the last listener removed the folder meanwhile
-                os.makedirs(self.folder, mode=0o700, exist_ok=True)
+                self._make_folder()
                 sock.bind(path)
         except OSError as exc:
             sock.close()
@@ -107,6 +108,14 @@ class Wakeups:
 
         asyncio.get_running_loop().add_reader(sock.fileno(), readable)
         return True
+
+    def _make_folder(self) -> None:
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        # Only a folder of this user's own, never one planted (or a symlink) by
+        # another: its sockets would be bound where that user says.
+        info = os.lstat(self.folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise PermissionError(f"{self.folder} is not a folder of this user's")
 
     def announce(self) -> None:
         """Wake every other listener on this database (a commit added tasks)."""

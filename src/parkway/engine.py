@@ -732,19 +732,25 @@ class Engine:
         # In-process completions are announced; another process's are polled.
         poll = 0.002 if "shared" in self._store.capabilities else 0.05
         final = self._final.get(run_id)
+        worker = self._worker
         while True:
-            run = final if final is not None else await self._record(run_id)
-            final = None
-            if run.status == RunStatus.COMPLETED:
-                return _json.loads(run.output)
-            if run.status == RunStatus.FAILED:
-                raise WorkflowFailedError(run_id, ErrorInfo.from_dict(_json.loads(run.error)))
-            if run.status == RunStatus.CANCELLED:
-                raise RunCancelledError(run_id)
-            if run.error is not None:
-                error = _json.loads(run.error)
-                if error.get("type") == "NonDeterminismError":
-                    raise rebuild_error(error)
+            # A run this process's worker is advancing announces its end here: no
+            # read while it is (on PostgreSQL a round trip, on the cores and the
+            # server the advance itself needs). Once the advance is over (the run
+            # parked, say, or its lease was lost), the poll reads again.
+            if final is not None or worker is None or run_id not in worker.inflight:
+                run = final if final is not None else await self._record(run_id)
+                final = None
+                if run.status == RunStatus.COMPLETED:
+                    return _json.loads(run.output)
+                if run.status == RunStatus.FAILED:
+                    raise WorkflowFailedError(run_id, ErrorInfo.from_dict(_json.loads(run.error)))
+                if run.status == RunStatus.CANCELLED:
+                    raise RunCancelledError(run_id)
+                if run.error is not None:
+                    error = _json.loads(run.error)
+                    if error.get("type") == "NonDeterminismError":
+                        raise rebuild_error(error)
             wait = poll
             if deadline is not None:
                 remaining = deadline - time.monotonic()

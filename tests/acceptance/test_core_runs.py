@@ -426,3 +426,52 @@ async def test_client_only_engine_leaves_runs_pending_until_a_worker_runs_them(
     assert await worker.handle("p").result(timeout=5) == ["in", 1, 2]
     assert await h.result(timeout=5) == ["in", 1, 2]
     assert (await client.get_run("p")).status is RunStatus.COMPLETED
+
+
+async def test_result_of_a_run_advanced_here_waits_for_its_end_without_reading(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # While this process's worker advances the run, result() waits for the end the
+    # worker announces, with no read of the run; a run that parks instead is read
+    # again by the poll, and its result still comes once it ends.
+    in_step, release = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> str:
+        in_step.set()
+        await release.wait()
+        return "stepped"
+
+    @engine.workflow()
+    async def worked(ctx, input):
+        stepped = await ctx.step(slow)
+        if input == "park":
+            return [stepped, await ctx.wait_for_signal("go")]
+        return stepped
+
+    reads: list[str] = []
+    record = engine._record
+
+    async def counting(run_id: str) -> object:
+        reads.append(run_id)
+        return await record(run_id)
+
+    monkeypatch.setattr(engine, "_record", counting)
+    handle = await engine.start("worked", "end")
+    await asyncio.wait_for(in_step.wait(), 10)
+    waiting = asyncio.ensure_future(handle.result(timeout=10))
+    await asyncio.sleep(0.2)  # past several of the poll's intervals
+    assert reads == [] and not waiting.done()
+    release.set()
+    assert await waiting == "stepped"
+
+    in_step.clear()
+    release.clear()
+    parked = await engine.start("worked", "park")
+    await asyncio.wait_for(in_step.wait(), 10)
+    waiting = asyncio.ensure_future(parked.result(timeout=10))
+    await asyncio.sleep(0)
+    release.set()
+    await engine.idle(timeout=10)  # parked on the signal now
+    assert not waiting.done()
+    await parked.signal("go", 7)
+    assert await waiting == ["stepped", 7]

@@ -43,8 +43,10 @@ _RELIST_EVERY = 1.0
 
 def folder_for(database: str) -> str:
     """The wake-up folder of the SQLite file at ``database`` (any path to it)."""
-    digest = hashlib.sha256(os.path.realpath(database).encode()).hexdigest()[:20]
-    return os.path.join(tempfile.gettempdir(), f"parkway-wake-{digest}")
+    # Short names: a socket's whole path must fit in ~100 bytes, and macOS's
+    # temporary directory alone takes ~50.
+    digest = hashlib.sha256(os.path.realpath(database).encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"parkway-{digest}")
 
 
 def supported() -> bool:
@@ -74,7 +76,7 @@ class Wakeups:
         """
         if self._listener is not None or not supported():
             return self._listener is not None
-        path = os.path.join(self.folder, f"{os.getpid()}-{uuid.uuid4().hex[:8]}{_SUFFIX}")
+        path = os.path.join(self.folder, f"{os.getpid()}-{uuid.uuid4().hex[:6]}{_SUFFIX}")
         if len(path) > _MAX_PATH:
             log.debug("wake-up socket path too long (%d bytes): polling only", len(path))
             return False

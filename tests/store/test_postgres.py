@@ -531,10 +531,9 @@ async def test_a_signal_whose_reply_was_lost_is_settled_by_its_mark(store: Postg
     assert await mailbox(store, "r") == []
 
 
-async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
-    store: PostgresStore,
-) -> None:
-    await leased_run(store, "r")
+@contextlib.contextmanager
+def first_send_cut_off() -> Iterator[list[bool]]:
+    """The next round trip dies before it reaches the server (its connection closed)."""
     original = postgres._send
     cut: list[bool] = []
 
@@ -547,6 +546,14 @@ async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(postgres, "_send", vanish_first)
+        yield cut
+
+
+async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
+    store: PostgresStore,
+) -> None:
+    await leased_run(store, "r")
+    with first_send_cut_off() as cut:
         found = await signal_alone(store, "r")
     assert cut and (found.known, found.status) == (True, "running")
     assert await mailbox(store, "r") == ["go"]  # the mark said "not committed": sent again
@@ -612,18 +619,7 @@ async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
     store: PostgresStore,
 ) -> None:
     await waiting_for(store, "r", "K1")
-    original = postgres._send
-    cut: list[bool] = []
-
-    async def vanish_first(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
-        if not cut:
-            cut.append(True)
-            await conn.close()
-            raise psycopg.OperationalError("the connection is lost")
-        return await original(conn, steps)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", vanish_first)
+    with first_send_cut_off() as cut:
         delivery = await deliver_alone(store, "K1", lease=True)
     assert cut and (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
     assert await message_tasks(store, "r") == ["message"]  # the mark said "not committed"

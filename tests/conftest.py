@@ -16,6 +16,10 @@ Capabilities used by the suite:
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +33,14 @@ from parkway.testing import ManualClock
 
 # A fixed, round start time makes engine timestamps easy to reason about.
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+# The session's temporary files, the worker processes' too (they inherit TMPDIR),
+# in a folder of its own removed at the end: the tests kill workers, whose
+# wake-up sockets (parkway.store.wakeup) would otherwise stay behind in /tmp.
+_SESSION_TMP = tempfile.mkdtemp(prefix="parkway-tests-")
+os.environ["TMPDIR"] = _SESSION_TMP
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+atexit.register(shutil.rmtree, _SESSION_TMP, True)
 
 
 @dataclass(frozen=True)

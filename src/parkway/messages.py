@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("parkway.messages")
 
 EXPIRED_REASON = "its ttl passed before any run waited for it"
-# (MESSAGE_TASK: message deliveries are their own task kind so that one a run can
-# no longer take, its wait timed out or it ended, is buffered again, not dropped.)
 
 
 @dataclass(frozen=True)

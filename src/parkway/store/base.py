@@ -200,7 +200,9 @@ class Delivery:
     lease: Lease | None = None
 
 
-# The kind of a task that carries a message to the run waiting for it.
+# The kind of a task that carries a message to the run waiting for it: its own,
+# so that one a run can no longer take (its wait timed out, it ended) is buffered
+# again instead of dropped.
 MESSAGE_TASK = "message"
 
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})

@@ -534,18 +534,22 @@ class PostgresTx:
         self._queued[-1] = (fenced, fence.params)
         return True
 
+    def _took(self, lease: Lease, loaded: LoadedRun | None) -> None:
+        """What a lease's claim returned, once its statement's result has come."""
+        lease.loaded = loaded
+        # Sent again after a lost connection, it finds the lease taken (by the
+        # first send, maybe): then whether it is is not known (the worker looks).
+        lease.taken = loaded is not None or (None if self._resent else False)
+        if loaded is not None:
+            self._leased.add(loaded.run.id)
+
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
         lease = Lease(run_id)
 
         def taken(loaded: LoadedRun | None) -> None:
-            lease.loaded = loaded
-            # Sent again after a lost connection, it finds the lease taken (by the
-            # first send, maybe): then whether it is is not known (the worker looks).
-            lease.taken = loaded is not None or (None if self._resent else False)
-            if lease.taken:
-                self._leased.add(run_id)
+            self._took(lease, loaded)
 
         started = self._started
         if (
@@ -935,17 +939,12 @@ class PostgresTx:
         if owner is not None:
             lease = delivery.lease = Lease("")  # its run is known once delivered
 
-            def taken(result: Result) -> None:
-                loaded = _claimed_run(result.rows[0]) if result.rows else None
-                lease.loaded = loaded
-                lease.taken = loaded is not None or (None if self._resent else False)
-                if loaded is not None:
-                    self._leased.add(loaded.run.id)
-
             await self._write(
                 CLAIM_DELIVERED,
                 dict(owner=owner, now=now, wall=wall_now, until=lease_until),
-                on_result=taken,
+                on_result=lambda result: self._took(
+                    lease, _claimed_run(result.rows[0]) if result.rows else None
+                ),
                 idempotent=True,
             )
         return delivery

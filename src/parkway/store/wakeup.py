@@ -100,9 +100,7 @@ class Wakeups:
             while True:  # drain: many announcements wake once
                 try:
                     sock.recv(64)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
+                except OSError:  # drained (BlockingIOError), or closed
                     break
                 woken = True
             if woken:

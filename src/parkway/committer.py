@@ -1,4 +1,4 @@
-"""Group commit: the worker's commits that queue up share one transaction.
+"""Group commit: the commits of one process that queue up share one transaction.
 
 On PostgreSQL a commit costs round trips and an fsync, not CPU, and a worker
 advancing many runs at once spends most of its time waiting on them. So while
@@ -6,13 +6,18 @@ one transaction is being committed, the next commits queue; then all of them
 go in one transaction (one ``BEGIN``, one ``COMMIT``, one round trip when none
 of them reads). A lone commit is not delayed: batches form only under load.
 
-Each job is a worker commit fenced by its run's lease: it calls
+A worker's job is a commit fenced by its run's lease: it calls
 ``tx.update_leased(...)`` before writing anything. A store that checks the
 lease at once raises :class:`LeaseLostError` there, before the job wrote
 anything, so that job alone is told and the batch commits the others. A store
 that checks at commit fails the whole batch; then, as on any other failure,
 each job is retried in a transaction of its own, so one bad job never fails
 another, and its own error reaches it unchanged.
+
+A sender's job (a message delivered, ``fenced=False``) has no lease to stop a
+second copy of it: after a commit whose outcome is unknown
+(:attr:`StoreError.outcome_unknown`), retrying it could do it twice, so every
+job of that batch gets the error instead.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from parkway.errors import LeaseLostError
+from parkway.errors import LeaseLostError, StoreError
 from parkway.store.base import Store, Tx
 
 Job = Callable[[Tx], Awaitable[Any]]
@@ -35,22 +40,25 @@ MAX_BATCH = 64
 @dataclass
 class _Pending:
     job: Job
-    run_id: str
-    owner: str
     done: asyncio.Future[Any]
 
 
 class Committer:
-    """Runs lease-fenced commit jobs of one process, batching those that queue up."""
+    """Runs commit jobs of one process, batching those that queue up.
 
-    def __init__(self, store: Store) -> None:
+    ``fenced``: each job is fenced by its run's lease (a worker's), so it may be
+    retried whatever became of the batch.
+    """
+
+    def __init__(self, store: Store, *, fenced: bool = True) -> None:
         self._store = store
+        self._fenced = fenced
         self._queue: list[_Pending] = []
         self._draining: asyncio.Task[None] | None = None
         self.batches = 0  # transactions committed, for tests and benchmarks
         self.jobs = 0  # jobs committed
 
-    async def run(self, job: Job, *, run_id: str, owner: str, alone: bool = False) -> Any:
+    async def run(self, job: Job, *, alone: bool = False) -> Any:
         """Run ``job`` in a transaction, maybe shared with others; return its result.
 
         With ``alone`` (the caller knows no other commit could join this one) and
@@ -63,7 +71,7 @@ class Committer:
             self._count(1)
             return result
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(job, run_id, owner, done))
+        self._queue.append(_Pending(job, done))
         if self._draining is None or self._draining.done():
             self._draining = asyncio.create_task(self._drain(), name="parkway-committer")
         return await done
@@ -99,7 +107,11 @@ class Committer:
             for pending in batch:
                 pending.done.cancel()
             raise
-        except Exception:
+        except Exception as exc:
+            if not self._fenced and isinstance(exc, StoreError) and exc.outcome_unknown:
+                for pending in batch:
+                    _fail(pending, exc)
+                return
             # Someone's failure (a lease found lost at commit, say), or the store's:
             # each on its own, to tell whose.
             for pending in batch:

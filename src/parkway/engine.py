@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from parkway import _json, accumulate, flows, messages
 from parkway.clock import Clock, SystemClock
+from parkway.committer import Committer
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     InvalidInputError,
@@ -35,7 +36,7 @@ from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
-from parkway.store.base import Lease, NewTask, RunRecord, Tx
+from parkway.store.base import Delivery, Lease, NewTask, RunRecord, Tx
 from parkway.transitions import TERMINAL, cancel
 from parkway.worker import Worker
 
@@ -108,6 +109,8 @@ class Engine:
         self._store_url = resolved
         self._registry = Registry()
         self._worker: Worker | None = None
+        self._sends: Committer | None = None
+        self._sending = 0  # deliveries in flight (see _deliver)
         self._open = False
         self._terminal: dict[str, list[asyncio.Event]] = {}
         # The rows of runs that ended lately in this process's worker, as committed
@@ -242,6 +245,11 @@ class Engine:
         if self.url != self._store_url:  # the url was changed before opening (CLI --url)
             self._store, self._store_url = open_store(self.url), self.url
         await self._store.open()
+        # Messages this process delivers at once share a transaction (see
+        # parkway.committer): one sender with many in flight pays one commit for
+        # them, not one each.
+        capable = "group_commit" in self._store.capabilities
+        self._sends = Committer(self._store, fenced=False) if capable else None
         self._open = True
         self._clock.attach(self)
         if self.run_worker:
@@ -627,14 +635,27 @@ class Engine:
         self, name: str, key: str, data: bytes, message_id: str | None, hand_over: _HandOver
     ) -> CorrelationResult | None:
         """A message to the run waiting for it, if one does (``None``: none does)."""
-        now = self._clock.now()
-        async with self._store.transaction() as tx:
+        body = messages.envelope(name, key, data, message_id)
+
+        async def job(tx: Tx) -> Delivery:
+            now = self._clock.now()
             delivery = await tx.deliver_message(
-                name, key, messages.envelope(name, key, data, message_id), now,
-                message_id=message_id, fresh_after=now - self.event_retention,
-                **hand_over.terms(),
+                name, key, body, now, message_id=message_id,
+                fresh_after=now - self.event_retention, **hand_over.terms(),
             )  # fmt: skip
             hand_over.took(delivery.lease)
+            return delivery
+
+        self._sending += 1
+        try:
+            if self._sends is not None:
+                # Alone: no other delivery of this process could share the commit.
+                delivery = await self._sends.run(job, alone=self._sending == 1)
+            else:
+                async with self._store.transaction() as tx:
+                    delivery = await job(tx)
+        finally:
+            self._sending -= 1
         if not delivery.known:
             raise StoreError(
                 f"message {name!r} with key {key!r}: the store did not say what it did with it"

@@ -193,7 +193,16 @@ class MessageNotFoundError(ParkwayError, LookupError):
 class StoreError(ParkwayError):
     """The store failed or could not be reached (no connection, a timeout, a lost
     commit): nothing the caller sent was wrong, and the operation may be retried
-    (the message says whether it took effect)."""
+    (the message says whether it took effect).
+
+    Attributes:
+        outcome_unknown: The commit may or may not have happened (its reply was
+            lost and the server could not be asked); else nothing was saved.
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        super().__init__(message)
+        self.outcome_unknown = outcome_unknown
 
 
 class LeaseLostError(ParkwayError):

@@ -361,7 +361,7 @@ class Worker:
         if self.committer is not None:
             # A lone run has no commit to share with: it need not wait for one.
             alone = len(self.inflight) <= 1
-            return await self.committer.run(job, run_id=run_id, owner=self.owner, alone=alone)
+            return await self.committer.run(job, alone=alone)
         async with self.engine._store.transaction() as tx:
             return await job(tx)
 

@@ -595,6 +595,29 @@ async def test_a_waiting_run_takes_precedence_over_message_start(engine: Engine)
 # -- message_id de-duplication -----------------------------------------------------------------
 
 
+# -- one sender, many messages in flight -------------------------------------------------------
+
+
+async def test_messages_sent_at_once_each_reach_their_own_receiver(engine: Engine) -> None:
+    # Sent together, messages share commits where the store batches them; each
+    # still gets its own outcome: delivered to its run, a duplicate, or buffered
+    # (nobody waits, or its key's waiter was taken by a message just before it).
+    register_loan(engine)
+    handles = [await engine.start("loan", f"APP-{i}", id=f"loan-{i}") for i in range(12)]
+    await parked(engine, *(h.id for h in handles))
+    sends = [engine.correlate(SCORE, f"APP-{i}", i, message_id=f"m-{i}") for i in range(12)]
+    sends.append(engine.correlate(SCORE, "APP-3", 99, message_id="m-3"))  # id seen: duplicate
+    sends.append(engine.correlate(SCORE, "APP-5", 55, message_id="second-5"))  # key taken
+    sends.append(engine.correlate(SCORE, "APP-NOBODY", 0))
+    results = await asyncio.gather(*sends)
+    assert results[:12] == [CorrelationResult("delivered", f"loan-{i}") for i in range(12)]
+    assert [r.outcome for r in results[12:]] == ["duplicate", "buffered", "buffered"]
+    for i, handle in enumerate(handles):
+        assert await handle.result(timeout=10) == {"app": f"APP-{i}", "score": i}
+    buffered = sorted((m.key, m.payload) for m in await engine.messages())
+    assert buffered == [("APP-5", 55), ("APP-NOBODY", 0)]
+
+
 async def test_a_repeated_message_id_while_buffered_is_a_duplicate(engine: Engine) -> None:
     first = await engine.correlate(SCORE, "APP-001", 1, message_id="cb-1")
     assert first == CorrelationResult("buffered")

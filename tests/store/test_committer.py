@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from parkway.committer import Committer
-from parkway.errors import LeaseLostError
+from parkway.errors import LeaseLostError, StoreError
 from parkway.store import Store
 from parkway.store.base import NewTask, Tx
 
@@ -42,9 +44,7 @@ async def journals(store: Store, run_ids: list[str]) -> dict[str, int]:
 async def test_commits_that_queue_up_share_one_transaction(store: Store) -> None:
     run_ids = await leased(store, 8)
     committer = Committer(store)
-    results = await asyncio.gather(
-        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids))
-    )
+    results = await asyncio.gather(*(committer.run(job) for _, job in map(step_commit, run_ids)))
     assert results == run_ids
     # The first commit found the queue empty and took everyone queued behind it.
     assert (committer.batches, committer.jobs) == (1, 8)
@@ -54,8 +54,8 @@ async def test_commits_that_queue_up_share_one_transaction(store: Store) -> None
 async def test_a_lone_commit_is_not_held_back(store: Store) -> None:
     (run_id,) = await leased(store, 1)
     committer = Committer(store)
-    rid, job = step_commit(run_id)
-    assert await asyncio.wait_for(committer.run(job, run_id=rid, owner="w"), 5) == run_id  # type: ignore[arg-type]
+    _, job = step_commit(run_id)
+    assert await asyncio.wait_for(committer.run(job), 5) == run_id  # type: ignore[arg-type]
     assert (committer.batches, committer.jobs) == (1, 1)
 
 
@@ -70,7 +70,7 @@ async def test_a_lost_lease_fails_only_its_own_commit(store: Store) -> None:
     ]
     committer = Committer(store)
     outcomes = await asyncio.gather(
-        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids)),
+        *(committer.run(job) for _, job in map(step_commit, run_ids)),
         return_exceptions=True,
     )
     assert isinstance(outcomes[1], LeaseLostError)
@@ -89,8 +89,8 @@ async def test_a_failing_commit_is_retried_alone_and_fails_alone(store: Store) -
         raise ValueError("bad commit")
 
     outcomes = await asyncio.gather(
-        committer.run(broken, run_id=run_ids[0], owner="w"),
-        *(committer.run(job, run_id=r, owner="w") for r, job in map(step_commit, run_ids[1:])),
+        committer.run(broken),
+        *(committer.run(job) for _, job in map(step_commit, run_ids[1:])),
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], ValueError) and str(outcomes[0]) == "bad commit"
@@ -103,9 +103,9 @@ async def test_commits_arriving_during_a_commit_form_the_next_batch(store: Store
     run_ids = await leased(store, 6)
     committer = Committer(store)
     jobs = dict(map(step_commit, run_ids))
-    first = asyncio.ensure_future(committer.run(jobs[run_ids[0]], run_id=run_ids[0], owner="w"))  # type: ignore[arg-type]
+    first = asyncio.ensure_future(committer.run(jobs[run_ids[0]]))  # type: ignore[arg-type]
     await asyncio.sleep(0)  # the first commit is under way
-    rest = [committer.run(jobs[r], run_id=r, owner="w") for r in run_ids[1:]]  # type: ignore[arg-type]
+    rest = [committer.run(jobs[r]) for r in run_ids[1:]]  # type: ignore[arg-type]
     assert await asyncio.gather(first, *rest) == run_ids
     assert committer.jobs == 6 and committer.batches == 2
 
@@ -126,11 +126,11 @@ async def test_a_commit_known_to_be_alone_goes_before_the_loop_turns(store: Stor
     loop = asyncio.get_running_loop()
     # Control: a commit that may have company waits one turn of the loop for it.
     loop.call_soon(order.append, "turn")
-    await committer.run(noting(run_ids[0]), run_id=run_ids[0], owner="w")
+    await committer.run(noting(run_ids[0]))
     assert order == ["turn", run_ids[0]]
     order.clear()
     loop.call_soon(order.append, "turn")
-    await committer.run(noting(run_ids[1]), run_id=run_ids[1], owner="w", alone=True)
+    await committer.run(noting(run_ids[1]), alone=True)
     assert order[0] == run_ids[1]
     assert (committer.batches, committer.jobs) == (2, 2)
     assert await journals(store, run_ids) == dict.fromkeys(run_ids, 1)
@@ -141,8 +141,87 @@ async def test_a_commit_said_alone_still_queues_behind_a_batch(store: Store) -> 
     committer = Committer(store)
     jobs = dict(map(step_commit, run_ids))
     results = await asyncio.gather(
-        *(committer.run(jobs[r], run_id=r, owner="w") for r in run_ids[:3]),  # type: ignore[arg-type]
-        committer.run(jobs[run_ids[3]], run_id=run_ids[3], owner="w", alone=True),  # type: ignore[arg-type]
+        *(committer.run(jobs[r]) for r in run_ids[:3]),  # type: ignore[arg-type]
+        committer.run(jobs[run_ids[3]], alone=True),  # type: ignore[arg-type]
     )
     assert results == run_ids
     assert (committer.batches, committer.jobs) == (1, 4)
+
+
+class CommitLost:
+    """A store whose commits go through and then report their outcome unknown, as
+    when the reply is lost and the server cannot be asked; once, or always."""
+
+    def __init__(self, store: Store, *, times: int = 1) -> None:
+        self._store, self.left = store, times
+        self.capabilities = store.capabilities
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
+        async with self._store.transaction(readonly=readonly) as tx:
+            yield tx
+        if self.left:
+            self.left -= 1
+            raise StoreError("the commit may or may not have happened", outcome_unknown=True)
+
+
+def counted_delivery(run_id: str, calls: dict[str, int]) -> Any:
+    """A sender-like job, with no lease to stop a second copy: one signal to ``run_id``."""
+
+    async def job(tx: Tx) -> str:
+        calls[run_id] = calls.get(run_id, 0) + 1
+        await tx.add_signal(run_id, "go", b"1", NOW)
+        return run_id
+
+    return job
+
+
+async def mailboxes(store: Store, run_ids: list[str]) -> dict[str, int]:
+    async with store.transaction(readonly=True) as tx:
+        return {r: len(await tx.signals(r)) for r in run_ids}
+
+
+async def test_unfenced_jobs_are_not_retried_after_a_commit_of_unknown_outcome(
+    store: Store,
+) -> None:
+    run_ids = await leased(store, 3)
+    calls: dict[str, int] = {}
+    committer = Committer(CommitLost(store), fenced=False)  # type: ignore[arg-type]
+    outcomes = await asyncio.gather(
+        *(committer.run(counted_delivery(r, calls)) for r in run_ids), return_exceptions=True
+    )
+    # Each job hears of the unknown outcome; none is sent twice (it went through).
+    assert all(isinstance(o, StoreError) and o.outcome_unknown for o in outcomes), outcomes
+    assert calls == dict.fromkeys(run_ids, 1)
+    assert await mailboxes(store, run_ids) == dict.fromkeys(run_ids, 1)
+
+
+async def test_fenced_jobs_are_retried_alone_after_a_failed_batch(store: Store) -> None:
+    # (A worker's job fences on its lease, so a second copy of it is harmless: the
+    # same failure sends each again on its own.)
+    run_ids = await leased(store, 3)
+    calls: dict[str, int] = {}
+    committer = Committer(CommitLost(store))  # type: ignore[arg-type]
+    outcomes = await asyncio.gather(*(committer.run(counted_delivery(r, calls)) for r in run_ids))
+    assert outcomes == run_ids
+    assert calls == dict.fromkeys(run_ids, 2)
+
+
+async def test_unfenced_jobs_are_retried_alone_after_a_batch_known_rolled_back(
+    store: Store,
+) -> None:
+    run_ids = await leased(store, 3)
+    calls: dict[str, int] = {}
+    committer = Committer(store, fenced=False)
+
+    async def broken(tx: Tx) -> None:
+        raise StoreError("rolled back; nothing of the transaction was saved")
+
+    outcomes = await asyncio.gather(
+        *(committer.run(counted_delivery(r, calls)) for r in run_ids[1:]),
+        committer.run(broken),
+        return_exceptions=True,
+    )
+    assert outcomes[:-1] == run_ids[1:] and isinstance(outcomes[-1], StoreError)
+    assert calls == dict.fromkeys(run_ids[1:], 2)  # in the batch, then each alone
+    assert await mailboxes(store, run_ids[1:]) == dict.fromkeys(run_ids[1:], 1)

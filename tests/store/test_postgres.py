@@ -625,6 +625,79 @@ async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
     assert await message_tasks(store, "r") == ["message"]  # the mark said "not committed"
 
 
+async def deliveries_together(store: PostgresStore, keys: list[str]) -> list[Delivery]:
+    """One transaction of several deliveries, as a sender's batch is (unleased)."""
+    async with store.transaction() as tx:
+        return [
+            await tx.deliver_message(
+                "payment", key, b"body", NOW, message_id=None, fresh_after=NOW - 60
+            )
+            for key in keys
+        ]
+
+
+async def test_deliveries_sharing_a_commit_whose_reply_was_lost_are_each_settled(
+    store: PostgresStore,
+) -> None:
+    await waiting_for(store, "a", "K1")
+    await waiting_for(store, "b", "K3")
+    with reply_lost_after_commit() as cut:
+        found = await deliveries_together(store, ["K1", "K2", "K3"])
+    assert cut
+    # Each statement's own mark says what it did; none was sent again.
+    assert [(d.known, d.outcome, d.run_id) for d in found] == [
+        (True, "delivered", "a"), (True, None, None), (True, "delivered", "b"),
+    ]  # fmt: skip
+    assert await message_tasks(store, "a") == ["message"]
+    assert await message_tasks(store, "b") == ["message"]
+
+
+async def test_deliveries_sharing_a_commit_cut_off_are_sent_again_with_new_marks(
+    store: PostgresStore,
+) -> None:
+    await waiting_for(store, "a", "K1")
+    await waiting_for(store, "b", "K2")
+    with first_send_cut_off() as cut:
+        found = await deliveries_together(store, ["K1", "K2"])
+    assert cut and [(d.outcome, d.run_id) for d in found] == [
+        ("delivered", "a"),
+        ("delivered", "b"),
+    ]
+    assert await message_tasks(store, "a") == ["message"]
+    assert await message_tasks(store, "b") == ["message"]
+
+
+async def test_a_delivery_that_found_nobody_does_not_unannounce_one_that_delivered(
+    store: PostgresStore,
+) -> None:
+    # This process's worker hears of the tasks its own commits add from the store
+    # (it drops its own notifications): a batch whose first delivery found nobody
+    # still tells it of the second's task.
+    await waiting_for(store, "b", "K2")
+    reports: list[float | None] = []
+    store.watch(reports.append)
+    await deliveries_together(store, ["K1", "K2"])
+    assert reports == [NOW]
+
+
+async def test_messages_in_flight_from_one_sender_share_commits(engine_url: str) -> None:
+    async with Engine(engine_url) as engine:
+
+        @engine.workflow()
+        async def loan(ctx, key):  # type: ignore[no-untyped-def]
+            return await ctx.wait_for_message("score", key)
+
+        handles = [await engine.start("loan", f"K{i}", id=f"loan-{i}") for i in range(16)]
+        await engine.idle(timeout=30)
+        results = await asyncio.gather(*(engine.correlate("score", f"K{i}", i) for i in range(16)))
+        assert [(r.outcome, r.run_id) for r in results] == [
+            ("delivered", f"loan-{i}") for i in range(16)
+        ]
+        assert [await h.result(timeout=10) for h in handles] == list(range(16))
+        sends = engine._sends
+        assert sends is not None and sends.jobs == 16 and sends.batches < 16
+
+
 async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresStore) -> None:
     # The settling inserts the mark when it finds none: a transaction still on its
     # way with that mark then fails rather than commit after being declared lost.

@@ -212,8 +212,10 @@ class PostgresTx:
         self._log: list[tuple[Step, Result]] = []
         self._xid: str | None = None  # the transaction's id, to learn a lost COMMIT's fate
         # The earliest due time this transaction's notifications announced so far
-        # (None: none sent yet).
+        # (None: none sent yet), and those of statements that notify only if they
+        # add a task (a signal, a delivery), until one is known not to have.
         self._notified: float | None = None
+        self._maybe_notified: list[list[float]] = []
         self._queued: list[Step] = []  # writes not sent yet (see the class docstring)
         # The token of the first lease-fenced update (update_leased): tells whether a
         # commit whose connection died went through.
@@ -221,10 +223,11 @@ class PostgresTx:
         # Whether every write queued so far may be applied twice (then a commit cut
         # off with its connection can simply be sent again).
         self._idempotent = True
-        # The statement writing this transaction's commit mark (migration 003), its
-        # parameters and what to do with what the mark recorded: then the commit
-        # goes in one round trip, and a lost reply is settled by the mark.
-        self._mark: tuple[dict[str, Any], Callable[[str | None], None]] | None = None
+        # The statements writing this transaction's commit marks (migration 003):
+        # each one's parameters and what to do with what its mark recorded. Then
+        # the commit goes in one round trip, and a lost reply is settled by the
+        # marks (several when a sender's deliveries share the transaction).
+        self._marks: list[tuple[dict[str, Any], Callable[[str | None], None]]] = []
         # The last update_leased queued, which the writes right after it may join
         # (see _fuse).
         self._fence_at: _Fence | None = None
@@ -358,7 +361,7 @@ class PostgresTx:
     async def _commit(self) -> None:
         """Commit, making sure of the outcome if the connection dies during ``COMMIT``."""
         if self._queued and not self.started:
-            if self._token is not None or self._idempotent or self._mark is not None:
+            if self._token is not None or self._idempotent or self._marks:
                 await self._commit_at_once()
                 return
             # Only queued writes: they go first, with BEGIN and the id asked for,
@@ -416,14 +419,20 @@ class PostgresTx:
                 if self._token is not None and await self._store._committed(*self._token):
                     self._queued = []
                     return
-                if self._mark is not None:
-                    params, found = self._mark
+                if self._marks:
+                    # The first mark tells whether the transaction committed (and,
+                    # taken by the settling, stops a late copy of it for good); each
+                    # mark, what its statement did.
+                    params, found = self._marks[0]
                     committed, result = await self._store._mark_outcome(params["mark"])
                     if committed:
                         found(result)
+                        for params, found in self._marks[1:]:
+                            found(await self._store._mark_result(params["mark"]))
                         self._queued = []
                         return
-                    params["mark"] = random.getrandbits(63)  # the old one is taken now
+                    for params, _ in self._marks:
+                        params["mark"] = random.getrandbits(63)  # the first one is taken now
                 log.warning(
                     "connection to %s lost while committing; sending it again",
                     self._store.display,
@@ -437,6 +446,20 @@ class PostgresTx:
         """The payload of a notification of tasks due from ``due`` on (see _listen)."""
         self._notified = due if self._notified is None else min(self._notified, due)
         return f"{self._store._token} {due!r}"
+
+    def _announce_maybe(self, due: float) -> tuple[str, Callable[[], None]]:
+        """:meth:`_announce` for a statement that notifies only if it adds a task;
+        also returns what to call once it is known that it did not."""
+        entry = [due]
+        self._maybe_notified.append(entry)
+        return f"{self._store._token} {due!r}", lambda: self._maybe_notified.remove(entry)
+
+    def _announced(self) -> float | None:
+        """The earliest due time this transaction announced (None: nothing)."""
+        dues = [entry[0] for entry in self._maybe_notified]
+        if self._notified is not None:
+            dues.append(self._notified)
+        return min(dues, default=None)
 
     async def _all(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> list[Row]:
         return (await self._exec(query, params, **lock)).rows or []
@@ -717,25 +740,25 @@ class PostgresTx:
         # for this process's worker) the signal goes with its COMMIT, one round
         # trip; what it found is known once that returns.
         sent = Sent()
-        notified = self._notified
-        mark = random.getrandbits(63)
+        token, unannounce = self._announce_maybe(at)
         params = dict(
-            run=run_id, name=name, payload=payload, at=at, token=self._announce(at), mark=mark
-        )
+            run=run_id, name=name, payload=payload, at=at, token=token,
+            mark=random.getrandbits(63),
+        )  # fmt: skip
         self._task_runs.add(run_id)
 
         def found(status: str | None) -> None:
             sent.status, sent.known = status, True
             if status is None or status in ENDED:
-                self._notified = notified  # nothing added: nothing announced
+                unannounce()  # nothing added: nothing announced
                 self._task_runs.discard(run_id)
 
         def answered(result: Result) -> None:
             found(str(result.rows[0][0]) if result.rows else None)
 
         await self._write(Q["send_signal"], params, on_result=answered)
-        if self._mark is None and not self.started:
-            self._mark = (params, found)
+        if not self.started:
+            self._marks.append((params, found))
             if random.random() < PRUNE_MARKS:
                 await self._write(Q["prune_marks"], (), idempotent=True)
         return sent
@@ -909,10 +932,10 @@ class PostgresTx:
         # the lease of the run it delivers to after it: all queued, so that with the
         # COMMIT they are one round trip; a lost reply is settled by the commit mark.
         delivery = Delivery()
-        notified = self._notified
+        token, unannounce = self._announce_maybe(now)
         params: dict[str, Any] = dict(
             mid=message_id, fresh=fresh_after, name=name, key=key, now=now, body=body,
-            mark=random.getrandbits(63), token=self._announce(now),
+            mark=random.getrandbits(63), token=token,
         )  # fmt: skip
 
         def found(result: str | None) -> None:
@@ -925,7 +948,7 @@ class PostgresTx:
                 if delivery.lease is not None:
                     delivery.lease.run_id = delivery.run_id
             if delivery.outcome != "delivered":
-                self._notified = notified  # nothing added: nothing announced
+                unannounce()  # nothing added: nothing announced
                 delivery.lease = None
 
         if message_id is not None:
@@ -934,8 +957,8 @@ class PostgresTx:
             Q["deliver_message"], params, lock=_subject_lock("default", key),
             on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
         )  # fmt: skip
-        if self._mark is None and not self.started:
-            self._mark = (params, found)
+        if not self.started:
+            self._marks.append((params, found))
         if owner is not None:
             lease = delivery.lease = Lease("")  # its run is known once delivered
 
@@ -1295,11 +1318,12 @@ class PostgresStore:
                 raise
         finally:
             await self._putconn(tx._c)
-        if tx._notified is not None and not tx._task_runs <= tx._leased:
+        announced = tx._announced()
+        if announced is not None and not tx._task_runs <= tx._leased:
             # Tasks were added: this process's worker is told here, as other
             # processes' are by the notification (which _listen drops as ours),
             # unless they are all for runs it was just handed (see lease_run).
-            self._report(tx._notified)
+            self._report(announced)
 
     async def _committed(self, run_id: str, token: int) -> bool:
         """Whether the worker commit that set ``token`` on the run went through.
@@ -1309,6 +1333,12 @@ class PostgresStore:
         """
         rows = await self._single(Q["commit_token"], (run_id,))
         return bool(rows) and rows[0][0] == token
+
+    async def _mark_result(self, mark: int) -> str | None:
+        """What the statement that wrote commit mark ``mark`` recorded (its
+        transaction is known to have committed)."""
+        rows = await self._single(Q["mark_result"], (mark,))
+        return rows[0][0] if rows else None
 
     async def _mark_outcome(self, mark: int) -> tuple[bool, str | None]:
         """Whether the transaction that wrote commit mark ``mark`` committed, and the
@@ -1396,7 +1426,9 @@ class PostgresStore:
             and (exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")))
         )
         outcome = "the commit may or may not have happened" if unknown else "rolled back"
-        return StoreError(f"PostgreSQL {self.display}: {detail} ({outcome}; {hint})")
+        return StoreError(
+            f"PostgreSQL {self.display}: {detail} ({outcome}; {hint})", outcome_unknown=unknown
+        )
 
     # -- the worker's calls ------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ job of that batch gets the error instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,10 +38,11 @@ Job = Callable[[Tx], Awaitable[Any]]
 MAX_BATCH = 64
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
     job: Job
     done: asyncio.Future[Any]
+    order: str = ""
 
 
 class Committer:
@@ -58,12 +60,17 @@ class Committer:
         self.batches = 0  # transactions committed, for tests and benchmarks
         self.jobs = 0  # jobs committed
 
-    async def run(self, job: Job, *, alone: bool = False) -> Any:
+    async def run(self, job: Job, *, alone: bool = False, order: str = "") -> Any:
         """Run ``job`` in a transaction, maybe shared with others; return its result.
 
         With ``alone`` (the caller knows no other commit could join this one) and
         nothing queued, the job commits at once, without the loop turn a batch
-        waits for.
+        waits for. ``order``: jobs of a batch run sorted by it (stably), so that
+        two batches take the locks their jobs take in one order.
+
+        A caller cancelled while its job waits in the queue takes it out: nothing
+        of it is done. Once its transaction is under way, the cancellation waits
+        for that transaction's end, so what the job did is settled first.
         """
         if alone and not self._queue and (self._draining is None or self._draining.done()):
             async with self._store.transaction() as tx:
@@ -71,14 +78,24 @@ class Committer:
             self._count(1)
             return result
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(job, done))
+        pending = _Pending(job, done, order)
+        self._queue.append(pending)
         if self._draining is None or self._draining.done():
             self._draining = asyncio.create_task(self._drain(), name="parkway-committer")
-        return await done
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if pending in self._queue:
+                self._queue.remove(pending)
+                raise
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(done)
+            raise
 
     async def _drain(self) -> None:
         while self._queue:
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            batch.sort(key=lambda pending: pending.order)
             if len(batch) == 1:
                 await self._alone(batch[0])
             else:

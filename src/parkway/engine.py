@@ -638,6 +638,8 @@ class Engine:
         body = messages.envelope(name, key, data, message_id)
 
         async def job(tx: Tx) -> Delivery:
+            # (Run again on its own after a batch that failed: that lease was void.)
+            hand_over.forget()
             now = self._clock.now()
             delivery = await tx.deliver_message(
                 name, key, body, now, message_id=message_id,
@@ -650,7 +652,8 @@ class Engine:
         try:
             if self._sends is not None:
                 # Alone: no other delivery of this process could share the commit.
-                delivery = await self._sends.run(job, alone=self._sending == 1)
+                # In a batch, by key: two batches take the keys' locks in one order.
+                delivery = await self._sends.run(job, alone=self._sending == 1, order=key)
             else:
                 async with self._store.transaction() as tx:
                     delivery = await job(tx)
@@ -829,8 +832,10 @@ class Engine:
         except BaseException:
             if hand_over.lease is not None:
                 # Rolled back, most likely; but a commit cut off may have gone
-                # through. The worker loads the run and sees whose lease it is.
-                hand_over.lease = Lease(hand_over.lease.run_id)
+                # through. The worker loads the run and sees whose lease it is
+                # (unless which run it was is not known: then its lease expires).
+                run_id = hand_over.lease.run_id
+                hand_over.lease = Lease(run_id) if run_id else None
             raise
         finally:
             if worker is not None and hand_over.owner is not None:

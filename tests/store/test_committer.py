@@ -225,3 +225,77 @@ async def test_unfenced_jobs_are_retried_alone_after_a_batch_known_rolled_back(
     assert outcomes[:-1] == run_ids[1:] and isinstance(outcomes[-1], StoreError)
     assert calls == dict.fromkeys(run_ids[1:], 2)  # in the batch, then each alone
     assert await mailboxes(store, run_ids[1:]) == dict.fromkeys(run_ids[1:], 1)
+
+
+def blocking(release: asyncio.Event, started: asyncio.Event, run_id: str) -> Any:
+    """A job that writes a signal to ``run_id`` and then waits for ``release``."""
+
+    async def job(tx: Tx) -> str:
+        await tx.add_signal(run_id, "go", b"1", NOW)
+        started.set()
+        await release.wait()
+        return run_id
+
+    return job
+
+
+async def test_a_job_cancelled_while_queued_is_never_run(store: Store) -> None:
+    run_ids = await leased(store, 2)
+    calls: dict[str, int] = {}
+    committer = Committer(store, fenced=False)
+    release, started = asyncio.Event(), asyncio.Event()
+    first = asyncio.ensure_future(committer.run(blocking(release, started, run_ids[0])))
+    await started.wait()  # its batch is under way; the next job queues behind it
+    queued = asyncio.ensure_future(committer.run(counted_delivery(run_ids[1], calls)))
+    await asyncio.sleep(0)
+    queued.cancel()
+    release.set()
+    assert await first == run_ids[0]
+    with contextlib.suppress(asyncio.CancelledError):
+        await queued
+    assert queued.cancelled() and calls == {}
+    assert await mailboxes(store, run_ids) == {run_ids[0]: 1, run_ids[1]: 0}
+
+
+async def test_a_job_cancelled_in_its_transaction_is_settled_before_the_cancel(
+    store: Store,
+) -> None:
+    # (A delivery's caller must learn which run it leased before it gives up.)
+    (run_id,) = await leased(store, 1)
+    committer = Committer(store, fenced=False)
+    release, started = asyncio.Event(), asyncio.Event()
+    caller = asyncio.ensure_future(committer.run(blocking(release, started, run_id)))
+    await started.wait()
+    caller.cancel()
+    await asyncio.sleep(0.01)
+    assert not caller.done()  # waiting for its transaction's end
+    release.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await caller
+    assert caller.cancelled()
+    assert await mailboxes(store, [run_id]) == {run_id: 1}  # committed all the same
+
+
+async def test_the_jobs_of_a_batch_run_in_their_order(store: Store) -> None:
+    run_ids = await leased(store, 4)
+    committer = Committer(store, fenced=False)
+    release, started = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+
+    def noting(run_id: str) -> Any:
+        async def job(tx: Tx) -> None:
+            order.append(run_id)
+            await tx.add_signal(run_id, "go", b"1", NOW)
+
+        return job
+
+    first = asyncio.ensure_future(committer.run(blocking(release, started, run_ids[0])))
+    await started.wait()
+    rest = [
+        asyncio.ensure_future(committer.run(noting(r), order=key))
+        for r, key in zip(run_ids[1:], ["b", "a", "c"], strict=True)
+    ]
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(first, *rest)
+    assert order == [run_ids[2], run_ids[1], run_ids[3]]  # a, b, c

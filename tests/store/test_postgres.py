@@ -667,6 +667,24 @@ async def test_deliveries_sharing_a_commit_cut_off_are_sent_again_with_new_marks
     assert await message_tasks(store, "b") == ["message"]
 
 
+async def test_a_lost_reply_that_cannot_be_settled_is_an_unknown_outcome(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The commit went through; asking about it failed. The caller must not take it
+    # as rolled back (a sender's batch would then send its deliveries again).
+    await waiting_for(store, "a", "K1")
+
+    async def unreachable(mark: int) -> tuple[bool, str | None]:
+        raise StoreError("PostgreSQL: no connection (rolled back; retry)")
+
+    monkeypatch.setattr(store, "_mark_outcome", unreachable)
+    with reply_lost_after_commit() as cut, pytest.raises(StoreError) as raised:
+        await deliveries_together(store, ["K1", "K2"])
+    assert cut and raised.value.outcome_unknown
+    assert "may or may not have happened" in str(raised.value)
+    assert await message_tasks(store, "a") == ["message"]  # it had committed
+
+
 async def test_a_delivery_that_found_nobody_does_not_unannounce_one_that_delivered(
     store: PostgresStore,
 ) -> None:
@@ -697,6 +715,63 @@ async def test_messages_in_flight_from_one_sender_share_commits(engine_url: str)
         assert [await h.result(timeout=10) for h in handles] == list(range(16))
         sends = engine._sends
         assert sends is not None and sends.jobs == 16 and sends.batches < 16
+
+
+class FailFirstBatch:
+    """A store whose first transaction of several deliveries fails, rolled back."""
+
+    def __init__(self, store: object) -> None:
+        self._store, self.failed = store, False
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[object]:
+        async with self._store.transaction(readonly=readonly) as tx:  # type: ignore[attr-defined]
+            calls = 0
+            deliver = tx.deliver_message
+
+            async def counting(*args: object, **kwargs: object) -> object:
+                nonlocal calls
+                calls += 1
+                return await deliver(*args, **kwargs)
+
+            tx.deliver_message = counting
+            yield tx
+            if calls > 1 and not self.failed:
+                self.failed = True
+                raise StoreError("PostgreSQL: deadlock detected (rolled back; retry)")
+
+
+async def test_messages_of_a_failed_batch_are_sent_again_each_and_handed_over(
+    engine_url: str,
+) -> None:
+    async with Engine(engine_url) as engine:
+
+        @engine.workflow()
+        async def loan(ctx, key):  # type: ignore[no-untyped-def]
+            return await ctx.wait_for_message("score", key)
+
+        handles = [await engine.start("loan", f"K{i}", id=f"loan-{i}") for i in range(8)]
+        await engine.idle(timeout=30)
+        assert engine._sends is not None and engine._worker is not None
+        failing = FailFirstBatch(engine._sends._store)
+        engine._sends._store = failing  # type: ignore[assignment]
+        launched: list[str] = []
+        launch = engine._worker._launch
+
+        def spy(run_id: str, *args: object) -> None:
+            launched.append(run_id)
+            launch(run_id, *args)  # type: ignore[arg-type]
+
+        engine._worker._launch = spy  # type: ignore[method-assign]
+        results = await asyncio.gather(*(engine.correlate("score", f"K{i}", i) for i in range(8)))
+        assert failing.failed
+        assert [(r.outcome, r.run_id) for r in results] == [
+            ("delivered", f"loan-{i}") for i in range(8)
+        ]
+        assert [await h.result(timeout=10) for h in handles] == list(range(8))
+        # Each run handed to the worker by the send that delivered to it; none
+        # launched for a lease of the failed batch, which leased nothing.
+        assert sorted(launched) == sorted(f"loan-{i}" for i in range(8))
 
 
 async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresStore) -> None:

@@ -48,7 +48,13 @@ a test in tests/store/test_conformance.py that fails without it):
 
 Lock waits are bounded by ``statement_timeout``; a deadlock (which these lock
 orders make unlikely) is detected by PostgreSQL and surfaces as a failed
-transaction, which the worker retries.
+transaction, which the worker retries. Batched commits hold the locks of all
+their jobs to the end: a sender's batch of deliveries takes its keys in key
+order, so two senders' batches do not deadlock on keys alone (their message
+ids are locked too, in the same order, which two batches can still cross with
+repeated ids); a worker's batch, whose runs' message keys come in any order,
+can with a sender's. Either way each job is then retried on its own (the
+rollback is known), after ``deadlock_timeout``.
 
 A lost connection (server restart, failover, ``pg_terminate_backend``) is
 survived where the outcome is certain: a read or a transaction's first
@@ -416,28 +422,47 @@ class PostgresTx:
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc, self._c) or attempt == attempts - 1:
                     raise
-                if self._token is not None and await self._store._committed(*self._token):
+                try:
+                    committed = await self._settle()
+                except Exception as lost:
+                    # Whatever went wrong while asking, the commit itself may have
+                    # happened: the caller must not take it as rolled back.
+                    raise StoreError(
+                        f"PostgreSQL {self._store.display}: the connection was lost while "
+                        f"committing, and asking what became of the commit failed: "
+                        f"{_first_line(lost)} (the commit may or may not have happened; retry)",
+                        outcome_unknown=True,
+                    ) from lost
+                if committed:
                     self._queued = []
                     return
-                if self._marks:
-                    # The first mark tells whether the transaction committed (and,
-                    # taken by the settling, stops a late copy of it for good); each
-                    # mark, what its statement did.
-                    params, found = self._marks[0]
-                    committed, result = await self._store._mark_outcome(params["mark"])
-                    if committed:
-                        found(result)
-                        for params, found in self._marks[1:]:
-                            found(await self._store._mark_result(params["mark"]))
-                        self._queued = []
-                        return
-                    for params, _ in self._marks:
-                        params["mark"] = random.getrandbits(63)  # the first one is taken now
                 log.warning(
                     "connection to %s lost while committing; sending it again",
                     self._store.display,
                 )
         raise AssertionError("unreachable")
+
+    async def _settle(self) -> bool:
+        """Whether a commit sent at once, whose reply was lost, went through: known by
+        the run's commit token, or by the commit marks (then each marked statement
+        is told what it did). If it did not, it never will, and the marks are new
+        for the next send."""
+        if self._token is not None and await self._store._committed(*self._token):
+            return True
+        if not self._marks:
+            return False
+        # The first mark tells whether the transaction committed (and, taken by the
+        # settling, stops a late copy of it for good); each mark, what its statement did.
+        params, found = self._marks[0]
+        committed, result = await self._store._mark_outcome(params["mark"])
+        if not committed:
+            for params, _ in self._marks:
+                params["mark"] = random.getrandbits(63)  # the first one is taken now
+            return False
+        found(result)
+        for params, found in self._marks[1:]:
+            found(await self._store._mark_result(params["mark"]))
+        return True
 
     async def _send(self, steps: list[Step]) -> list[Result]:
         return await _send(self._c, steps)

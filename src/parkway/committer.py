@@ -68,9 +68,10 @@ class Committer:
         waits for. ``order``: jobs of a batch run sorted by it (stably), so that
         two batches take the locks their jobs take in one order.
 
-        A caller cancelled while its job waits in the queue takes it out: nothing
-        of it is done. Once its transaction is under way, the cancellation waits
-        for that transaction's end, so what the job did is settled first.
+        Unfenced, a caller cancelled while its job waits in the queue takes it
+        out: nothing of it is done. Once its transaction is under way, the
+        cancellation waits for that transaction's end, so what the job did is
+        settled first.
         """
         if alone and not self._queue and (self._draining is None or self._draining.done()):
             async with self._store.transaction() as tx:
@@ -82,6 +83,10 @@ class Committer:
         self._queue.append(pending)
         if self._draining is None or self._draining.done():
             self._draining = asyncio.create_task(self._drain(), name="parkway-committer")
+        if self._fenced:
+            # (A worker's job is cancelled only when the worker stops; whatever it
+            # did, its lease decides. No shield: it costs on every commit.)
+            return await done
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from parkway import Engine, ParkwayError, StoreError
+from parkway import Engine, ParkwayError, RunHandle, StoreError
 from parkway.errors import LeaseLostError
 from parkway.store import open_store, postgres
 from parkway.store.base import Delivery, NewTask, Sent
@@ -699,15 +699,21 @@ async def test_a_delivery_that_found_nobody_does_not_unannounce_one_that_deliver
     assert [due for due in reports if due is not None] == [NOW]
 
 
+async def parked_loans(engine: Engine, count: int) -> list[RunHandle]:
+    """``count`` runs parked on messages "score" keyed K0, K1, ..."""
+
+    @engine.workflow()
+    async def loan(ctx, key):  # type: ignore[no-untyped-def]
+        return await ctx.wait_for_message("score", key)
+
+    handles = [await engine.start("loan", f"K{i}", id=f"loan-{i}") for i in range(count)]
+    await engine.idle(timeout=30)
+    return handles
+
+
 async def test_messages_in_flight_from_one_sender_share_commits(engine_url: str) -> None:
     async with Engine(engine_url) as engine:
-
-        @engine.workflow()
-        async def loan(ctx, key):  # type: ignore[no-untyped-def]
-            return await ctx.wait_for_message("score", key)
-
-        handles = [await engine.start("loan", f"K{i}", id=f"loan-{i}") for i in range(16)]
-        await engine.idle(timeout=30)
+        handles = await parked_loans(engine, 16)
         results = await asyncio.gather(*(engine.correlate("score", f"K{i}", i) for i in range(16)))
         assert [(r.outcome, r.run_id) for r in results] == [
             ("delivered", f"loan-{i}") for i in range(16)
@@ -745,13 +751,7 @@ async def test_messages_of_a_failed_batch_are_sent_again_each_and_handed_over(
     engine_url: str,
 ) -> None:
     async with Engine(engine_url) as engine:
-
-        @engine.workflow()
-        async def loan(ctx, key):  # type: ignore[no-untyped-def]
-            return await ctx.wait_for_message("score", key)
-
-        handles = [await engine.start("loan", f"K{i}", id=f"loan-{i}") for i in range(8)]
-        await engine.idle(timeout=30)
+        handles = await parked_loans(engine, 8)
         assert engine._sends is not None and engine._worker is not None
         failing = FailFirstBatch(engine._sends._store)
         engine._sends._store = failing  # type: ignore[assignment]

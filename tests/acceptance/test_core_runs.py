@@ -19,6 +19,8 @@ from parkway import (
     RunStatus,
 )
 
+from .steps import blocking_step
+
 
 async def test_start_runs_to_completion_and_info_describes_it(engine: Engine, t0) -> None:
     @engine.workflow()
@@ -434,12 +436,7 @@ async def test_result_of_a_run_advanced_here_waits_for_its_end_without_reading(
     # While this process's worker advances the run, result() waits for the end the
     # worker announces, with no read of the run; a run that parks instead is read
     # again by the poll, and its result still comes once it ends.
-    in_step, release = asyncio.Event(), asyncio.Event()
-
-    async def slow() -> str:
-        in_step.set()
-        await release.wait()
-        return "stepped"
+    in_step, release, slow = blocking_step("stepped")
 
     @engine.workflow()
     async def worked(ctx, input):

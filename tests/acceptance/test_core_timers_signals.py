@@ -16,6 +16,8 @@ from parkway import (
     WorkflowFailedError,
 )
 
+from .steps import blocking_step
+
 
 @pytest.mark.parametrize("duration", ["90s", 90, 90.0, timedelta(seconds=90), "90000ms"])
 async def test_sleep_parks_until_engine_time_passes(engine: Engine, clock, t0, duration) -> None:
@@ -254,12 +256,7 @@ async def test_buffered_signal_satisfies_a_wait_with_timeout(engine: Engine, clo
 
 
 async def test_signal_sent_while_a_step_runs_is_not_lost(engine: Engine, clock) -> None:
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    async def slow() -> str:
-        entered.set()
-        await release.wait()
-        return "slow"
+    entered, release, slow = blocking_step("slow")
 
     @engine.workflow()
     async def busy(ctx, input):

@@ -17,6 +17,8 @@ import pytest
 import parkway.worker
 from parkway import Engine, RunStatus
 
+from .steps import blocking_step
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -56,12 +58,7 @@ async def test_a_signal_sent_while_its_run_is_advanced_is_taken_after(engine_url
     # worker must look again once it lets go of the run. (The advance read the
     # mailbox before the signal came: the wait after the step parks.)
     engine = Engine(engine_url)
-    in_step, release = asyncio.Event(), asyncio.Event()
-
-    async def slow() -> str:
-        in_step.set()
-        await release.wait()
-        return "stepped"
+    in_step, release, slow = blocking_step("stepped")
 
     @engine.workflow()
     async def waiter(ctx, input):

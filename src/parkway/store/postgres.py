@@ -481,10 +481,12 @@ class PostgresTx:
 
     def _announced(self) -> float | None:
         """The earliest due time this transaction announced (None: nothing)."""
+        if not self._maybe_notified:  # (most transactions: asked at every commit)
+            return self._notified
         dues = [entry[0] for entry in self._maybe_notified]
         if self._notified is not None:
             dues.append(self._notified)
-        return min(dues, default=None)
+        return min(dues)
 
     async def _all(self, query: Query, params: Sequence[Any] = (), **lock: Any) -> list[Row]:
         return (await self._exec(query, params, **lock)).rows or []

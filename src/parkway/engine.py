@@ -9,8 +9,10 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
+
+import orjson
 
 from parkway import _json, accumulate, flows, messages
 from parkway.clock import Clock, SystemClock
@@ -28,7 +30,7 @@ from parkway.errors import (
     StoreError,
     WorkflowFailedError,
 )
-from parkway.events import Event, PublishResult, SubscriptionInfo
+from parkway.events import Delivery, Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
 from parkway.intake import prepare, publish_in_tx
 from parkway.messages import CorrelationResult, MessageInfo
@@ -36,7 +38,8 @@ from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
-from parkway.store.base import Delivery, Lease, NewTask, RunRecord, Tx
+from parkway.store.base import Delivery as MessageDelivery
+from parkway.store.base import EventDelivery, EventRecord, Lease, NewTask, RunRecord, Tx
 from parkway.transitions import TERMINAL, cancel
 from parkway.worker import Worker
 
@@ -44,6 +47,7 @@ log = logging.getLogger("parkway")
 
 F = TypeVar("F", bound=WorkflowFn)
 A = TypeVar("A", bound=Callable[..., Any])
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///parkway.db"
 # How many rows of runs that ended here the engine keeps for result() (see _final).
@@ -558,6 +562,12 @@ class Engine:
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
         event, data = prepare(self, event)
+        if not self._paused_workflows and not self._registry.subscribers(event.name):
+            # Nothing to start and no flow disabled: one store operation, which a
+            # store may send with the COMMIT (unless it declines).
+            published = await self._publish_at_once(event, data)
+            if published is not None:
+                return published
         with self._handing_over() as hand_over:
             async with self._store.transaction() as tx:
                 result = await publish_in_tx(self, tx, event, data, self._clock.now())
@@ -637,7 +647,7 @@ class Engine:
         """A message to the run waiting for it, if one does (``None``: none does)."""
         body = messages.envelope(name, key, data, message_id)
 
-        async def job(tx: Tx) -> Delivery:
+        async def job(tx: Tx) -> MessageDelivery:
             # (Run again on its own after a batch that failed: that lease was void.)
             hand_over.forget()
             now = self._clock.now()
@@ -648,17 +658,7 @@ class Engine:
             hand_over.took(delivery.lease)
             return delivery
 
-        self._sending += 1
-        try:
-            if self._sends is not None:
-                # Alone: no other delivery of this process could share the commit.
-                # In a batch, by key: two batches take the keys' locks in one order.
-                delivery = await self._sends.run(job, alone=self._sending == 1, order=key)
-            else:
-                async with self._store.transaction() as tx:
-                    delivery = await job(tx)
-        finally:
-            self._sending -= 1
+        delivery = await self._send(job, order=key)
         if not delivery.known:
             raise StoreError(
                 f"message {name!r} with key {key!r}: the store did not say what it did with it"
@@ -670,6 +670,61 @@ class Engine:
             return None
         self._after_commit()
         return CorrelationResult("delivered", delivery.run_id)
+
+    async def _publish_at_once(self, event: Event, data: bytes) -> PublishResult | None:
+        """A publish that starts nothing, as one store operation (``Tx.deliver_event``);
+        ``None``: the store declined (nothing was written)."""
+        assert event.id is not None and event.domain is not None
+        event_id, domain = event.id, event.domain
+        envelope = orjson.dumps(event.to_dict())  # (prepare() validated the payload)
+        with self._handing_over() as hand_over:
+
+            async def job(tx: Tx) -> EventDelivery:
+                hand_over.forget()  # (as in _deliver)
+                now = self._clock.now()
+                record = EventRecord(event_id, event.name, domain, event.subject, data, now)
+                delivery = await tx.deliver_event(
+                    record, event.payload, envelope, fresh_after=now - self.event_retention,
+                    **hand_over.terms(),
+                )  # fmt: skip
+                hand_over.took(delivery.lease)
+                return delivery
+
+            delivery = await self._send(job, order=event_id)
+            if not delivery.waits:
+                hand_over.forget()  # nothing was leased: the place is for what comes next
+        if not delivery.known:
+            raise StoreError(
+                f"event {event.name!r} (id {event_id!r}): the store did not say what it did with it"
+            )
+        if delivery.outcome is None:
+            return None
+        if delivery.outcome == "duplicate":
+            return PublishResult(duplicate=True, event_id=event_id)
+        resumed = list(dict.fromkeys(run_id for run_id, _ in delivery.waits))
+        if resumed:
+            self._after_commit()
+        return PublishResult(
+            resumed=resumed,
+            deliveries=[Delivery(run_id, wait, event.subject) for run_id, wait in delivery.waits],
+            touched=len(resumed),
+            event_id=event_id,
+        )
+
+    async def _send(self, job: Callable[[Tx], Awaitable[T]], *, order: str) -> T:
+        """Run a sender's ``job`` (a publish, a correlate) in a transaction: through
+        this engine's committer, where the jobs of its senders in flight share one."""
+        self._sending += 1
+        try:
+            if self._sends is not None:
+                # Alone: no other job of this process could share the commit. In a
+                # batch, by ``order``: two batches take the keys' locks in one order.
+                done: T = await self._sends.run(job, alone=self._sending == 1, order=order)
+                return done
+            async with self._store.transaction() as tx:
+                return await job(tx)
+        finally:
+            self._sending -= 1
 
     async def messages(self, status: str | None = None) -> list[MessageInfo]:
         """Buffered messages and dead letters (``status="expired"``), oldest first."""

@@ -20,8 +20,8 @@ import orjson
 from parkway import _json
 from parkway.errors import InvalidInputError, ParkwayError, RoutingError, SerializationError
 from parkway.events import Delivery, Event, PublishResult
-from parkway.matching import matches, payload_digest
-from parkway.store.base import EventRecord, NewTask, Tx
+from parkway.matching import payload_digest
+from parkway.store.base import EventRecord, Tx, take_event_waits
 
 if TYPE_CHECKING:
     from parkway.engine import Engine
@@ -97,7 +97,8 @@ async def publish_in_tx(
         return PublishResult(duplicate=True, event_id=event.id)
     # The payload was validated by prepare(): encode without the NaN scan.
     envelope = orjson.dumps(event.to_dict())
-    deliveries = await _resume_waiters(tx, event, envelope, now, engine._paused_workflows)
+    taken = await take_event_waits(tx, record, event.payload, envelope, engine._paused_workflows)
+    deliveries = [Delivery(run_id, wait, event.subject) for run_id, wait in taken]
     started = []
     for wf in engine._registry.subscribers(event.name):
         if wf.debounce is not None or wf.batch is not None:
@@ -117,39 +118,6 @@ async def publish_in_tx(
         touched=len(started) + len(resumed),
         event_id=event.id,
     )
-
-
-async def _resume_waiters(
-    tx: Tx, event: Event, envelope: bytes, now: float, paused: set[str]
-) -> list[Delivery]:
-    """Deliver ``event`` to the waits it matches (not to runs of ``paused`` workflows)."""
-    assert event.domain is not None
-    deliveries: list[Delivery] = []
-    for shape in await tx.shapes(event.domain, event.name):
-        digest = payload_digest(event.payload, shape)
-        if digest is None:
-            continue
-        subs = await tx.find_subscriptions(
-            domain=event.domain, name=event.name, shape=shape, digest=digest,
-            subject=event.subject, kind="event",
-        )  # fmt: skip
-        for sub in subs:
-            # The digest narrows; the match rule decides (and guards against collisions).
-            if sub.expires_at < now or not matches(_json.loads(sub.match), event.payload):
-                continue
-            if sub.deadline is not None and now > sub.deadline:
-                continue  # the wait's timeout passed first; its timer will say so
-            if paused and await _is_paused(tx, sub.run_id, paused):
-                continue  # a disabled flow: its runs keep waiting, for a later event
-            await tx.delete_subscription(sub.run_id, sub.pos)
-            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
-            deliveries.append(Delivery(sub.run_id, sub.wait, event.subject))
-    return deliveries
-
-
-async def _is_paused(tx: Tx, run_id: str, paused: set[str]) -> bool:
-    run = await tx.get_run(run_id)
-    return run is not None and run.workflow in paused
 
 
 async def start_event_run(

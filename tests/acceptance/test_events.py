@@ -8,6 +8,7 @@ Debounce and batch are in ``test_events_accumulate.py``.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -172,6 +173,32 @@ async def test_one_publish_resumes_every_matching_waiter(engine: Engine) -> None
     await engine.idle()
     assert await status(engine, "test") is RunStatus.PARKED
     assert [s.run_id for s in await engine.subscriptions()] == ["test"]
+
+
+async def test_events_published_at_once_each_resume_their_own_waiter(engine: Engine) -> None:
+    # Published together, events share commits where the store batches them; each
+    # still gets its own outcome: its waiter resumed, a duplicate id, nobody
+    # resumed (nobody waits, or its waiter was taken by an event just before it).
+    @engine.workflow()
+    async def order(ctx, order_id):
+        return await ctx.wait_for_event("order.paid", match={"order_id": order_id})
+
+    handles = [await engine.start("order", i, id=f"order-{i}") for i in range(12)]
+    await engine.idle()
+    await engine.publish("order.paid", {"order_id": -1})  # nobody's: the shape is known now
+    publishes = [
+        engine.publish("order.paid", {"order_id": i, "n": i}, id=f"e-{i}") for i in range(12)
+    ]
+    publishes.append(engine.publish("order.paid", {"order_id": 3, "n": 99}, id="e-3"))
+    publishes.append(engine.publish("order.paid", {"order_id": 5, "n": 55}, id="second-5"))
+    publishes.append(engine.publish("order.paid", {"order_id": 99}))
+    results = await asyncio.gather(*publishes)
+    assert [r.resumed for r in results[:12]] == [[f"order-{i}"] for i in range(12)]
+    assert [(r.duplicate, r.touched) for r in results[12:]] == [(True, 0), (False, 0), (False, 0)]
+    assert [r.event_id for r in results[:12]] == [f"e-{i}" for i in range(12)]
+    for i, handle in enumerate(handles):
+        assert await handle.result(timeout=10) == {"order_id": i, "n": i}
+    assert await engine.subscriptions() == []
 
 
 async def test_one_publish_counts_a_waiter_and_a_trigger(engine: Engine) -> None:

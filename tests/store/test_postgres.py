@@ -16,16 +16,18 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
 import psycopg
 import pytest
 
 from parkway import Engine, ParkwayError, RunHandle, StoreError
 from parkway.errors import LeaseLostError
+from parkway.matching import shape_of
 from parkway.store import open_store, postgres
-from parkway.store.base import Delivery, NewTask, Sent
-from parkway.store.postgres import MIGRATIONS, PostgresStore
+from parkway.store.base import Delivery, EventDelivery, NewTask, Sent
+from parkway.store.postgres import DELIVER_EVENT_SHAPES, MIGRATIONS, PostgresStore
 
-from .test_conformance import NOW, WALL, entry, message_wait, run
+from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -774,6 +776,149 @@ async def test_messages_of_a_failed_batch_are_sent_again_each_and_handed_over(
         assert sorted(launched) == sorted(f"loan-{i}" for i in range(8))
 
 
+async def paying(store: PostgresStore, run_id: str, order_id: int) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run(run_id, status="parked"))
+        await tx.add_subscription(event_wait(run_id, {"order_id": order_id}))
+
+
+async def publish_alone(
+    store: PostgresStore, order_id: int, event_id: str = "e1", *, lease: bool = False
+) -> EventDelivery:
+    terms: dict[str, object] = {}
+    if lease:
+        terms = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
+    payload = {"order_id": order_id}
+    body = f'{{"order_id":{order_id}}}'.encode()
+    async with store.transaction() as tx:
+        return await tx.deliver_event(
+            event(event_id, payload=body), payload, body, fresh_after=NOW - 60,
+            **terms,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+
+async def delivery_tasks(store: PostgresStore, run_id: str) -> list[str]:
+    async with store.transaction(readonly=True) as tx:
+        return [t.kind for t in await tx.due_tasks(run_id, NOW)]
+
+
+async def test_a_publish_at_once_and_its_lease_are_one_round_trip(store: PostgresStore) -> None:
+    await paying(store, "r", 1)
+    await show_shapes(store, shape_of({"order_id": 1}))
+    with sends() as sent:
+        delivery = await publish_alone(store, 1, lease=True)
+    # The name's shared lock, the publish, the lease, with the COMMIT.
+    assert sent == [["BEGIN", "SELECT", "--", "--", "COMMIT"]]
+    assert (delivery.known, delivery.outcome, delivery.waits) == (
+        True,
+        "published",
+        [("r", "wait#0")],
+    )
+    assert delivery.lease is not None and delivery.lease.taken is True
+    with sends() as sent:
+        nobody = await publish_alone(store, 2, "e2")
+    assert len(sent) == 1 and (nobody.outcome, nobody.waits) == ("published", [])
+
+
+async def test_a_publish_at_once_declines_a_shape_it_has_not_seen(store: PostgresStore) -> None:
+    # The digests are Python's: for a shape this store has not read, it has none,
+    # and the statement writes nothing rather than miss the waits under it.
+    await paying(store, "r", 1)
+    with sends() as sent:
+        declined = await publish_alone(store, 1, lease=True)
+    assert len(sent) == 1
+    assert (declined.known, declined.outcome, declined.waits, declined.lease) == (
+        True, None, [], None
+    )  # fmt: skip
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_event("e1") is None
+        assert len(await tx.list_subscriptions(run_id="r")) == 1
+        # The usual path reads the shapes; from then on the store knows them.
+        assert await tx.shapes("default", "order.paid") == ['["order_id"]']
+    assert (await publish_alone(store, 1)).waits == [("r", "wait#0")]
+    # A shape whose waits are all gone is still known: no decline when one comes back.
+    assert (await publish_alone(store, 1, "e2")).waits == []
+    await paying(store, "r2", 1)
+    assert (await publish_alone(store, 1, "e3")).waits == [("r2", "wait#0")]
+
+
+async def test_a_publish_at_once_declines_more_shapes_than_it_looks_under(
+    store: PostgresStore,
+) -> None:
+    keys = [f"k{i}" for i in range(DELIVER_EVENT_SHAPES + 1)]
+    async with store.transaction() as tx:
+        for i, key in enumerate(keys):
+            await tx.add_subscription(event_wait(f"r{i}", {key: 1}))
+    await show_shapes(store, *(shape_of({key: 1}) for key in keys))
+    payload = {key: 1 for key in keys}
+    body = orjson.dumps(payload)
+    with sends() as sent:
+        async with store.transaction() as tx:
+            many = await tx.deliver_event(event("e1", payload=body), payload, body, fresh_after=0)
+    assert sent == [] and (many.known, many.outcome) == (True, None)
+    fewer = {key: 1 for key in keys[1:]}  # one shape the payload lacks a key of
+    body = orjson.dumps(fewer)
+    async with store.transaction() as tx:
+        some = await tx.deliver_event(event("e1", payload=body), fewer, body, fresh_after=0)
+    assert some.outcome == "published" and len(some.waits) == DELIVER_EVENT_SHAPES
+
+
+async def test_a_publish_at_once_whose_reply_was_lost_is_settled_by_its_mark(
+    store: PostgresStore,
+) -> None:
+    await paying(store, "r", 1)
+    await show_shapes(store, shape_of({"order_id": 1}))
+    cases = (
+        ("e1", "published", [("r", "wait#0")]),
+        ("e1", "duplicate", []),
+        ("e2", "published", []),
+    )
+    for event_id, outcome, waits in cases:
+        with reply_lost_after_commit() as cut:
+            delivery = await publish_alone(store, 1, event_id, lease=True)
+        assert cut
+        assert (delivery.known, delivery.outcome, delivery.waits) == (True, outcome, waits)
+        if waits:
+            assert delivery.lease is not None
+            assert delivery.lease.run_id == "r" and delivery.lease.taken is None
+        else:
+            assert delivery.lease is None
+    assert await delivery_tasks(store, "r") == ["delivery"]  # committed once, not sent again
+
+
+async def test_a_publish_at_once_cut_off_before_it_reached_the_server_is_sent_again(
+    store: PostgresStore,
+) -> None:
+    await paying(store, "r", 1)
+    await show_shapes(store, shape_of({"order_id": 1}))
+    with first_send_cut_off() as cut:
+        delivery = await publish_alone(store, 1, lease=True)
+    assert cut and (delivery.outcome, delivery.waits) == ("published", [("r", "wait#0")])
+    assert await delivery_tasks(store, "r") == ["delivery"]  # the mark said "not committed"
+
+
+async def test_publishes_in_flight_from_one_sender_share_commits(engine_url: str) -> None:
+    engine = Engine(engine_url)
+
+    @engine.workflow()
+    async def payer(ctx: object, order_id: int) -> object:
+        return await ctx.wait_for_event("order.paid", match={"order_id": order_id})  # type: ignore[attr-defined]
+
+    async with engine:
+        handles = [await engine.start("payer", i, id=f"p{i}") for i in range(40)]
+        await engine.idle(timeout=30)
+        await engine.publish("order.paid", {"order_id": -1})  # (this process learns the shape)
+        with sends() as sent:
+            results = await asyncio.gather(
+                *(engine.publish("order.paid", {"order_id": i}) for i in range(40))
+            )
+        assert [r.resumed for r in results] == [[f"p{i}"] for i in range(40)]
+        publishes = [trip for trip in sent if trip.count("--") >= 1 and "COMMIT" in trip]
+        assert len(publishes) < 40  # some shared a commit
+        for i, handle in enumerate(handles):
+            assert await handle.result(timeout=30) == {"order_id": i}
+
+
 async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresStore) -> None:
     # The settling inserts the mark when it finds none: a transaction still on its
     # way with that mark then fails rather than commit after being declared lost.
@@ -802,6 +947,11 @@ async def test_marks_older_than_an_hour_are_pruned_by_marked_commits(
     await signal_alone(store, "r")
     marks = admin_sql("SELECT mark FROM parkway.commit_marks ORDER BY at", database)
     assert [m for (m,) in marks][:1] == [2] and len(marks) == 2  # 1 pruned; 2 and the new one
+    # Deliveries and publishes sent at once prune too (a sender may never signal).
+    for send in (lambda: deliver_alone(store, "K1"), lambda: publish_alone(store, 1)):
+        admin_sql("UPDATE parkway.commit_marks SET at = now() - interval '2 hours'", database)
+        await send()
+        assert len(admin_sql("SELECT mark FROM parkway.commit_marks", database)) == 1
 
 
 async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: PostgresStore) -> None:

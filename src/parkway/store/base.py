@@ -12,12 +12,14 @@ manual test clock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
+from parkway import _json
 from parkway.errors import LeaseLostError
+from parkway.matching import matches, payload_digest
 from parkway.models import RunStatus
 
 
@@ -200,6 +202,24 @@ class Delivery:
     lease: Lease | None = None
 
 
+@dataclass
+class EventDelivery:
+    """What :meth:`Tx.deliver_event` did, known once its transaction has committed
+    (``known``; see :class:`Sent`).
+
+    ``outcome``: ``"published"`` (recorded, and delivered to ``waits``: one
+    ``(run id, wait)`` per wait it took, in the order a publish takes them),
+    ``"duplicate"`` (its id was seen), or ``None``: declined, nothing written
+    (the caller publishes the usual way, in a transaction of its own). ``lease``:
+    the first run's lease, when one was asked for and a wait was taken.
+    """
+
+    outcome: str | None = None
+    waits: list[tuple[str, str]] = field(default_factory=list)
+    known: bool = False
+    lease: Lease | None = None
+
+
 # The kind of a task that carries a message to the run waiting for it: its own,
 # so that one a run can no longer take (its wait timed out, it ended) is buffered
 # again instead of dropped.
@@ -317,6 +337,32 @@ class Tx(Protocol):
         ``digest(shape)``: the event payload's digest under a match shape (see
         :mod:`parkway.matching`), so a store may read ahead the event waits that
         the publish looks for next (``find_subscriptions``).
+        """
+        ...
+
+    async def deliver_event(
+        self,
+        event: EventRecord,
+        payload: Any,
+        envelope: bytes,
+        *,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> EventDelivery:
+        """A publish that only resumes waits (no workflow starts for it).
+
+        Unless the event's id was seen at or after ``fresh_after`` (then
+        ``"duplicate"``, nothing written), record it as :meth:`record_event`
+        would and take every event wait its ``payload`` (``event.payload``
+        decoded) matches, as :func:`take_event_waits` does: each gets a delivery
+        task carrying ``envelope`` due at ``event.published_at``. With
+        ``owner``, also lease the first run to it as :meth:`lease_run` would.
+        A store may decline (say, because the waits' match shapes are not the
+        ones it expected), writing nothing. What it did may be known only once
+        the transaction has committed, so that a store can send all of it with
+        the ``COMMIT``.
         """
         ...
 
@@ -504,6 +550,43 @@ def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
     return run.status not in ENDED and any(t.kind == "signal" for t in tasks)
 
 
+async def take_event_waits(
+    tx: Tx, event: EventRecord, payload: Any, envelope: bytes, paused: Collection[str] = ()
+) -> list[tuple[str, str]]:
+    """Take the event waits ``event`` matches (``payload``: its payload decoded), each
+    with a delivery task carrying ``envelope``; their ``(run id, wait)``, in order.
+
+    Shape by shape, the waits under the payload's digest (the oldest first); of
+    those, each whose match rule holds (the digest narrows, the rule decides, and
+    guards against collisions) and whose deadline and expiry have not passed, and
+    whose run is not of a workflow in ``paused`` (a disabled flow's runs keep
+    waiting, for a later event).
+    """
+    now = event.published_at
+    taken: list[tuple[str, str]] = []
+    for shape in await tx.shapes(event.domain, event.name):
+        digest = payload_digest(payload, shape)
+        if digest is None:
+            continue
+        subs = await tx.find_subscriptions(
+            domain=event.domain, name=event.name, shape=shape, digest=digest,
+            subject=event.subject, kind="event",
+        )  # fmt: skip
+        for sub in subs:
+            if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
+                continue
+            if sub.deadline is not None and now > sub.deadline:
+                continue  # the wait's timeout passed first; its timer will say so
+            if paused:
+                run = await tx.get_run(sub.run_id)
+                if run is not None and run.workflow in paused:
+                    continue
+            await tx.delete_subscription(sub.run_id, sub.pos)
+            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            taken.append((sub.run_id, sub.wait))
+    return taken
+
+
 class ComposedTx:
     """The :class:`Tx` operations made of the primitive ones, for stores whose
     statements are cheap (memory, SQLite). The PostgreSQL store does each in
@@ -549,6 +632,29 @@ class ComposedTx:
             await tx.delete_event(event.id)
         await tx.insert_event(event)
         return None
+
+    async def deliver_event(
+        self,
+        event: EventRecord,
+        payload: Any,
+        envelope: bytes,
+        *,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> EventDelivery:
+        tx = self._tx()
+        if await tx.record_event(event, fresh_after) is not None:
+            return EventDelivery("duplicate", known=True)
+        waits = await take_event_waits(tx, event, payload, envelope)
+        lease = None
+        if owner is not None and waits:
+            lease = await tx.lease_run(
+                waits[0][0], owner=owner, now=event.published_at, wall_now=wall_now,
+                lease_until=lease_until,
+            )  # fmt: skip
+        return EventDelivery("published", waits, known=True, lease=lease)
 
     async def deliver_message(
         self,

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+import orjson
 import psycopg
 import psycopg_pool
 from psycopg import sql
@@ -90,11 +91,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parkway.durations import to_seconds
 from parkway.errors import InvalidDurationError, LeaseLostError, ParkwayError, StoreError
+from parkway.matching import payload_digest
 from parkway.store import pgwire
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
     Delivery,
+    EventDelivery,
     EventRecord,
     JournalEntry,
     Lease,
@@ -120,6 +123,23 @@ CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
 # claim_run for the run deliver_message just delivered to (none: it claims nothing).
 CLAIM_DELIVERED = CLAIM_RUN.replace("%(run)s", "current_setting('parkway.delivered', true)")
 MIGRATIONS = load_migrations("postgres_migrations")
+# The most shapes deliver_event looks under in one statement (more: the usual path).
+DELIVER_EVENT_SHAPES = 8
+
+
+@functools.lru_cache(maxsize=DELIVER_EVENT_SHAPES + 1)
+def deliver_event_query(shapes: int) -> str:
+    """deliver_event with a lookup for each of ``shapes`` shapes (see the query)."""
+    lookups = "".join(
+        f"), taken_{i} AS (\n" + Q["deliver_event_lookup"].replace("{n}", str(i)) + "\n"
+        for i in range(shapes)
+    )
+    taken = " UNION ALL ".join(f"SELECT * FROM taken_{i}" for i in range(shapes)) or (
+        "SELECT NULL::text AS run_id, NULL::int4 AS pos, NULL::text AS wait, 0 AS ord, "
+        "NULL::float8 AS created_at WHERE false"
+    )
+    return Q["deliver_event"].replace("{lookups}", lookups).replace("{taken}", taken)
+
 
 Row = tuple[Any, ...]
 # Parameters: positional (%s), or named (%(name)s) for a query that uses one twice.
@@ -784,11 +804,33 @@ class PostgresTx:
             found(str(result.rows[0][0]) if result.rows else None)
 
         await self._write(Q["send_signal"], params, on_result=answered)
+        await self._mark(params, found)
+        return sent
+
+    async def _mark(self, params: dict[str, Any], found: Callable[[str | None], None]) -> None:
+        """Settle a lost reply of the statement just queued by its commit mark
+        (``params["mark"]``), when the transaction goes with its ``COMMIT`` in one
+        round trip (see _commit_at_once); now and then, prune old marks too."""
         if not self.started:
             self._marks.append((params, found))
             if random.random() < PRUNE_MARKS:
                 await self._write(Q["prune_marks"], (), idempotent=True)
-        return sent
+
+    async def _lease_delivered(
+        self, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        """Queue the lease of the run the statement just queued delivered to (left in
+        ``parkway.delivered``); the lease's run is filled in once that is known."""
+        lease = Lease("")
+
+        def took(result: Result) -> None:
+            self._took(lease, _claimed_run(result.rows[0]) if result.rows else None)
+
+        await self._write(
+            CLAIM_DELIVERED, dict(owner=owner, now=now, wall=wall_now, until=lease_until),
+            on_result=took, idempotent=True,
+        )  # fmt: skip
+        return lease
 
     async def signals(self, run_id: str) -> list[SignalRecord]:
         return [SignalRecord(*row) for row in await self._all(Q["signals"], (run_id,))]
@@ -830,8 +872,7 @@ class PostgresTx:
                     ahead.append(key)
                     steps.append((Q["find_subscriptions_locked"], key))
         _, found, _, _, shapes, *waits = await self._run(steps)
-        self._shapes[name] = [r[0] for r in shapes.rows or []]
-        self._store._shapes_seen[name] = tuple(self._shapes[name])
+        self._shapes[name] = self._store._saw_shapes(name, [r[0] for r in shapes.rows or []])
         for key, result in zip(ahead, waits, strict=True):
             self._found[key] = [SubscriptionRecord(*r) for r in result.rows or []]
         if not found.rows:
@@ -843,6 +884,66 @@ class PostgresTx:
         await self._write(Q["delete_event"], (event.id,))
         await self._write(Q["insert_event"], row)
         return None
+
+    async def deliver_event(
+        self,
+        event: EventRecord,
+        payload: Any,
+        envelope: bytes,
+        *,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> EventDelivery:
+        # One statement after the shared lock of the event's name (see insert_event),
+        # and the lease of the first run it delivers to after it: all queued, so that
+        # with the COMMIT they are one round trip (a publish the usual way is two:
+        # the reads, then the writes that depend on them); a lost reply is settled
+        # by the commit mark. The server applies the match rule; the digests, which
+        # only Python computes, are for the shapes the last publish of the name
+        # found, and a shape it did not know makes the statement decline.
+        name = (event.domain, event.name)
+        known = self._store._shapes_seen.get(name, ())
+        digests = ((shape, payload_digest(payload, shape)) for shape in known)
+        digested = [(shape, digest) for shape, digest in digests if digest is not None]
+        if len(digested) > DELIVER_EVENT_SHAPES:
+            return EventDelivery(known=True)  # declined, nothing written
+        now = event.published_at
+        delivery = EventDelivery()
+        token, unannounce = self._announce_maybe(now)
+        params: dict[str, Any] = dict(
+            domain=event.domain, name=event.name, known=list(known), id=event.id,
+            subject=event.subject, subject_or_any=event.subject or "*", payload=event.payload,
+            now=now, fresh=fresh_after, envelope=envelope, mark=random.getrandbits(63),
+            token=token,
+        )  # fmt: skip
+        for i, (shape, digest) in enumerate(digested):
+            params[f"shape{i}"], params[f"digest{i}"] = shape, digest
+
+        def found(result: str | None) -> None:
+            delivery.known = True
+            if result == "duplicate":
+                delivery.outcome = "duplicate"
+            elif result and result.startswith("published "):
+                delivery.outcome = "published"
+                delivery.waits = [(str(r), str(w)) for r, w in orjson.loads(result[10:])]
+                self._task_runs.update(run_id for run_id, _ in delivery.waits)
+                if delivery.lease is not None and delivery.waits:
+                    delivery.lease.run_id = delivery.waits[0][0]
+            if not delivery.waits:
+                unannounce()  # nothing added: nothing announced
+                delivery.lease = None
+
+        await self._write(
+            deliver_event_query(len(digested)), params,
+            lock=lock_key("event-name", *name), shared=True,
+            on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
+        )  # fmt: skip
+        await self._mark(params, found)
+        if owner is not None:
+            delivery.lease = await self._lease_delivered(owner, now, wall_now, lease_until)
+        return delivery
 
     async def get_event(self, event_id: str) -> EventRecord | None:
         lock = None if self._ro else lock_key("event-id", event_id)
@@ -883,7 +984,8 @@ class PostgresTx:
         read = self._shapes.pop((domain, name), None)  # by record_event, in this transaction
         if read is not None:
             return read
-        return [row[0] for row in await self._all(Q["shapes"], (domain, name, domain, name))]
+        rows = await self._all(Q["shapes"], (domain, name, domain, name))
+        return self._store._saw_shapes((domain, name), [row[0] for row in rows])
 
     async def find_subscriptions(
         self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
@@ -984,19 +1086,9 @@ class PostgresTx:
             Q["deliver_message"], params, lock=_subject_lock("default", key),
             on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
         )  # fmt: skip
-        if not self.started:
-            self._marks.append((params, found))
+        await self._mark(params, found)
         if owner is not None:
-            lease = delivery.lease = Lease("")  # its run is known once delivered
-
-            await self._write(
-                CLAIM_DELIVERED,
-                dict(owner=owner, now=now, wall=wall_now, until=lease_until),
-                on_result=lambda result: self._took(
-                    lease, _claimed_run(result.rows[0]) if result.rows else None
-                ),
-                idempotent=True,
-            )
+            delivery.lease = await self._lease_delivered(owner, now, wall_now, lease_until)
         return delivery
 
     async def add_message(self, message: MessageRecord) -> int:
@@ -1090,6 +1182,17 @@ class PostgresStore:
         # The shapes of waits the last publish of each (domain, name) found: the
         # next one reads ahead the waits under them (see PostgresTx.record_event).
         self._shapes_seen: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def _saw_shapes(self, name: tuple[str, str], shapes: list[str]) -> list[str]:
+        """Remember ``shapes``, just read for the waits on ``name``; return them.
+
+        Kept: those shapes, then the ones seen before that a wait may take again
+        (so that deliver_event need not decline then), within deliver_event's limit.
+        """
+        before = self._shapes_seen.get(name, ())
+        merged = (*shapes, *(shape for shape in before if shape not in shapes))
+        self._shapes_seen[name] = merged[: max(len(shapes), DELIVER_EVENT_SHAPES)]
+        return shapes
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:

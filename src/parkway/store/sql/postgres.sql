@@ -466,6 +466,82 @@ SELECT result,
        set_config('parkway.delivered', coalesce((SELECT run_id FROM task), ''), true)
 FROM outcome
 
+-- name: deliver_event
+-- A publish that only resumes waits, in one statement after the shared lock of
+-- its (domain, name) (see insert_event) and with the COMMIT: the shapes of the
+-- name's waits checked against those the caller knows ("known"; it sends a
+-- digest for each one the payload has every key of); then, unless its id is taken, the event's insert, and for
+-- each wait found under those digests that the match rule accepts (the JSON
+-- equality of each key's value, as jsonb equality is), whose deadline and expiry
+-- have not passed, its removal and delivery task. The result, which the commit
+-- mark records too: 'published <JSON array of [run id, wait]>', 'duplicate', or
+-- 'declined' (a shape the caller did not know, or an id taken by an event past
+-- retention or by a publish not yet visible: nothing else was written). The
+-- first run delivered to is left in parkway.delivered for claim_delivered.
+WITH RECURSIVE shapes (shape) AS (
+    (SELECT shape FROM parkway.subscriptions WHERE domain = %(domain)s AND name = %(name)s
+     ORDER BY shape LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.shape FROM parkway.subscriptions AS s
+            WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape > shapes.shape
+            ORDER BY s.shape LIMIT 1)
+    FROM shapes WHERE shapes.shape IS NOT NULL
+), known AS MATERIALIZED (
+    SELECT NOT EXISTS (
+        SELECT 1 FROM shapes WHERE shape IS NOT NULL AND shape <> ALL (%(known)s::text[])
+    ) AS ok
+), inserted AS (
+    INSERT INTO parkway.events (id, name, domain, subject, payload, published_at)
+    SELECT %(id)s, %(name)s, %(domain)s, %(subject)s, %(payload)s, %(now)s
+    WHERE (SELECT ok FROM known)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING 1
+{lookups}), taken AS (
+    -- (One lookup per shape, each a CTE of its own: see deliver_event_lookup.)
+    {taken}
+), deleted AS (
+    DELETE FROM parkway.subscriptions AS d USING taken AS t
+    WHERE d.run_id = t.run_id AND d.pos = t.pos
+), task AS (
+    INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
+    SELECT run_id, %(now)s, 'delivery', pos, %(envelope)s FROM taken
+    ORDER BY ord, created_at, run_id
+    RETURNING run_id
+), outcome AS (
+    SELECT CASE
+        WHEN EXISTS (SELECT 1 FROM inserted) THEN 'published ' || coalesce(
+            (SELECT json_agg(json_build_array(run_id, wait) ORDER BY ord, created_at, run_id)
+             FROM taken)::text, '[]')
+        WHEN (SELECT ok FROM known) AND EXISTS (
+            SELECT 1 FROM parkway.events WHERE id = %(id)s AND published_at >= %(fresh)s
+        ) THEN 'duplicate'
+        ELSE 'declined' END AS result
+), marked AS (
+    INSERT INTO parkway.commit_marks (mark, result) SELECT %(mark)s, result FROM outcome
+)
+SELECT result,
+       (SELECT pg_notify('parkway_tasks', %(token)s) WHERE EXISTS (SELECT 1 FROM task)),
+       set_config('parkway.delivered', coalesce(
+           (SELECT run_id FROM taken ORDER BY ord, created_at, run_id LIMIT 1), ''), true)
+FROM outcome
+
+-- name: deliver_event_lookup
+-- deliver_event's lookup of the waits under one shape's digest (the n-th shape,
+-- n written in by the store, as the statement's text has one of these per
+-- shape): every key of the index an equality, so that any plan is the index
+-- probe; FOR UPDATE as in find_subscriptions_locked.
+SELECT s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
+FROM parkway.subscriptions AS s
+WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape = %(shape{n})s
+  AND s.digest = %(digest{n})s AND s.subject IN (%(subject_or_any)s, '*') AND s.kind = 'event'
+  AND EXISTS (SELECT 1 FROM inserted)
+  AND s.expires_at >= %(now)s AND (s.deadline IS NULL OR s.deadline >= %(now)s)
+  AND NOT EXISTS (
+      SELECT 1 FROM jsonb_each(convert_from(s.match, 'UTF8')::jsonb) AS m
+      WHERE convert_from(%(payload)s, 'UTF8')::jsonb -> m.key IS DISTINCT FROM m.value
+  )
+FOR UPDATE
+
 -- name: add_message
 INSERT INTO parkway.messages
     (name, key, payload, message_id, status, reason, received_at, expires_at)

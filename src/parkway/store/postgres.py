@@ -913,7 +913,7 @@ class PostgresTx:
         delivery = EventDelivery()
         token, unannounce = self._announce_maybe(now)
         params: dict[str, Any] = dict(
-            domain=event.domain, name=event.name, known=list(known), id=event.id,
+            domain=event.domain, name=event.name, known=orjson.dumps(known).decode(), id=event.id,
             subject=event.subject, subject_or_any=event.subject or "*", payload=event.payload,
             now=now, fresh=fresh_after, envelope=envelope, mark=random.getrandbits(63),
             token=token,

@@ -44,6 +44,11 @@ from parkway.store.wakeup import Wakeups
 log = logging.getLogger("parkway.store.sqlite")
 
 Q = load_queries("sqlite.sql")
+# find_subscriptions by kind, the kind a literal (see the query); made once, not at
+# every publish.
+FIND_SUBSCRIPTIONS = {
+    kind: Q["find_subscriptions"].replace("'event'", f"'{kind}'") for kind in ("event", "message")
+}
 MIGRATIONS = load_migrations("sqlite_migrations")
 
 
@@ -217,8 +222,9 @@ class SQLiteTx(ComposedTx):
             raise ValueError(f"unknown subscription kind {kind!r}")
         # The kind goes in as a literal (see the query); '*' never names a real
         # subject, so a missing subject matches only wildcards.
-        query = Q["find_subscriptions"].replace("'event'", f"'{kind}'")
-        rows = self._c.execute(query, (domain, name, shape, digest, subject or "*"))
+        rows = self._c.execute(
+            FIND_SUBSCRIPTIONS[kind], (domain, name, shape, digest, subject or "*")
+        )
         return [SubscriptionRecord(*row) for row in rows]
 
     async def list_subscriptions(

@@ -499,11 +499,8 @@ WITH RECURSIVE shapes (shape) AS (
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
 {lookups}), taken AS (
-    -- (One lookup per shape, each a CTE of its own: see deliver_event_lookup.)
+    -- (One removal per shape, each a CTE of its own: see deliver_event_lookup.)
     {taken}
-), deleted AS (
-    DELETE FROM parkway.subscriptions AS d USING taken AS t
-    WHERE d.run_id = t.run_id AND d.pos = t.pos
 ), task AS (
     INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
     SELECT run_id, %(now)s, 'delivery', pos, %(envelope)s FROM taken
@@ -528,12 +525,12 @@ SELECT result,
 FROM outcome
 
 -- name: deliver_event_lookup
--- deliver_event's lookup of the waits under one shape's digest (the n-th shape,
+-- deliver_event's removal of the waits under one shape's digest (the n-th shape,
 -- n written in by the store, as the statement's text has one of these per
 -- shape): every key of the index an equality, so that any plan is the index
--- probe; FOR UPDATE as in find_subscriptions_locked.
-SELECT s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
-FROM parkway.subscriptions AS s
+-- probe. The DELETE is the row lock: a wait another publish took meanwhile is
+-- skipped once that one commits, and only waits removed here get a task.
+DELETE FROM parkway.subscriptions AS s
 WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape = %(shape{n})s
   AND s.digest = %(digest{n})s AND s.subject IN (%(subject_or_any)s, '*') AND s.kind = 'event'
   AND EXISTS (SELECT 1 FROM inserted)
@@ -542,7 +539,7 @@ WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape = %(shape{n})s
       SELECT 1 FROM jsonb_each(convert_from(s.match, 'UTF8')::jsonb) AS m
       WHERE convert_from(%(payload)s, 'UTF8')::jsonb -> m.key IS DISTINCT FROM m.value
   )
-FOR UPDATE
+RETURNING s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
 
 -- name: add_message
 INSERT INTO parkway.messages

@@ -816,11 +816,30 @@ class PostgresTx:
             if random.random() < PRUNE_MARKS:
                 await self._write(Q["prune_marks"], (), idempotent=True)
 
-    async def _lease_delivered(
-        self, owner: str, now: float, wall_now: float, lease_until: float
-    ) -> Lease:
-        """Queue the lease of the run the statement just queued delivered to (left in
-        ``parkway.delivered``); the lease's run is filled in once that is known."""
+    async def _deliver(
+        self,
+        query: str,
+        params: dict[str, Any],
+        found: Callable[[str | None], None],
+        *,
+        lock: int,
+        shared: bool = False,
+        owner: str | None,
+        now: float,
+        wall_now: float,
+        lease_until: float,
+    ) -> Lease | None:
+        """Queue a delivery statement (deliver_message, deliver_event) after ``lock``:
+        ``found`` gets its one-column result, or what its commit mark recorded; with
+        ``owner``, the lease of the run it delivered to (left in ``parkway.delivered``)
+        after it, whose run is filled in once that is known."""
+        await self._write(
+            query, params, lock=lock, shared=shared,
+            on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
+        )  # fmt: skip
+        await self._mark(params, found)
+        if owner is None:
+            return None
         lease = Lease("")
 
         def took(result: Result) -> None:
@@ -935,14 +954,11 @@ class PostgresTx:
                 unannounce()  # nothing added: nothing announced
                 delivery.lease = None
 
-        await self._write(
-            deliver_event_query(len(digested)), params,
+        delivery.lease = await self._deliver(
+            deliver_event_query(len(digested)), params, found,
             lock=lock_key("event-name", *name), shared=True,
-            on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
+            owner=owner, now=now, wall_now=wall_now, lease_until=lease_until,
         )  # fmt: skip
-        await self._mark(params, found)
-        if owner is not None:
-            delivery.lease = await self._lease_delivered(owner, now, wall_now, lease_until)
         return delivery
 
     async def get_event(self, event_id: str) -> EventRecord | None:
@@ -1082,13 +1098,10 @@ class PostgresTx:
 
         if message_id is not None:
             await self._write(Q["xact_lock"], (lock_key("message-id", message_id),))
-        await self._write(
-            Q["deliver_message"], params, lock=_subject_lock("default", key),
-            on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
+        delivery.lease = await self._deliver(
+            Q["deliver_message"], params, found, lock=_subject_lock("default", key),
+            owner=owner, now=now, wall_now=wall_now, lease_until=lease_until,
         )  # fmt: skip
-        await self._mark(params, found)
-        if owner is not None:
-            delivery.lease = await self._lease_delivered(owner, now, wall_now, lease_until)
         return delivery
 
     async def add_message(self, message: MessageRecord) -> int:

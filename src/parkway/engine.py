@@ -114,7 +114,7 @@ class Engine:
         self._registry = Registry()
         self._worker: Worker | None = None
         self._sends: Committer | None = None
-        self._sending = 0  # deliveries in flight (see _deliver)
+        self._sending = 0  # a sender's jobs in flight (see _send)
         self._open = False
         self._terminal: dict[str, list[asyncio.Event]] = {}
         # The rows of runs that ended lately in this process's worker, as committed
@@ -249,7 +249,7 @@ class Engine:
         if self.url != self._store_url:  # the url was changed before opening (CLI --url)
             self._store, self._store_url = open_store(self.url), self.url
         await self._store.open()
-        # Messages this process delivers at once share a transaction (see
+        # Messages and events this process sends at once share a transaction (see
         # parkway.committer): one sender with many in flight pays one commit for
         # them, not one each.
         capable = "group_commit" in self._store.capabilities

@@ -578,7 +578,8 @@ async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) 
         )  # fmt: skip
 
 
-async def message_tasks(store: PostgresStore, run_id: str) -> list[str]:
+async def task_kinds(store: PostgresStore, run_id: str) -> list[str]:
+    """The kinds of the run's tasks due now."""
     async with store.transaction(readonly=True) as tx:
         return [t.kind for t in await tx.due_tasks(run_id, NOW)]
 
@@ -614,7 +615,7 @@ async def test_a_delivery_whose_reply_was_lost_is_settled_by_its_mark(
             assert delivery.lease.run_id == "r" and delivery.lease.taken is None
         else:
             assert delivery.lease is None
-    assert await message_tasks(store, "r") == ["message"]  # committed once, not sent again
+    assert await task_kinds(store, "r") == ["message"]  # committed once, not sent again
 
 
 async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
@@ -624,7 +625,7 @@ async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
     with first_send_cut_off() as cut:
         delivery = await deliver_alone(store, "K1", lease=True)
     assert cut and (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
-    assert await message_tasks(store, "r") == ["message"]  # the mark said "not committed"
+    assert await task_kinds(store, "r") == ["message"]  # the mark said "not committed"
 
 
 async def deliveries_together(store: PostgresStore, keys: list[str]) -> list[Delivery]:
@@ -650,8 +651,8 @@ async def test_deliveries_sharing_a_commit_whose_reply_was_lost_are_each_settled
     assert [(d.known, d.outcome, d.run_id) for d in found] == [
         (True, "delivered", "a"), (True, None, None), (True, "delivered", "b"),
     ]  # fmt: skip
-    assert await message_tasks(store, "a") == ["message"]
-    assert await message_tasks(store, "b") == ["message"]
+    assert await task_kinds(store, "a") == ["message"]
+    assert await task_kinds(store, "b") == ["message"]
 
 
 async def test_deliveries_sharing_a_commit_cut_off_are_sent_again_with_new_marks(
@@ -665,8 +666,8 @@ async def test_deliveries_sharing_a_commit_cut_off_are_sent_again_with_new_marks
         ("delivered", "a"),
         ("delivered", "b"),
     ]
-    assert await message_tasks(store, "a") == ["message"]
-    assert await message_tasks(store, "b") == ["message"]
+    assert await task_kinds(store, "a") == ["message"]
+    assert await task_kinds(store, "b") == ["message"]
 
 
 async def test_a_lost_reply_that_cannot_be_settled_is_an_unknown_outcome(
@@ -684,7 +685,7 @@ async def test_a_lost_reply_that_cannot_be_settled_is_an_unknown_outcome(
         await deliveries_together(store, ["K1", "K2"])
     assert cut and raised.value.outcome_unknown
     assert "may or may not have happened" in str(raised.value)
-    assert await message_tasks(store, "a") == ["message"]  # it had committed
+    assert await task_kinds(store, "a") == ["message"]  # it had committed
 
 
 async def test_a_delivery_that_found_nobody_does_not_unannounce_one_that_delivered(
@@ -797,11 +798,6 @@ async def publish_alone(
         )  # fmt: skip
 
 
-async def delivery_tasks(store: PostgresStore, run_id: str) -> list[str]:
-    async with store.transaction(readonly=True) as tx:
-        return [t.kind for t in await tx.due_tasks(run_id, NOW)]
-
-
 async def test_a_publish_at_once_and_its_lease_are_one_round_trip(store: PostgresStore) -> None:
     await paying(store, "r", 1)
     await show_shapes(store, shape_of({"order_id": 1}))
@@ -883,7 +879,7 @@ async def test_a_publish_at_once_whose_reply_was_lost_is_settled_by_its_mark(
             assert delivery.lease.run_id == "r" and delivery.lease.taken is None
         else:
             assert delivery.lease is None
-    assert await delivery_tasks(store, "r") == ["delivery"]  # committed once, not sent again
+    assert await task_kinds(store, "r") == ["delivery"]  # committed once, not sent again
 
 
 async def test_a_publish_at_once_cut_off_before_it_reached_the_server_is_sent_again(
@@ -894,7 +890,7 @@ async def test_a_publish_at_once_cut_off_before_it_reached_the_server_is_sent_ag
     with first_send_cut_off() as cut:
         delivery = await publish_alone(store, 1, lease=True)
     assert cut and (delivery.outcome, delivery.waits) == ("published", [("r", "wait#0")])
-    assert await delivery_tasks(store, "r") == ["delivery"]  # the mark said "not committed"
+    assert await task_kinds(store, "r") == ["delivery"]  # the mark said "not committed"
 
 
 async def test_publishes_in_flight_from_one_sender_share_commits(engine_url: str) -> None:

@@ -123,13 +123,14 @@ CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
 # claim_run for the run deliver_message just delivered to (none: it claims nothing).
 CLAIM_DELIVERED = CLAIM_RUN.replace("%(run)s", "current_setting('parkway.delivered', true)")
 MIGRATIONS = load_migrations("postgres_migrations")
-# The most shapes deliver_event looks under in one statement (more: the usual path).
+# The most shapes deliver_event takes waits under in one statement (more: the usual path).
 DELIVER_EVENT_SHAPES = 8
 
 
 @functools.lru_cache(maxsize=DELIVER_EVENT_SHAPES + 1)
 def deliver_event_query(shapes: int) -> str:
-    """deliver_event with a lookup for each of ``shapes`` shapes (see the query)."""
+    """deliver_event with a removal of the matching waits under each of ``shapes``
+    shapes (see the queries)."""
     lookups = "".join(
         f"), taken_{i} AS (\n" + Q["deliver_event_lookup"].replace("{n}", str(i)) + "\n"
         for i in range(shapes)
@@ -920,8 +921,8 @@ class PostgresTx:
         # with the COMMIT they are one round trip (a publish the usual way is two:
         # the reads, then the writes that depend on them); a lost reply is settled
         # by the commit mark. The server applies the match rule; the digests, which
-        # only Python computes, are for the shapes the last publish of the name
-        # found, and a shape it did not know makes the statement decline.
+        # only Python computes, are for the shapes this store has seen on the name
+        # (see _saw_shapes), and a shape it has not seen makes the statement decline.
         name = (event.domain, event.name)
         known = self._store._shapes_seen.get(name, ())
         digests = ((shape, payload_digest(payload, shape)) for shape in known)

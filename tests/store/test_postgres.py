@@ -13,7 +13,7 @@ import os
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -1015,6 +1015,127 @@ async def test_a_store_is_not_woken_by_its_own_commits(
         await tx.add_tasks([NewTask("r", NOW, "start")])
     await asyncio.sleep(0.3)
     assert await store.changed() is False
+
+
+def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
+    # The claim aggregates each run's tasks, journal and mailbox unordered (an
+    # ordered aggregate sorts on its own, once per column): the client orders them.
+    run_columns = (
+        "r", "wf", "1", "running", b"{}", None, None, "default", None, None, None, 0,
+        NOW, NOW, "w", WALL + 30,
+    )  # fmt: skip
+    tasks = ([7, 3], [NOW, NOW], ["signal", "signal"], [None, None], [None, None])
+    journal = ([1, 0], ["step", "step"], ["b", "a"], ["done", "done"], [b"2", b"1"])
+    journal_times = ([None, None], [NOW, NOW])
+    mailbox = ([12, 11], ["second", "first"], [b"2", b"1"], [NOW, NOW])
+    loaded = postgres._claimed_run((*run_columns, *tasks, *journal, *journal_times, *mailbox, 2))
+    assert [t.id for t in loaded.tasks] == [3, 7]
+    assert [(e.pos, e.name, e.value) for e in loaded.journal] == [(0, "a", b"1"), (1, "b", b"2")]
+    assert loaded.signals is not None
+    assert [(s.id, s.name) for s in loaded.signals] == [(11, "first"), (12, "second")]
+
+
+@contextlib.asynccontextmanager
+async def task_notifications(url: str) -> AsyncIterator[Callable[[], Awaitable[list[str]]]]:
+    """A LISTEN connection of the test's own; ``heard()``: the notifications of tasks
+    committed since the last call (up to a marker it sends after them: notifications
+    come in commit order, so no sleep decides that none came)."""
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    await conn.execute("LISTEN parkway_tasks")
+
+    async def heard() -> list[str]:
+        marker = f"marker {uuid.uuid4().hex}"
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as other:
+            await other.execute("SELECT pg_notify('parkway_tasks', %s)", (marker,))
+        got: list[str] = []
+        async for note in conn.notifies(timeout=10):
+            if note.payload == marker:
+                return got
+            got.append(note.payload)
+        pytest.fail("the marker notification did not come")
+
+    try:
+        yield heard
+    finally:
+        await conn.close()
+
+
+async def wakes_to_lease(store: PostgresStore, *, held: bool) -> None:
+    """A run parked on a signal ("s"), one on a message ("m", key K1) and one on an
+    event ("p", order 1), each held by another worker's live lease if ``held``."""
+    lease = dict(lease_owner="other", lease_until=WALL + 60) if held else {}
+    async with store.transaction() as tx:
+        for run_id in ("s", "m", "p"):
+            await tx.insert_run(run(run_id, status="parked", **lease))
+        await tx.add_subscription(message_wait("m", "payment", "K1"))
+        await tx.add_subscription(event_wait("p", {"order_id": 1}))
+    await show_shapes(store, shape_of({"order_id": 1}))
+
+
+async def signal_leased(store: PostgresStore, run_id: str) -> bool | None:
+    """A signal to ``run_id`` with the lease for worker "w" after it; whether it took it."""
+    async with store.transaction() as tx:
+        sent = await tx.send_signal(run_id, "go", None, NOW)
+        lease = await tx.lease_run(run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+    assert sent.status == "parked"
+    return lease.taken
+
+
+async def test_a_wake_leased_to_this_process_notifies_no_other(
+    store: PostgresStore, engine_url: str
+) -> None:
+    # Leased to this process's worker in the waking transaction, the run's task is
+    # that worker's: another process told of it would only claim and find it leased.
+    await wakes_to_lease(store, held=False)
+    async with task_notifications(engine_url) as heard:
+        assert await signal_leased(store, "s") is True
+        delivered = await deliver_alone(store, "K1", lease=True)
+        assert delivered.lease is not None and delivered.lease.taken is True
+        published = await publish_alone(store, 1, lease=True)
+        assert published.lease is not None and published.lease.taken is True
+        assert await heard() == []
+        # Unleased, each notifies as before.
+        await paying(store, "p2", 1)
+        await waiting_for(store, "m2", "K2")
+        async with store.transaction() as tx:
+            await tx.send_signal("s", "again", None, NOW)
+        await deliver_alone(store, "K2")
+        await publish_alone(store, 1, "e2")
+        assert [note.split()[0] for note in await heard()] == [store._token] * 3
+
+
+async def test_a_wake_whose_lease_fails_still_notifies(
+    store: PostgresStore, engine_url: str
+) -> None:
+    # The run is held by a worker elsewhere: the lease takes nothing, and sends the
+    # notification the waking statement left to it (that worker hears of its task).
+    await wakes_to_lease(store, held=True)
+    async with task_notifications(engine_url) as heard:
+        assert await signal_leased(store, "s") is False
+        delivered = await deliver_alone(store, "K1", lease=True)
+        assert delivered.outcome == "delivered"
+        assert delivered.lease is not None and delivered.lease.taken is False
+        published = await publish_alone(store, 1, lease=True)
+        assert published.waits == [("p", "wait#0")]
+        assert published.lease is not None and published.lease.taken is False
+        assert [note.split()[0] for note in await heard()] == [store._token] * 3
+    assert await task_kinds(store, "s") == ["signal"]
+    assert await task_kinds(store, "m") == ["message"]
+    assert await task_kinds(store, "p") == ["delivery"]
+
+
+async def test_a_publish_leasing_one_of_several_runs_notifies_for_the_others(
+    store: PostgresStore, engine_url: str
+) -> None:
+    await paying(store, "p1", 1)
+    await paying(store, "p2", 1)
+    await show_shapes(store, shape_of({"order_id": 1}))
+    async with task_notifications(engine_url) as heard:
+        published = await publish_alone(store, 1, lease=True)
+        assert [run_id for run_id, _ in published.waits] == ["p1", "p2"]
+        assert published.lease is not None and published.lease.taken is True
+        assert published.lease.run_id == "p1"
+        assert len(await heard()) == 1  # p2's task is anyone's
 
 
 async def test_a_lock_wait_past_statement_timeout_fails_clearly(engine_url: str) -> None:

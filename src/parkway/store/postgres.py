@@ -74,6 +74,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import operator
 import random
 import time
 import uuid
@@ -119,7 +120,18 @@ log = logging.getLogger("parkway.store.postgres")
 Q = load_queries("postgres.sql")
 # A claim of whatever is due, and a claim of one run (see the queries).
 CLAIM_DUE = f"{Q['claim_due']}\n{Q['claimed_rows']}"
-CLAIM_RUN = f"{Q['claim_run']}\n{Q['claimed_rows']}"
+
+
+def _lease_rows(rows: str) -> str:
+    """claimed_rows as a lease in the sender's transaction has it: one row even when
+    it leased nothing (its columns null), ending with lease_note."""
+    source, found = "FROM claimed AS c\n", "(SELECT count(*) FROM due) AS found\n"
+    assert source in rows and found in rows, "claimed_rows changed: see _lease_rows"
+    rows = rows.replace(source, "FROM (SELECT) AS one LEFT JOIN claimed AS c ON true\n")
+    return rows.replace(found, f"{found.rstrip()},\n{Q['lease_note']}\n")
+
+
+CLAIM_RUN = f"{Q['claim_run']}\n{_lease_rows(Q['claimed_rows'])}"
 # claim_run for the run deliver_message just delivered to (none: it claims nothing).
 CLAIM_DELIVERED = CLAIM_RUN.replace("%(run)s", "current_setting('parkway.delivered', true)")
 MIGRATIONS = load_migrations("postgres_migrations")
@@ -264,8 +276,10 @@ class PostgresTx:
         # process's worker (which then needs no report of those tasks).
         self._task_runs: set[str] = set()
         self._leased: set[str] = set()
-        # The start_run queued last (run id, parameters), which lease_run may silence.
+        # The start_run queued last (run id, parameters), which lease_run may silence,
+        # and the send_signal, whose notification it may take over.
         self._started: tuple[str, list[Any]] | None = None
+        self._signal: tuple[str, dict[str, Any]] | None = None
         # Whether a commit was sent again after a lost connection (see lease_run).
         self._resent = False
         # What record_event read ahead: shapes of waits by (domain, name), and waits
@@ -605,6 +619,10 @@ class PostgresTx:
         self._queued[-1] = (fenced, fence.params)
         return True
 
+    def _last_params(self) -> object:
+        """The parameters of the write queued last (None: nothing is queued)."""
+        return self._queued[-1][1] if self._queued else None
+
     def _took(self, lease: Lease, loaded: LoadedRun | None) -> None:
         """What a lease's claim returned, once its statement's result has come."""
         lease.loaded = loaded
@@ -622,6 +640,11 @@ class PostgresTx:
         def taken(loaded: LoadedRun | None) -> None:
             self._took(lease, loaded)
 
+        # The signal just queued leaves its notification to this lease, which sends
+        # it only if it does not lease the run (see lease_note).
+        signal = self._signal
+        if signal is not None and signal[0] == run_id and self._last_params() is signal[1]:
+            signal[1]["quiet"] = True
         started = self._started
         if (
             started is not None
@@ -645,7 +668,7 @@ class PostgresTx:
         await self._write(
             CLAIM_RUN,
             params,
-            on_result=lambda result: taken(_claimed_run(result.rows[0]) if result.rows else None),
+            on_result=lambda result: taken(_leased_run(result)),
             idempotent=True,
         )
         return lease
@@ -791,8 +814,9 @@ class PostgresTx:
         token, unannounce = self._announce_maybe(at)
         params = dict(
             run=run_id, name=name, payload=payload, at=at, token=token,
-            mark=random.getrandbits(63),
+            mark=random.getrandbits(63), quiet=False,
         )  # fmt: skip
+        self._signal = (run_id, params)
         self._task_runs.add(run_id)
 
         def found(status: str | None) -> None:
@@ -833,7 +857,10 @@ class PostgresTx:
         """Queue a delivery statement (deliver_message, deliver_event) after ``lock``:
         ``found`` gets its one-column result, or what its commit mark recorded; with
         ``owner``, the lease of the run it delivered to (left in ``parkway.delivered``)
-        after it, whose run is filled in once that is known."""
+        after it, whose run is filled in once that is known; that lease then sends
+        the delivery's notification, only if it leases nothing (``quiet``, see
+        lease_note)."""
+        params["quiet"] = owner is not None
         await self._write(
             query, params, lock=lock, shared=shared,
             on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
@@ -844,7 +871,7 @@ class PostgresTx:
         lease = Lease("")
 
         def took(result: Result) -> None:
-            self._took(lease, _claimed_run(result.rows[0]) if result.rows else None)
+            self._took(lease, _leased_run(result))
 
         await self._write(
             CLAIM_DELIVERED, dict(owner=owner, now=now, wall=wall_now, until=lease_until),
@@ -1742,37 +1769,48 @@ def _started_run(row: Row) -> LoadedRun:
     return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, None)], [])
 
 
+_first = operator.itemgetter(0)
+
+
 def _claimed_run(row: Row) -> LoadedRun:
     """A row of the claim query: the run's 16 columns, then its tasks, journal and
-    mailbox as arrays of columns (``None`` when it has none)."""
+    mailbox as arrays of columns (``None`` when it has none), each in no particular
+    order: put in order here (tasks and signals by id, the journal by position)."""
     run = RunRecord(*row[:16])
     t_ids, t_dues, t_kinds, t_poss, t_payloads = row[16:21]
     j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[21:28]
     m_ids, m_names, m_payloads, m_ats = row[28:32]
     tasks = [
         TaskRecord(*task)
-        for task in zip(
+        for task in sorted(zip(
             t_ids or (), [run.id] * len(t_ids or ()), t_dues or (), t_kinds or (),
             t_poss or (), t_payloads or (), strict=True,
-        )
+        ), key=_first)
     ]  # fmt: skip
     journal = [
         JournalEntry(*entry)
-        for entry in zip(
+        for entry in sorted(zip(
             j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
             j_deadlines or (), j_ats or (), strict=True,
-        )
+        ), key=_first)
     ]  # fmt: skip
     signals = None
     if reads_mailbox(run, tasks):
         signals = [
             SignalRecord(*signal)
-            for signal in zip(
+            for signal in sorted(zip(
                 m_ids or (), [run.id] * len(m_ids or ()), m_names or (), m_payloads or (),
                 m_ats or (), strict=True,
-            )
+            ), key=_first)
         ]  # fmt: skip
     return LoadedRun(run, tasks, journal, signals)
+
+
+def _leased_run(result: Result) -> LoadedRun | None:
+    """What a lease in the sender's transaction returned (see _lease_rows): its one
+    row, whose run is null when it leased nothing."""
+    rows = result.rows
+    return _claimed_run(rows[0]) if rows and rows[0][0] is not None else None
 
 
 async def _send(conn: Conn, steps: list[Step]) -> list[Result]:

@@ -192,7 +192,8 @@ INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
 -- statement; returns the run's status. The row lock serialises with the run's
 -- end (a signal never lands in the mailbox of a run that ended before it).
 -- The commit mark (see migration 003) records the status too: a commit whose
--- reply was lost still tells what it found.
+-- reply was lost still tells what it found. ``quiet``: the lease statement right
+-- after it notifies instead, only if it did not lease the run (see lease_note).
 WITH run AS (
     SELECT status FROM parkway.runs WHERE id = %(run)s FOR NO KEY UPDATE
 ), buffered AS (
@@ -207,7 +208,10 @@ WITH run AS (
 ), marked AS (
     INSERT INTO parkway.commit_marks (mark, result) VALUES (%(mark)s, (SELECT status FROM run))
 )
-SELECT status, (SELECT pg_notify('parkway_tasks', %(token)s) FROM task) FROM run
+SELECT status,
+       (SELECT pg_notify('parkway_tasks', %(token)s) FROM task WHERE NOT %(quiet)s),
+       set_config('parkway.note', coalesce((SELECT %(token)s::text FROM task WHERE %(quiet)s), ''), true)
+FROM run
 
 -- name: mark_outcome
 -- Settles a marked commit whose reply was lost (see migration 003): inserts the
@@ -244,7 +248,7 @@ DELETE FROM parkway.mailbox WHERE id = ANY(%s::int8[])
 WITH lazy AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
-    SELECT r.id FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+    SELECT r.id, r.ctid FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     CROSS JOIN lazy  -- (a CTE nobody reads is never run)
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
     ORDER BY t.due_at, t.id
@@ -253,9 +257,10 @@ WITH lazy AS MATERIALIZED (
 ), claimed AS (
     UPDATE parkway.runs SET lease_owner = %(owner)s, lease_until = %(until)s,
         status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-    -- = ANY(ARRAY(...)), not IN: the rows by their key, never a scan of runs
-    -- (which the planner picks for IN once it thinks the runs table small).
-    WHERE id = ANY(ARRAY(SELECT id FROM due))
+    -- The rows locked above by their ctid (which a locked row keeps): a TID scan,
+    -- never a scan of runs (which the planner picked for id = ANY(...) on a
+    -- small table, and for IN on a larger one).
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM due))
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until
@@ -279,7 +284,9 @@ WITH due AS (
 -- name: claimed_rows
 -- The end of both claims: what advancing each leased run needs, a row per run
 -- (its tasks, journal and mailbox as arrays of columns), and how many places
--- the claim took (``found``).
+-- the claim took (``found``). Each array_agg unordered: with an ORDER BY each
+-- sorted its input on its own (16 sorts a run); the client puts the rows in
+-- order. The mailbox only where the load hands it over (see reads_mailbox).
 SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.domain,
        c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
        c.lease_owner, c.lease_until,
@@ -289,23 +296,32 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        (SELECT count(*) FROM due) AS found
 FROM claimed AS c
 LEFT JOIN LATERAL (
-    SELECT array_agg(id ORDER BY id) AS ids, array_agg(due_at ORDER BY id) AS due_ats,
-           array_agg(kind ORDER BY id) AS kinds, array_agg(pos ORDER BY id) AS poss,
-           array_agg(payload ORDER BY id) AS payloads
+    SELECT array_agg(id) AS ids, array_agg(due_at) AS due_ats, array_agg(kind) AS kinds,
+           array_agg(pos) AS poss, array_agg(payload) AS payloads
     FROM parkway.tasks WHERE run_id = c.id AND due_at <= %(now)s
 ) AS t ON true
 LEFT JOIN LATERAL (
-    SELECT array_agg(pos ORDER BY pos) AS poss, array_agg(kind ORDER BY pos) AS kinds,
-           array_agg(name ORDER BY pos) AS names, array_agg(state ORDER BY pos) AS states,
-           array_agg(value ORDER BY pos) AS "values",
-           array_agg(deadline ORDER BY pos) AS deadlines, array_agg(at ORDER BY pos) AS ats
+    SELECT array_agg(pos) AS poss, array_agg(kind) AS kinds, array_agg(name) AS names,
+           array_agg(state) AS states, array_agg(value) AS "values",
+           array_agg(deadline) AS deadlines, array_agg(at) AS ats
     FROM parkway.journal WHERE run_id = c.id AND c.status NOT IN ('completed', 'failed', 'cancelled')
 ) AS j ON true
 LEFT JOIN LATERAL (
-    SELECT array_agg(id ORDER BY id) AS ids, array_agg(name ORDER BY id) AS names,
-           array_agg(payload ORDER BY id) AS payloads, array_agg(at ORDER BY id) AS ats
+    SELECT array_agg(id) AS ids, array_agg(name) AS names, array_agg(payload) AS payloads,
+           array_agg(at) AS ats
     FROM parkway.mailbox WHERE run_id = c.id
+      AND c.status NOT IN ('completed', 'failed', 'cancelled') AND 'signal' = ANY(t.kinds)
 ) AS m ON true
+
+-- name: lease_note
+-- The last column of a lease in the sender's transaction (claim_run after a
+-- quiet signal or delivery, whose row it then always returns, with nulls when it
+-- leased nothing): the notification that statement left in parkway.note, sent
+-- only if the run was not leased. Leased to this process's worker, no other
+-- process need hear of the task: it would claim, and find the run leased.
+(SELECT pg_notify('parkway_tasks', note)
+ FROM (SELECT coalesce(current_setting('parkway.note', true), '') AS note) AS n
+ WHERE c.id IS NULL AND note <> '') AS noted
 
 -- name: commit_token
 -- FOR SHARE: waits for a transaction still writing the row (one whose connection
@@ -439,7 +455,8 @@ RETURNING run_id, pos, kind, domain, name, subject, shape, digest, match, wait, 
 -- id and announce the task. The result, which the commit mark records too (a
 -- commit whose reply was lost still tells it): 'delivered <run id>', 'duplicate'
 -- or '' (nobody waits: nothing else was written). The run delivered to is left
--- in parkway.delivered for claim_delivered, the next statement, to lease.
+-- in parkway.delivered for claim_delivered, the next statement, to lease; with
+-- ``quiet``, that statement notifies instead, only if it did not (see lease_note).
 WITH seen AS MATERIALIZED (
     SELECT 1 FROM parkway.message_ids WHERE message_id = %(mid)s AND seen_at >= %(fresh)s
 ), taken AS (
@@ -462,8 +479,9 @@ WITH seen AS MATERIALIZED (
     INSERT INTO parkway.commit_marks (mark, result) SELECT %(mark)s, result FROM outcome
 )
 SELECT result,
-       (SELECT pg_notify('parkway_tasks', %(token)s) FROM task),
-       set_config('parkway.delivered', coalesce((SELECT run_id FROM task), ''), true)
+       (SELECT pg_notify('parkway_tasks', %(token)s) FROM task WHERE NOT %(quiet)s),
+       set_config('parkway.delivered', coalesce((SELECT run_id FROM task), ''), true),
+       set_config('parkway.note', coalesce((SELECT %(token)s::text FROM task WHERE %(quiet)s), ''), true)
 FROM outcome
 
 -- name: deliver_event
@@ -478,7 +496,9 @@ FROM outcome
 -- mark records too: 'published <JSON array of [run id, wait]>', 'duplicate', or
 -- 'declined' (a shape the caller did not know, or an id taken by an event past
 -- retention or by a publish not yet visible: nothing else was written). The
--- first run delivered to is left in parkway.delivered for claim_delivered.
+-- first run delivered to is left in parkway.delivered for claim_delivered; with
+-- ``quiet``, when it is the only one, that statement notifies instead, only if
+-- it did not lease it (see lease_note).
 WITH RECURSIVE shapes (shape) AS (
     (SELECT shape FROM parkway.subscriptions WHERE domain = %(domain)s AND name = %(name)s
      ORDER BY shape LIMIT 1)
@@ -519,9 +539,13 @@ WITH RECURSIVE shapes (shape) AS (
     INSERT INTO parkway.commit_marks (mark, result) SELECT %(mark)s, result FROM outcome
 )
 SELECT result,
-       (SELECT pg_notify('parkway_tasks', %(token)s) WHERE EXISTS (SELECT 1 FROM task)),
+       (SELECT pg_notify('parkway_tasks', %(token)s) FROM (SELECT count(*) AS n FROM task) AS t
+        WHERE t.n > 1 OR (t.n = 1 AND NOT %(quiet)s)),
        set_config('parkway.delivered', coalesce(
-           (SELECT run_id FROM taken ORDER BY ord, created_at, run_id LIMIT 1), ''), true)
+           (SELECT run_id FROM taken ORDER BY ord, created_at, run_id LIMIT 1), ''), true),
+       set_config('parkway.note', coalesce(
+           (SELECT %(token)s::text FROM (SELECT count(*) AS n FROM task) AS t
+            WHERE t.n = 1 AND %(quiet)s), ''), true)
 FROM outcome
 
 -- name: deliver_event_lookup

@@ -1017,6 +1017,35 @@ async def test_a_store_is_not_woken_by_its_own_commits(
     assert await store.changed() is False
 
 
+async def test_a_claim_planned_on_empty_tables_still_probes_runs_by_key(engine_url: str) -> None:
+    # A worker that starts with the deployment prepares its claim while the tables
+    # are empty, and the connection keeps that plan: then a scan of runs looked
+    # cheaper than the probe by key, and it stayed as the table grew.
+    from parkway.store import pgwire
+
+    params = dict(now=NOW, wall=WALL, limit=16, owner="w", until=WALL + 30)
+    claim = [(postgres.Q["claim_settings"], ()), (postgres.CLAIM_DUE, params)]
+    async with await psycopg.AsyncConnection.connect(engine_url, autocommit=True) as conn:
+        for _ in range(8):  # past the five custom plans: the generic one is cached
+            assert (await pgwire.send(conn, claim))[1].rows == []
+        admin_sql(
+            "INSERT INTO parkway.runs (id, workflow, version, status, domain, generation,"
+            " created_at, updated_at) SELECT 'r' || i, 'wf', '1', 'parked', 'default', 0, 0, 0"
+            " FROM generate_series(1, 3000) AS i;"
+            f" INSERT INTO parkway.tasks (run_id, due_at, kind) VALUES ('r7', {NOW}, 'signal')",
+            database_of(engine_url),
+        )
+        (name,) = [name for (text, _), name in pgwire._WIRES[conn].prepared.items()
+                   if text.startswith(b"-- Lease the runs")]  # fmt: skip
+        values = f"{NOW}, {WALL}, 16, 'w', {WALL + 30}"
+        explain = f"EXPLAIN (FORMAT JSON) EXECUTE {name.decode()}({values})"
+        _, plan = await pgwire.send(conn, [(postgres.Q["claim_settings"], ()), (explain, ())])
+    assert plan.rows is not None
+    text = orjson.dumps(plan.rows[0][0]).decode()
+    assert '"Seq Scan"' not in text, text
+    assert '"Tid Scan"' in text
+
+
 def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
     # The claim aggregates each run's tasks, journal and mailbox unordered (an
     # ordered aggregate sorts on its own, once per column): the client orders them.

@@ -1607,13 +1607,15 @@ class PostgresStore:
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         # One statement leases the runs, without waiting for an fsync, and reads all
-        # they need to be advanced (load_run hands it over): see claim in postgres.sql.
+        # they need to be advanced (load_run hands it over): see claim_due and
+        # claim_settings in postgres.sql.
         claimed: list[str] = []
         while len(claimed) < limit:
             params = dict(
                 now=now, wall=wall_now, limit=limit - len(claimed), owner=owner, until=lease_until
             )
-            rows = await self._single(CLAIM_DUE, params)
+            _, claim = await self._pipeline([(Q["claim_settings"], ()), (CLAIM_DUE, params)])
+            rows = claim.rows or []
             for row in rows:
                 loaded = _claimed_run(row)
                 self._claimed[loaded.run.id] = loaded

@@ -950,6 +950,20 @@ async def test_marks_older_than_an_hour_are_pruned_by_marked_commits(
         assert len(admin_sql("SELECT mark FROM parkway.commit_marks", database)) == 1
 
 
+def test_the_prune_of_marks_reads_only_the_old_ones(engine_url: str) -> None:
+    # A busy sender keeps millions of marks (an hour's): the prune, which rides in
+    # a sender's commit, goes by the index on their time, not by a scan of them all.
+    database = database_of(engine_url)
+    admin_sql(
+        "INSERT INTO parkway.commit_marks (mark, at) SELECT i, now() - i * interval '10 ms'"
+        " FROM generate_series(1, 50000) AS i; ANALYZE parkway.commit_marks",
+        database,
+    )
+    (plan,) = admin_sql(f"EXPLAIN (FORMAT JSON) {postgres.Q['prune_marks']}", database)[0]
+    text = orjson.dumps(plan).decode()
+    assert "commit_marks_by_at" in text and '"Seq Scan"' not in text, text
+
+
 async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: PostgresStore) -> None:
     await leased_run(store, "r")
     await store.release_leases("w")

@@ -1124,6 +1124,17 @@ async def signal_leased(store: PostgresStore, run_id: str) -> bool | None:
     return lease.taken
 
 
+async def wake_each_leased(store: PostgresStore) -> list[bool | None]:
+    """Signal "s", deliver K1 to "m", publish order 1 to "p" (see wakes_to_lease),
+    each with the lease for worker "w": whether each took it."""
+    taken = [await signal_leased(store, "s")]
+    delivered = await deliver_alone(store, "K1", lease=True)
+    assert delivered.outcome == "delivered" and delivered.lease is not None
+    published = await publish_alone(store, 1, lease=True)
+    assert published.waits == [("p", "wait#0")] and published.lease is not None
+    return [*taken, delivered.lease.taken, published.lease.taken]
+
+
 async def test_a_wake_leased_to_this_process_notifies_no_other(
     store: PostgresStore, engine_url: str
 ) -> None:
@@ -1131,11 +1142,7 @@ async def test_a_wake_leased_to_this_process_notifies_no_other(
     # that worker's: another process told of it would only claim and find it leased.
     await wakes_to_lease(store, held=False)
     async with task_notifications(engine_url) as heard:
-        assert await signal_leased(store, "s") is True
-        delivered = await deliver_alone(store, "K1", lease=True)
-        assert delivered.lease is not None and delivered.lease.taken is True
-        published = await publish_alone(store, 1, lease=True)
-        assert published.lease is not None and published.lease.taken is True
+        assert await wake_each_leased(store) == [True, True, True]
         assert await heard() == []
         # Unleased, each notifies as before.
         await paying(store, "p2", 1)
@@ -1154,13 +1161,7 @@ async def test_a_wake_whose_lease_fails_still_notifies(
     # notification the waking statement left to it (that worker hears of its task).
     await wakes_to_lease(store, held=True)
     async with task_notifications(engine_url) as heard:
-        assert await signal_leased(store, "s") is False
-        delivered = await deliver_alone(store, "K1", lease=True)
-        assert delivered.outcome == "delivered"
-        assert delivered.lease is not None and delivered.lease.taken is False
-        published = await publish_alone(store, 1, lease=True)
-        assert published.waits == [("p", "wait#0")]
-        assert published.lease is not None and published.lease.taken is False
+        assert await wake_each_leased(store) == [False, False, False]
         assert [note.split()[0] for note in await heard()] == [store._token] * 3
     assert await task_kinds(store, "s") == ["signal"]
     assert await task_kinds(store, "m") == ["message"]

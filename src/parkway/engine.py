@@ -30,16 +30,15 @@ from parkway.errors import (
     StoreError,
     WorkflowFailedError,
 )
-from parkway.events import Delivery, Event, PublishResult, SubscriptionInfo
+from parkway.events import Event, PublishResult, SubscriptionInfo
 from parkway.handle import RunHandle
-from parkway.intake import prepare, publish_in_tx
+from parkway.intake import prepare, publish_in_tx, published
 from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
-from parkway.store.base import Delivery as MessageDelivery
-from parkway.store.base import EventDelivery, EventRecord, Lease, NewTask, RunRecord, Tx
+from parkway.store.base import Delivery, EventDelivery, EventRecord, Lease, NewTask, RunRecord, Tx
 from parkway.transitions import TERMINAL, cancel
 from parkway.worker import Worker
 
@@ -647,7 +646,7 @@ class Engine:
         """A message to the run waiting for it, if one does (``None``: none does)."""
         body = messages.envelope(name, key, data, message_id)
 
-        async def job(tx: Tx) -> MessageDelivery:
+        async def job(tx: Tx) -> Delivery:
             # (Run again on its own after a batch that failed: that lease was void.)
             hand_over.forget()
             now = self._clock.now()
@@ -701,15 +700,9 @@ class Engine:
             return None
         if delivery.outcome == "duplicate":
             return PublishResult(duplicate=True, event_id=event_id)
-        resumed = list(dict.fromkeys(run_id for run_id, _ in delivery.waits))
-        if resumed:
+        if delivery.waits:
             self._after_commit()
-        return PublishResult(
-            resumed=resumed,
-            deliveries=[Delivery(run_id, wait, event.subject) for run_id, wait in delivery.waits],
-            touched=len(resumed),
-            event_id=event_id,
-        )
+        return published(event, delivery.waits)
 
     async def _send(self, job: Callable[[Tx], Awaitable[T]], *, order: str) -> T:
         """Run a sender's ``job`` (a publish, a correlate) in a transaction: through

@@ -98,7 +98,6 @@ async def publish_in_tx(
     # The payload was validated by prepare(): encode without the NaN scan.
     envelope = orjson.dumps(event.to_dict())
     taken = await take_event_waits(tx, record, event.payload, envelope, engine._paused_workflows)
-    deliveries = [Delivery(run_id, wait, event.subject) for run_id, wait in taken]
     started = []
     for wf in engine._registry.subscribers(event.name):
         if wf.debounce is not None or wf.batch is not None:
@@ -109,11 +108,21 @@ async def publish_in_tx(
         run_id = await start_event_run(engine, tx, wf, event, envelope)
         if run_id is not None:
             started.append(run_id)
-    resumed = list(dict.fromkeys(d.run_id for d in deliveries))
+    return published(event, taken, started)
+
+
+def published(
+    event: Event, taken: list[tuple[str, str]], started: list[str] | None = None
+) -> PublishResult:
+    """The result of a publish that took the waits ``taken`` (``(run id, wait)``, in
+    order) and started the runs ``started``."""
+    assert event.id is not None
+    started = started or []
+    resumed = list(dict.fromkeys(run_id for run_id, _ in taken))
     return PublishResult(
         started=started,
         resumed=resumed,
-        deliveries=deliveries,
+        deliveries=[Delivery(run_id, wait, event.subject) for run_id, wait in taken],
         duplicate=False,
         touched=len(started) + len(resumed),
         event_id=event.id,

@@ -1203,6 +1203,20 @@ async def test_a_lock_wait_past_statement_timeout_fails_clearly(engine_url: str)
         await waiter.close()
 
 
+async def test_the_connection_returned_last_is_handed_out_first(store: PostgresStore) -> None:
+    # (LIFO: it keeps one server process hot; see parkway.store.pgpool.)
+    held = [await store._getconn() for _ in range(3)]
+    pids = [conn.info.backend_pid for conn in held]
+    assert len(set(pids)) == 3
+    for conn in held:
+        await store._putconn(conn)
+    for _ in range(3):
+        async with store.transaction() as tx:
+            assert tx._c.info.backend_pid == pids[-1]
+    # The one used longest ago is still where the pool closes idle connections from.
+    assert [conn.info.backend_pid for conn in store.pool._pool] == pids
+
+
 async def test_a_closed_store_says_so(engine_url: str) -> None:
     store = open_store(engine_url)
     with pytest.raises(ParkwayError, match="not open"):

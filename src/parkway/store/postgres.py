@@ -112,6 +112,7 @@ from parkway.store.base import (
     TaskRecord,
     reads_mailbox,
 )
+from parkway.store.pgpool import LifoPool
 from parkway.store.pgwire import Conn, Query, Result
 from parkway.store.sql import load_migrations, load_queries
 
@@ -1305,7 +1306,7 @@ class PostgresStore:
             ) from exc
         finally:
             await conn.close()
-        pool: psycopg_pool.AsyncConnectionPool[Conn] = psycopg_pool.AsyncConnectionPool(
+        pool: psycopg_pool.AsyncConnectionPool[Conn] = LifoPool(
             self.conninfo,
             min_size=1,
             max_size=self.pool_size,

@@ -4,17 +4,17 @@ returned last first (LIFO) instead of the one idle longest (FIFO).
 A worker's few concurrent users (its claim loop, its commits, a sender, the
 heartbeat) grow the pool to three or four connections; handed out in turn,
 each transaction then lands on the server process that has been asleep the
-longest. Waking a sleeping server process costs more the longer it slept (its
-CPU has gone idle, its caches are cold): on the 2-core box of
-``docs/performance.md``, a round trip after a 2 ms pause takes twice as long as
-one back to back. Reusing the most recent connection keeps one server process
+longest. A server process that has slept costs more to wake than one that
+has just run (its CPU may have gone idle, its caches cold): on the 2-core
+virtual machine of ``docs/performance.md``, a round trip after a 2 ms pause
+takes twice as long as one back to back. Reusing the most recent connection keeps one server process
 hot: a wake in one process (publish → resumed, signal → resumed) took
 1.37-1.42 instead of 1.63 ms and 1.18-1.25 instead of 1.40-1.47 ms, even and
 odd wakes interleaved on the two orders.
 
 The least recently used connections still sit at the far end, where the pool
-closes the idle ones it does not need (``max_idle``), as SQLAlchemy's
-``pool_use_lifo`` and most other pools do. psycopg_pool has no such option:
+closes the idle ones it does not need (``max_idle``), as with SQLAlchemy's
+``pool_use_lifo``, PgBouncer's default and node-postgres's pool. psycopg_pool has no such option:
 the pool's ready connections are a deque it takes from the left, so turning
 the deque by one before each take hands out its right end, the connection
 returned last. ``tests/store/test_postgres.py`` checks the order, so that a

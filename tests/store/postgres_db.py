@@ -1,9 +1,11 @@
 """Throwaway PostgreSQL databases for tests: one per test, cloned from a template.
 
-The template database ``parkway_template`` holds parkway's schema; it is
-(re)built once per session when the migrations changed (their digest is kept
-as the database's comment), so each test only pays ``CREATE DATABASE ...
-TEMPLATE parkway_template``. Databases are dropped when the next one is made
+The template database ``parkway_tpl_<digest>`` holds parkway's schema, named
+by the digest of the migrations: checkouts with different schemas (two
+branches tested at once on one server) never share or rebuild each other's
+template. It is built once, at the first use of that schema (the digest is
+also kept as the database's comment), so each test only pays ``CREATE
+DATABASE ... TEMPLATE parkway_tpl_<digest>``. Databases are dropped when the next one is made
 and at exit; ones left behind by a crashed session (dead pid) are dropped at
 the first use.
 
@@ -32,7 +34,6 @@ import pytest
 from parkway.store.postgres import MIGRATIONS, PostgresStore
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
-TEMPLATE = "parkway_template"
 PREFIX = "parkway_t_"
 
 _counter = itertools.count(1)
@@ -80,6 +81,9 @@ def _fingerprint() -> str:
     for version, script in MIGRATIONS:
         digest.update(f"{version}\n{script}\n".encode())
     return f"parkway schema {digest.hexdigest()[:16]}"
+
+
+TEMPLATE = "parkway_tpl_" + _fingerprint().rsplit(" ", 1)[1]
 
 
 def _ensure_template(admin: psycopg.Connection[tuple[object, ...]]) -> None:

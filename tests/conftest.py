@@ -89,7 +89,7 @@ BACKENDS: dict[str, Backend] = {
     "sqlite": Backend("sqlite", frozenset({"persistent", "shared", "group_commit"}), _sqlite_url),
     "postgres": Backend(
         "postgres",
-        frozenset({"persistent", "shared", "push", "cheap_claim", "group_commit"}),
+        frozenset({"persistent", "shared", "push", "cheap_claim", "group_commit", "fused"}),
         _postgres_url,
     ),
 }
@@ -100,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "requires(*capabilities): skip unless the backend has every listed capability "
-        "(persistent, shared, push, cheap_claim, group_commit)",
+        "(persistent, shared, push, cheap_claim, group_commit, fused)",
     )
 
 

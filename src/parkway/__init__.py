@@ -4,7 +4,6 @@ A run parks on a wait (a timer, a signal, an event, a message) with zero
 compute, survives restarts, and is resumed by exactly the input it waits for.
 """
 
-from parkway.context import ChildHandle, WorkflowContext
 from parkway.durations import Duration
 from parkway.engine import Engine
 from parkway.errors import (
@@ -29,11 +28,20 @@ from parkway.errors import (
     WaitTimeoutError,
     WorkflowFailedError,
 )
-from parkway.events import Batch, Debounce, Delivery, Event, PublishResult, SubscriptionInfo
+from parkway.events import (
+    Batch,
+    CorrelationResult,
+    Debounce,
+    Delivery,
+    Event,
+    MessageInfo,
+    PublishResult,
+    SubscriptionInfo,
+)
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
-from parkway.messages import CorrelationResult, MessageInfo
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
+from parkway.replay.context import ChildHandle, WorkflowContext
 
 __version__ = "0.1.0"
 

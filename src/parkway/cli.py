@@ -24,7 +24,7 @@ import orjson
 
 from parkway.durations import to_seconds
 from parkway.engine import Engine
-from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.errors import InvalidDurationError, ParkwayError, UnknownWorkflowError
 from parkway.models import RunStatus
 
 T = TypeVar("T")
@@ -173,10 +173,9 @@ def _engine_for(ctx: click.Context, app: Engine | None, *, existing_db: bool = F
 
 
 def _retarget(engine: Engine, url: str) -> None:
-    # The store is built in Engine.__init__; swap it while the engine is still closed.
-    if engine._open:
+    if engine.is_open:
         raise click.UsageError("--url cannot change an engine that is already open")
-    engine.url = url  # read again by Engine.open()
+    engine.configure(url=url)
 
 
 def _require_database(url: str) -> None:
@@ -287,7 +286,7 @@ def worker(
     """
     engine = _working_engine(ctx, app, log_level, concurrency)
     if lease is not None:
-        engine.lease = lease
+        engine.configure(lease=lease)
     code = 0
     try:
         message = f"stopped ({_run(_work(engine, grace), wait_for_threads=False)})"
@@ -305,9 +304,7 @@ def _working_engine(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )  # fmt: skip
     engine = _engine_for(ctx, app)
-    engine.run_worker = True
-    if concurrency is not None:
-        engine.concurrency = concurrency
+    engine.configure(worker=True, concurrency=concurrency)
     return engine
 
 
@@ -400,12 +397,12 @@ def start(
     """
 
     async def action(engine: Engine) -> dict[str, Any]:
-        if app is None:
-            handle = await engine._start_unregistered(
-                workflow, input, id=run_id, subject=subject, domain=domain
-            )
-        else:
-            handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+        if app is not None and workflow not in engine.workflows():
+            # With the app, its registration decides: a typo is refused here, not
+            # left as a run no worker of the app can advance.
+            raise UnknownWorkflowError(workflow, engine.workflows())
+        # (Without the app, a client engine: it starts the workflow by name.)
+        handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
         if wait:
             try:
                 await handle.result(timeout=timeout)
@@ -639,7 +636,7 @@ def flows_validate(file: str, app: Engine | None) -> None:
         if app is None:
             flow = load(file)
         else:
-            flow = load(file, node_models=app.node_models, actions=app._flow_actions)
+            flow = load(file, node_models=app.node_models, actions=app.actions)
     except ParkwayError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"OK: flow {flow.id!r}: {len(flow.nodes)} nodes, {len(flow.edges)} edges")

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from parkway.engine import Engine
+
+class ClockUser(Protocol):
+    """What a manual clock asks of an engine that uses it (see ``ManualClock.advance``)."""
+
+    def poke(self) -> None:
+        """Look for work now: time moved."""
+        ...
+
+    async def idle(self, timeout: float = 10) -> None:
+        """Return once no task is due and no run is in flight."""
+        ...
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        """The earliest task due time, strictly after ``after`` when given."""
+        ...
 
 
 class Clock(Protocol):
@@ -16,11 +29,11 @@ class Clock(Protocol):
         """Seconds since the epoch, in engine time."""
         ...
 
-    def attach(self, engine: Engine) -> None:
+    def attach(self, user: ClockUser) -> None:
         """Called when an engine starts using this clock."""
         ...
 
-    def detach(self, engine: Engine) -> None:
+    def detach(self, user: ClockUser) -> None:
         """Called when an engine stops using this clock."""
         ...
 
@@ -38,8 +51,8 @@ class SystemClock:
     def now(self) -> float:
         return time.time()
 
-    def attach(self, engine: Engine) -> None:
+    def attach(self, user: ClockUser) -> None:
         pass
 
-    def detach(self, engine: Engine) -> None:
+    def detach(self, user: ClockUser) -> None:
         pass

@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from parkway.context import WorkflowContext
 from parkway.engine import Engine
 from parkway.errors import WaitTimeoutError
 from parkway.models import HistoryEntry, Retry, RunInfo, RunStatus
+from parkway.replay.context import WorkflowContext
 
 DB_FILE = "parkway-demo.db"
 

@@ -1,58 +1,52 @@
-"""The Engine: workflow registry, client API and lifecycle."""
+"""The Engine: a façade over the core (configuration, lifecycle, decorators, client calls).
+
+Everything an engine does is done by the core (:mod:`parkway.core`), the
+worker (:mod:`parkway.worker`) and the store, all handed one
+:class:`parkway.core.runtime.Runtime`; nothing below this module imports it.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import contextlib
-import logging
+import dataclasses
+import functools
 import os
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, TypeVar
 
-import orjson
-
-from parkway import _json, accumulate, flows, messages
+from parkway import _json, flows
 from parkway.clock import Clock, SystemClock
-from parkway.committer import Committer
+from parkway.core import accumulate, housekeeping, intake, runs, transitions
+from parkway.core import messages as core_messages
+from parkway.core import signals as core_signals
+from parkway.core.runtime import Runtime, Settings
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
+    EngineClosedError,
+    InvalidArgumentError,
     InvalidInputError,
-    MessageNotFoundError,
-    ParkwayError,
-    ResultTimeoutError,
-    RunCancelledError,
-    RunClosedError,
-    RunNotFoundError,
+    InvalidWorkflowError,
     SerializationError,
-    StoreError,
-    WorkflowFailedError,
 )
-from parkway.events import Event, PublishResult, SubscriptionInfo
+from parkway.events import (
+    CorrelationResult,
+    Event,
+    MessageInfo,
+    PublishResult,
+    SubscriptionInfo,
+    check_message,
+)
 from parkway.handle import RunHandle
-from parkway.intake import prepare, publish_in_tx, published
-from parkway.messages import CorrelationResult, MessageInfo
-from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt
+from parkway.models import HistoryEntry, RunInfo, RunStatus, _dt
 from parkway.registry import LATEST, Registry, WorkflowDef, WorkflowFn, input_model
-from parkway.replay import rebuild_error
 from parkway.store import Store, open_store
-from parkway.store.base import Delivery, EventDelivery, EventRecord, Lease, NewTask, RunRecord, Tx
-from parkway.transitions import TERMINAL, cancel
 from parkway.worker import Worker
-
-log = logging.getLogger("parkway")
 
 F = TypeVar("F", bound=WorkflowFn)
 A = TypeVar("A", bound=Callable[..., Any])
-T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///parkway.db"
-# How many rows of runs that ended here the engine keeps for result() (see _final).
-FINAL_ROWS = 1024
-# How often (engine time) expired subscriptions, old events and dead letters are swept.
-SWEEP_INTERVAL = 60.0
 
 
 class Engine:
@@ -90,37 +84,116 @@ class Engine:
     ) -> None:
         resolved = url if url is not None else os.environ.get("PARKWAY_URL") or DEFAULT_URL
         if not isinstance(resolved, str):
-            raise ParkwayError(f"url must be a string such as 'sqlite:///app.db', got {url!r}")
+            raise InvalidArgumentError(
+                f"url must be a string such as 'sqlite:///app.db', got {url!r}"
+            )
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-            raise ParkwayError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
+            raise InvalidArgumentError(
+                f"concurrency must be a whole number >= 1, got {concurrency!r}"
+            )
+        settings = Settings(
+            message_ttl=to_seconds(message_ttl, "message_ttl"),
+            event_retention=to_seconds(event_retention, "event_retention"),
+            lease=to_seconds(lease, "lease"),
+            concurrency=concurrency,
+        )
+        if settings.lease <= 0:
+            raise InvalidArgumentError("lease must be longer than zero")
         self.url = resolved
-        self.event_extractor = event_extractor
         self.node_models = dict(flows.default_node_models if node_models is None else node_models)
-        self._flow_actions: dict[str, Callable[..., Any]] = {}
-        # Workflows added disabled (JSON flows with enabled false): publishes in this
-        # process do not resume their runs, which wait for a later event.
-        self._paused_workflows: set[str] = set()
-        self.message_ttl = to_seconds(message_ttl, "message_ttl")
-        self.event_retention = to_seconds(event_retention, "event_retention")
-        self.lease = to_seconds(lease, "lease")
-        if self.lease <= 0:
-            raise ParkwayError("lease must be longer than zero")
-        self.concurrency = concurrency
         self.run_worker = worker
-        self._clock: Clock = clock if clock is not None else SystemClock()
-        self._store: Store = open_store(resolved)
         self._store_url = resolved
-        self._registry = Registry()
+        self._rt = Runtime(
+            open_store(resolved),
+            clock if clock is not None else SystemClock(),
+            Registry(),
+            settings,
+            event_extractor=event_extractor,
+        )
         self._worker: Worker | None = None
-        self._sends: Committer | None = None
-        self._sending = 0  # a sender's jobs in flight (see _send)
         self._open = False
-        self._terminal: dict[str, list[asyncio.Event]] = {}
-        # The rows of runs that ended lately in this process's worker, as committed
-        # (an ended run never changes again): result() takes them instead of
-        # reading them back. The oldest go first.
-        self._final: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
-        self._last_sweep: float | None = None
+
+    # -- settings ----------------------------------------------------------------------------
+
+    @property
+    def event_extractor(self) -> Callable[[Any], tuple[str | None, str | None]] | None:
+        """``event -> (domain, subject)`` for events without routing, or ``None``."""
+        return self._rt.event_extractor
+
+    @property
+    def concurrency(self) -> int:
+        """Runs the in-process worker advances at once."""
+        return self._rt.settings.concurrency
+
+    @property
+    def lease(self) -> float:
+        """Seconds a worker owns a run it advances before another may take it over."""
+        return self._rt.settings.lease
+
+    @property
+    def message_ttl(self) -> float:
+        """Seconds an unmatched message stays buffered by default."""
+        return self._rt.settings.message_ttl
+
+    @property
+    def event_retention(self) -> float:
+        """Seconds event and message ids are remembered for de-duplication."""
+        return self._rt.settings.event_retention
+
+    @property
+    def actions(self) -> Mapping[str, Callable[..., Any]]:
+        """The Action handlers registered with :meth:`action`, by name."""
+        return MappingProxyType(self._rt.actions)
+
+    def configure(
+        self,
+        *,
+        url: str | None = None,
+        worker: bool | None = None,
+        concurrency: int | None = None,
+        lease: Duration | None = None,
+    ) -> None:
+        """Change settings of a closed engine (a command line's options, say).
+
+        Raises:
+            InvalidArgumentError: The engine is open, or a value is malformed.
+        """
+        if self._open:
+            raise InvalidArgumentError("configure() needs a closed engine; close it first")
+        settings = self._rt.settings
+        if concurrency is not None:
+            if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+                raise InvalidArgumentError(
+                    f"concurrency must be a whole number >= 1, got {concurrency!r}"
+                )
+            settings = dataclasses.replace(settings, concurrency=concurrency)
+        if lease is not None:
+            seconds = to_seconds(lease, "lease")
+            if seconds <= 0:
+                raise InvalidArgumentError("lease must be longer than zero")
+            settings = dataclasses.replace(settings, lease=seconds)
+        self._rt.settings = settings
+        if worker is not None:
+            self.run_worker = worker
+        if url is not None:
+            if not isinstance(url, str):
+                raise InvalidArgumentError(f"url must be a string, got {url!r}")
+            self.url = url  # the store is made anew by open()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the engine is open (between :meth:`open` and :meth:`close`)."""
+        return self._open
+
+    @property
+    def store(self) -> Store:
+        """The engine's storage backend (for tools and tests of the store itself)."""
+        return self._rt.store
+
+    @property
+    def worker(self) -> Worker | None:
+        """The worker running in this process while the engine is open, if any."""
+        return self._worker
 
     # -- registration ------------------------------------------------------------------------
 
@@ -152,6 +225,7 @@ class Engine:
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
+            InvalidWorkflowError: An option is malformed (the message names it).
         """
 
         def register(fn: F) -> F:
@@ -159,19 +233,21 @@ class Engine:
             events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
             for event_name in events:
                 if not isinstance(event_name, str) or not event_name.strip():
-                    raise ParkwayError(
+                    raise InvalidWorkflowError(
                         f"on_event of workflow {wf_name!r} must hold event names, "
                         f"got {event_name!r}"
                     )
             if on_message is not None and (not isinstance(on_message, str) or not on_message):
-                raise ParkwayError(
+                raise InvalidWorkflowError(
                     f"on_message of workflow {wf_name!r} must be a message name, got {on_message!r}"
                 )
             deb, bat = accumulate.normalise(debounce, batch, str(wf_name))
             if (deb or bat) and not events:
-                raise ParkwayError(
+                raise InvalidWorkflowError(
                     f"workflow {wf_name!r} has debounce/batch but no on_event to feed it"
                 )
+            if validate_input is not None and not callable(validate_input):
+                raise InvalidWorkflowError(f"validate_input of {wf_name!r} must be callable")
             wf = WorkflowDef(
                 name=wf_name,  # type: ignore[arg-type]
                 version=version,
@@ -184,11 +260,10 @@ class Engine:
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
             )
-            if validate_input is not None and not callable(validate_input):
-                raise ParkwayError(f"validate_input of {wf_name!r} must be callable")
-            self._registry.add(wf)
-            if (deb or bat) and self._registry.get(accumulate.accumulator_name(wf), "1") is None:
-                self._registry.add(accumulate.accumulator_for(wf))
+            registry = self._rt.registry
+            registry.add(wf)
+            if (deb or bat) and registry.get(accumulate.accumulator_name(wf), "1") is None:
+                registry.add(accumulate.accumulator_for(wf))
             fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]
             return fn
 
@@ -196,6 +271,10 @@ class Engine:
             fn, name = name, None
             return register(fn)
         return register
+
+    def workflows(self) -> list[str]:
+        """The names of the workflows registered here (not the engine's own helpers)."""
+        return self._rt.registry.names()
 
     def action(self, name: str | None = None) -> Callable[[A], A]:
         """Register a handler for JSON flows' Action nodes; returns it unchanged.
@@ -209,12 +288,12 @@ class Engine:
             name: The name Action nodes use (default: the function's name).
 
         Raises:
-            ParkwayError: The name is taken.
+            InvalidWorkflowError: The name is taken or the handler not callable.
         """
 
         def register(fn: A) -> A:
             action_name = name if isinstance(name, str) else getattr(fn, "__name__", "")
-            flows.register_action(self._flow_actions, action_name, fn)
+            flows.register_action(self._rt.actions, action_name, fn)
             return fn
 
         if callable(name):  # used bare: @engine.action
@@ -237,7 +316,7 @@ class Engine:
                 the node and the field).
             DuplicateWorkflowError: A workflow of that id and version exists.
         """
-        return flows.add_flow(self, definition, domain=domain)
+        return flows.add_flow(self._rt, self.node_models, definition, domain=domain)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -246,17 +325,14 @@ class Engine:
         if self._open:
             return
         if self.url != self._store_url:  # the url was changed before opening (CLI --url)
-            self._store, self._store_url = open_store(self.url), self.url
-        await self._store.open()
-        # Messages and events this process sends at once share a transaction (see
-        # parkway.committer): one sender with many in flight pays one commit for
-        # them, not one each.
-        capable = "group_commit" in self._store.capabilities
-        self._sends = Committer(self._store, fenced=False) if capable else None
+            self._rt.store, self._store_url = open_store(self.url), self.url
+        await self._rt.store.open()
+        self._rt.opened()
         self._open = True
-        self._clock.attach(self)
+        self._rt.clock.attach(self)
         if self.run_worker:
-            self._worker = Worker(self, concurrency=self.concurrency, lease=self.lease)
+            self._worker = Worker(self._rt)
+            self._rt.worker = self._worker
             self._worker.start()
 
     async def close(self, *, grace: float = 30.0) -> None:
@@ -265,9 +341,9 @@ class Engine:
             return
         if self._worker is not None:
             await self._worker.stop(grace)
-            self._worker = None
-        self._clock.detach(self)
-        await self._store.close()
+            self._worker = self._rt.worker = None
+        self._rt.clock.detach(self)
+        await self._rt.store.close()
         self._open = False
 
     async def __aenter__(self) -> Engine:
@@ -287,19 +363,15 @@ class Engine:
             TimeoutError: Work was still due or in flight after ``timeout``.
         """
         self._require_open()
-        deadline = time.monotonic() + timeout
-        if self._worker is not None:
-            await self._maybe_sweep()  # so that time moved by a test clock sweeps at once
-        while True:
-            busy = self._worker is not None and self._worker.busy
-            if not busy and not await self._store.has_due(self._clock.now()):
-                return
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"the engine was still busy after {timeout:g}s")
-            if self._worker is not None:
-                await self._worker.wait_progress(0.005)
-            else:
-                await asyncio.sleep(0.005)
+        await housekeeping.idle(self._rt, timeout)
+
+    def poke(self) -> None:
+        """Make this process's worker look for work now (a manual clock moved)."""
+        self._rt.poke()
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        """The earliest task due time in engine seconds (strictly after ``after``)."""
+        return await self._rt.next_due(after=after)
 
     # -- client operations -------------------------------------------------------------------
 
@@ -314,86 +386,38 @@ class Engine:
     ) -> RunHandle:
         """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
 
+        An engine that runs no worker (``worker=False``, a client) and does not
+        register ``workflow`` starts it by name: the worker that first runs it
+        takes the latest version it has and validates the input then (a rejected
+        input fails the run with ``InvalidInputError``).
+
         Raises:
-            UnknownWorkflowError: No workflow has that name.
+            UnknownWorkflowError: No workflow has that name, and this engine runs
+                a worker (a typo must not become a run nobody advances).
             InvalidInputError: The input was rejected or is not JSON-serialisable.
         """
         self._require_open()
-        wf = self._registry.latest(_name_of(workflow))
-        return await self._start_run(
-            wf.name, wf.version, lambda: _encode_input(wf, input),
-            id=id, subject=subject, domain=domain,
-        )  # fmt: skip
-
-    async def _start_unregistered(
-        self,
-        workflow: str,
-        input: Any = None,
-        *,
-        id: str | None = None,
-        subject: str | None = None,
-        domain: str | None = None,
-    ) -> RunHandle:
-        """Start a run of a workflow this engine does not register (a client without
-        the app, as ``parkway start`` without ``--app``): the worker that first runs it
-        takes the latest version it has and validates the input (a rejected input
-        fails the run with ``InvalidInputError``)."""
-        self._require_open()
-        _check_name(workflow, "workflow name")
-        return await self._start_run(
-            workflow, LATEST, lambda: _json.dumps(input, f"the input of workflow {workflow!r}"),
-            id=id, subject=subject, domain=domain,
-        )  # fmt: skip
-
-    async def _start_run(
-        self,
-        workflow: str,
-        version: str,
-        encode: Callable[[], bytes],
-        *,
-        id: str | None,
-        subject: str | None,
-        domain: str | None,
-    ) -> RunHandle:
-        """The run, with ``encode()`` as its input, and its start task (unless the id exists)."""
         run_id = _check_id(id)
         _check_optional_str(subject, "subject")
         _check_optional_str(domain, "domain")
-        record = self._new_run(workflow, version, run_id, encode(), domain=domain, subject=subject)
-        with self._handing_over() as hand_over:
-            async with self._store.transaction() as tx:
-                await tx.start_run(record, record.created_at)
-                await hand_over(tx, run_id)
-        self._after_commit()
+        wf = self._workflow_to_start(workflow)
+        if wf is None:  # a client starting a workflow by name (see above)
+            name = _name_of(workflow)
+            version, encode = LATEST, lambda: _json.dumps(input, f"the input of workflow {name!r}")
+        else:
+            name, version = wf.name, wf.version
+            encode = functools.partial(_encode_input, wf, input)
+        await runs.start(self._rt, name, version, run_id, encode, subject=subject, domain=domain)
         return RunHandle(self, run_id)
 
-    async def _insert_run(
-        self, tx: Tx, wf: WorkflowDef, run_id: str, data: bytes, **fields: Any
-    ) -> None:
-        """Insert a new run and its start task (``fields``: as :meth:`_new_run` takes)."""
-        record = self._new_run(wf.name, wf.version, run_id, data, **fields)
-        await tx.insert_run(record)
-        await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
-
-    def _new_run(
-        self,
-        workflow: str,
-        version: str,
-        run_id: str,
-        data: bytes,
-        *,
-        domain: str | None = None,
-        subject: str | None = None,
-        parent_id: str | None = None,
-        trigger: bytes | None = None,
-    ) -> RunRecord:
-        now = self._clock.now()
-        return RunRecord(
-            id=run_id, workflow=workflow, version=version,
-            status=RunStatus.PENDING.value, input=data, output=None, error=None,
-            domain=domain or "default", subject=subject, parent_id=parent_id,
-            trigger=trigger, generation=0, created_at=now, updated_at=now,
-        )  # fmt: skip
+    def _workflow_to_start(self, workflow: str | Callable[..., Any]) -> WorkflowDef | None:
+        """The registered workflow to start, or ``None`` for a client that starts an
+        unregistered one by name."""
+        name = _name_of(workflow)
+        registry = self._rt.registry
+        if self.run_worker or registry.get(name, LATEST) is not None:
+            return registry.latest(name)  # (raises UnknownWorkflowError)
+        return None
 
     def handle(self, run_id: str) -> RunHandle:
         """A handle on an existing run (not checked until used)."""
@@ -405,7 +429,8 @@ class Engine:
         Raises:
             RunNotFoundError: No run has that id.
         """
-        return _info(await self._record(run_id))
+        self._require_open()
+        return runs.info(await runs.record(self._rt, run_id))
 
     async def list_runs(
         self,
@@ -424,13 +449,13 @@ class Engine:
         self._require_open()
         status_value = _status(status)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ParkwayError(f"limit must be a whole number >= 1, got {limit!r}")
-        async with self._store.transaction(readonly=True) as tx:
+            raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}")
+        async with self._rt.store.transaction(readonly=True) as tx:
             records = await tx.list_runs(
                 workflow=workflow, status=status_value, subject=subject,
                 domain=domain, parent_id=None, limit=limit,
             )  # fmt: skip
-        return [_info(r) for r in records]
+        return [runs.info(r) for r in records]
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's journal (current generation), in order.
@@ -439,20 +464,12 @@ class Engine:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        async with self._store.transaction(readonly=True) as tx:
-            if await tx.get_run(run_id) is None:
-                raise RunNotFoundError(run_id)
-            entries = await tx.journal(run_id)
-        out = []
-        for e in entries:
-            value = _json.loads(e.value)
-            error = None
-            if e.state == "error":
-                error, value = ErrorInfo.from_dict(value), None
-            elif e.state == "pending":
-                value = None  # what a pending wait stores is its own bookkeeping
-            out.append(HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, _dt(e.at)))
-        return out
+        return await runs.history(self._rt, run_id)
+
+    async def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for run ``run_id`` to finish and return its output (see ``RunHandle.result``)."""
+        self._require_open()
+        return await runs.wait_result(self._rt, run_id, timeout)
 
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send a signal to a run; it waits in the run's mailbox until consumed.
@@ -464,26 +481,7 @@ class Engine:
         self._require_open()
         _check_name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
-        with self._handing_over() as hand_over:
-            async with self._store.transaction() as tx:
-                sent = await tx.send_signal(run_id, name, data, self._clock.now())
-                # Unless known refused: a store may learn what the signal found only
-                # at commit, and the lease it rides with is only taken for a live run.
-                if not sent.known or (sent.status is not None and sent.status not in TERMINAL):
-                    await hand_over(tx, run_id)
-        if not sent.known:
-            raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
-        status = sent.status
-        if status is None:
-            raise RunNotFoundError(run_id)
-        if status in TERMINAL:
-            raise RunClosedError(run_id, status, f"signal {name!r}")
-        self._after_commit()
-
-    async def _push_signal(self, tx: Tx, run_id: str, name: str, data: bytes) -> None:
-        now = self._clock.now()
-        await tx.add_signal(run_id, name, data, now)
-        await tx.add_tasks([NewTask(run_id, now, "signal")])
+        await core_signals.signal(self._rt, run_id, name, data)
 
     async def signal_with_start(
         self,
@@ -498,22 +496,23 @@ class Engine:
 
         Both happen in one transaction, so the signal is never lost to a race
         with the run's start.
+
+        Raises:
+            RunClosedError: The run exists and has finished.
         """
         self._require_open()
-        wf = self._registry.latest(_name_of(workflow))
         if not isinstance(id, str) or not id:
-            raise ParkwayError(f"signal_with_start needs a run id, got {id!r}")
+            raise InvalidArgumentError(f"signal_with_start needs a run id, got {id!r}")
         _check_name(signal, "signal name")
         data = _json.dumps(payload, f"the payload of signal {signal!r}")
-        input_data = _encode_input(wf, input)
-        async with self._store.transaction() as tx:
-            run = await tx.get_run(id)
-            if run is None:
-                await self._insert_run(tx, wf, id, input_data)
-            elif run.status in TERMINAL:
-                raise RunClosedError(id, run.status, f"signal {signal!r}")
-            await self._push_signal(tx, id, signal, data)
-        self._after_commit()
+        wf = self._workflow_to_start(workflow)
+        if wf is None:  # a client, as in start()
+            name = _name_of(workflow)
+            input_data = _json.dumps(input, f"the input of workflow {name!r}")
+            start = (name, LATEST, input_data)
+        else:
+            start = (wf.name, wf.version, _encode_input(wf, input))
+        await core_signals.signal(self._rt, id, signal, data, start=start)
         return RunHandle(self, id)
 
     async def cancel(self, run_id: str) -> None:
@@ -523,19 +522,7 @@ class Engine:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        now = self._clock.now()
-        async with self._store.transaction() as tx:
-            run = await tx.get_run(run_id)
-            if run is None:
-                raise RunNotFoundError(run_id)
-            if run.status in TERMINAL:
-                return
-            if run.lease_owner is None:
-                await cancel(tx, run, now, self)
-            else:  # a worker is advancing it: it will see this task next
-                await tx.add_tasks([NewTask(run_id, now, "cancel")])
-        self._notify_terminal(run_id)
-        self._after_commit()
+        await transitions.cancel_run(self._rt, run_id)
 
     async def publish(
         self,
@@ -551,7 +538,7 @@ class Engine:
         All of it is one transaction. Pass a name and fields, or an :class:`Event`.
 
         Raises:
-            ParkwayError: A field is malformed (the message names it).
+            InvalidEventError: A field is malformed (the message names it).
             SerializationError: The payload is not JSON-serialisable.
             RoutingError: The engine's event extractor failed on this event.
         """
@@ -560,28 +547,14 @@ class Engine:
             event = name
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
-        event, data = prepare(self, event)
-        if not self._paused_workflows and not self._registry.subscribers(event.name):
-            # Nothing to start and no flow disabled: one store operation, which a
-            # store may send with the COMMIT (unless it declines).
-            published = await self._publish_at_once(event, data)
-            if published is not None:
-                return published
-        with self._handing_over() as hand_over:
-            async with self._store.transaction() as tx:
-                result = await publish_in_tx(self, tx, event, data, self._clock.now())
-                for run_id in result.resumed[:1] or result.started[:1]:
-                    await hand_over(tx, run_id)
-        if not result.duplicate:  # accumulators get tasks too, without touching anyone
-            self._after_commit()
-        return result
+        return await intake.publish(self._rt, event)
 
     async def subscriptions(
         self, run_id: str | None = None, name: str | None = None
     ) -> list[SubscriptionInfo]:
         """Live subscriptions (one per waiting run), oldest first."""
         self._require_open()
-        async with self._store.transaction(readonly=True) as tx:
+        async with self._rt.store.transaction(readonly=True) as tx:
             subs = await tx.list_subscriptions(run_id=run_id, name=name)
         out = []
         for sub in subs:
@@ -613,322 +586,90 @@ class Engine:
 
         Raises:
             CorrelationError: ``ttl=0`` and no receiver now.
-            ParkwayError: ``name``, ``key``, ``message_id`` or ``ttl`` is malformed.
+            InvalidMessageError: ``name``, ``key`` or ``message_id`` is malformed.
+            InvalidDurationError: ``ttl`` is malformed.
         """
         self._require_open()
-        messages.check(name, key)
+        check_message(name, key)
         if message_id is not None and (not isinstance(message_id, str) or not message_id):
-            raise ParkwayError(f"message_id must be a non-empty string, got {message_id!r}")
+            raise InvalidArgumentError(f"message_id must be a non-empty string, got {message_id!r}")
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
-        with self._handing_over() as hand_over:
-            if self._registry.message_starter(name) is None:
-                # Most messages find their run waiting: then the delivery is one
-                # statement, which a store may send with the COMMIT. Only a message
-                # nobody waits for takes the transaction below (buffer, or refuse).
-                delivered = await self._deliver(name, key, data, message_id, hand_over)
-                if delivered is not None:
-                    return delivered
-            async with self._store.transaction() as tx:
-                result = await messages.correlate_in_tx(
-                    self, tx, name=name, key=key, payload=data, message_id=message_id,
-                    ttl=seconds, now=self._clock.now(),
-                )  # fmt: skip
-                if result.run_id is not None:
-                    await hand_over(tx, result.run_id)
-        if result.run_id is not None:
-            self._after_commit()
-        return result
-
-    async def _deliver(
-        self, name: str, key: str, data: bytes, message_id: str | None, hand_over: _HandOver
-    ) -> CorrelationResult | None:
-        """A message to the run waiting for it, if one does (``None``: none does)."""
-        body = messages.envelope(name, key, data, message_id)
-
-        async def job(tx: Tx) -> Delivery:
-            # (Run again on its own after a batch that failed: that lease was void.)
-            hand_over.forget()
-            now = self._clock.now()
-            delivery = await tx.deliver_message(
-                name, key, body, now, message_id=message_id,
-                fresh_after=now - self.event_retention, **hand_over.terms(),
-            )  # fmt: skip
-            hand_over.took(delivery.lease)
-            return delivery
-
-        delivery = await self._send(job, order=key)
-        if not delivery.known:
-            raise StoreError(
-                f"message {name!r} with key {key!r}: the store did not say what it did with it"
-            )
-        if delivery.outcome == "duplicate":
-            return CorrelationResult("duplicate")
-        if delivery.outcome != "delivered" or delivery.run_id is None:
-            hand_over.forget()  # nothing was leased: the place is for what comes next
-            return None
-        self._after_commit()
-        return CorrelationResult("delivered", delivery.run_id)
-
-    async def _publish_at_once(self, event: Event, data: bytes) -> PublishResult | None:
-        """A publish that starts nothing, as one store operation (``Tx.deliver_event``);
-        ``None``: the store declined (nothing was written)."""
-        assert event.id is not None and event.domain is not None
-        event_id, domain = event.id, event.domain
-        envelope = orjson.dumps(event.to_dict())  # (prepare() validated the payload)
-        with self._handing_over() as hand_over:
-
-            async def job(tx: Tx) -> EventDelivery:
-                hand_over.forget()  # (as in _deliver)
-                now = self._clock.now()
-                record = EventRecord(event_id, event.name, domain, event.subject, data, now)
-                delivery = await tx.deliver_event(
-                    record, event.payload, envelope, fresh_after=now - self.event_retention,
-                    **hand_over.terms(),
-                )  # fmt: skip
-                hand_over.took(delivery.lease)
-                return delivery
-
-            delivery = await self._send(job, order=event_id)
-            if not delivery.waits:
-                hand_over.forget()  # nothing was leased: the place is for what comes next
-        if not delivery.known:
-            raise StoreError(
-                f"event {event.name!r} (id {event_id!r}): the store did not say what it did with it"
-            )
-        if delivery.outcome is None:
-            return None
-        if delivery.outcome == "duplicate":
-            return PublishResult(duplicate=True, event_id=event_id)
-        if delivery.waits:
-            self._after_commit()
-        return published(event, delivery.waits)
-
-    async def _send(self, job: Callable[[Tx], Awaitable[T]], *, order: str) -> T:
-        """Run a sender's ``job`` (a publish, a correlate) in a transaction: through
-        this engine's committer, where the jobs of its senders in flight share one."""
-        self._sending += 1
-        try:
-            if self._sends is not None:
-                # Alone: no other job of this process could share the commit. In a
-                # batch, by ``order``: two batches take the keys' locks in one order.
-                done: T = await self._sends.run(job, alone=self._sending == 1, order=order)
-                return done
-            async with self._store.transaction() as tx:
-                return await job(tx)
-        finally:
-            self._sending -= 1
+        return await core_messages.correlate(
+            self._rt, name, key, data, message_id=message_id, ttl=seconds
+        )
 
     async def messages(self, status: str | None = None) -> list[MessageInfo]:
         """Buffered messages and dead letters (``status="expired"``), oldest first."""
         self._require_open()
         if status is not None and status not in ("buffered", "expired"):
-            raise ParkwayError(f"message status must be 'buffered' or 'expired', got {status!r}")
-        async with self._store.transaction() as tx:
-            await messages.expire(tx, self._clock.now())
-            records = await tx.list_messages(status)
-        return [messages.info(m) for m in records]
+            raise InvalidArgumentError(
+                f"message status must be 'buffered' or 'expired', got {status!r}"
+            )
+        return await core_messages.listing(self._rt, status)
 
     async def retry_message(self, id: int, *, ttl: Duration | None = None) -> CorrelationResult:
         """Correlate a buffered message or dead letter again (an operator's action).
 
         Without a receiver it is buffered again for ``ttl``; with ``ttl=0`` and
         no receiver, ``CorrelationError`` is raised and the message stays as it was.
+
+        Raises:
+            MessageNotFoundError: No buffered message or dead letter has that id.
         """
         self._require_open()
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
-        async with self._store.transaction() as tx:
-            message = await tx.get_message(id)
-            if message is None:
-                raise MessageNotFoundError(id)
-            await tx.delete_message(id)
-            result = await messages.correlate_in_tx(
-                self, tx, name=message.name, key=message.key, payload=message.payload or b"null",
-                message_id=message.message_id, ttl=seconds, now=self._clock.now(), dedup=False,
-            )  # fmt: skip
-        if result.run_id is not None:
-            self._after_commit()
-        return result
+        return await core_messages.retry(self._rt, id, seconds)
 
     async def discard_message(self, id: int) -> None:
-        """Delete a buffered message or dead letter for good."""
+        """Delete a buffered message or dead letter for good.
+
+        Raises:
+            MessageNotFoundError: No buffered message or dead letter has that id.
+        """
         self._require_open()
-        async with self._store.transaction() as tx:
-            if await tx.get_message(id) is None:
-                raise MessageNotFoundError(id)
-            await tx.delete_message(id)
+        await core_messages.discard(self._rt, id)
 
-    async def _maybe_sweep(self) -> None:
-        """Sweep if ``SWEEP_INTERVAL`` of engine time passed since the last sweep."""
-        now = self._clock.now()
-        if self._last_sweep is None:
-            self._last_sweep = now
-        if now - self._last_sweep < SWEEP_INTERVAL:
-            return
-        self._last_sweep = now
-        try:
-            await self._sweep()
-        except Exception:
-            log.warning("sweep failed", exc_info=True)
-
-    async def _sweep(self) -> int:
-        """Drop expired subscriptions, dead-letter expired messages, forget old ids."""
-        now = self._clock.now()
-        async with self._store.transaction() as tx:
-            count = await tx.sweep_subscriptions(now)
-            await tx.prune_events(now - self.event_retention)
-            await tx.prune_message_ids(now - self.event_retention)
-            await messages.expire(tx, now)
-        if count:
-            log.info("swept %d expired subscriptions", count)
-        return count
+    async def sweep(self) -> int:
+        """Sweep now: expired subscriptions, old ids, expired messages (the worker
+        does it every minute of engine time). Returns the subscriptions dropped."""
+        self._require_open()
+        return await housekeeping.sweep(self._rt)
 
     # -- internals ---------------------------------------------------------------------------
 
     def _require_open(self) -> None:
         if not self._open:
-            raise ParkwayError(
-                "the engine is not open; use `async with engine:` or `await engine.open()` first"
-            )
-
-    async def _record(self, run_id: str) -> RunRecord:
-        self._require_open()
-        async with self._store.transaction(readonly=True) as tx:
-            run = await tx.get_run(run_id)
-        if run is None:
-            raise RunNotFoundError(run_id)
-        return run
-
-    async def _result(self, run_id: str, timeout: float | None) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        # In-process completions are announced; another process's are polled.
-        poll = 0.002 if "shared" in self._store.capabilities else 0.05
-        final = self._final.get(run_id)
-        worker = self._worker
-        while True:
-            # A run this process's worker is advancing announces its end here: no
-            # read while it is (on PostgreSQL a round trip, on the cores and the
-            # server the advance itself needs). Once the advance is over (the run
-            # parked, say, or its lease was lost), the poll reads again.
-            if final is not None or worker is None or run_id not in worker.inflight:
-                run = final if final is not None else await self._record(run_id)
-                final = None
-                if run.status == RunStatus.COMPLETED:
-                    return _json.loads(run.output)
-                if run.status == RunStatus.FAILED:
-                    raise WorkflowFailedError(run_id, ErrorInfo.from_dict(_json.loads(run.error)))
-                if run.status == RunStatus.CANCELLED:
-                    raise RunCancelledError(run_id)
-                if run.error is not None:
-                    error = _json.loads(run.error)
-                    if error.get("type") == "NonDeterminismError":
-                        raise rebuild_error(error)
-            wait = poll
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ResultTimeoutError(run_id, timeout or 0.0)
-                wait = min(wait, remaining)
-            event = asyncio.Event()
-            waiters = self._terminal.setdefault(run_id, [])
-            waiters.append(event)
-            try:
-                await asyncio.wait_for(event.wait(), wait)
-            except TimeoutError:
-                pass
-            else:
-                final = self._final.get(run_id)
-            finally:
-                waiters.remove(event)
-                if not waiters:
-                    self._terminal.pop(run_id, None)
-            poll = min(poll * 2, 0.05)
-
-    def _notify_terminal(self, run_id: str, final: RunRecord | None = None) -> None:
-        """The run ended (or is held): wake whoever awaits its result here.
-
-        ``final``: its row as just committed, if known and ended (see ``_final``).
-        """
-        if final is not None and final.status in TERMINAL:
-            self._final[run_id] = final
-            if len(self._final) > FINAL_ROWS:
-                self._final.popitem(last=False)
-        for event in self._terminal.get(run_id, ()):
-            event.set()
-
-    def _poke(self) -> None:
-        if self._worker is not None:
-            self._worker.poke()
-
-    @contextlib.contextmanager
-    def _handing_over(self) -> Iterator[_HandOver]:
-        """The in-process fast path: a run this process gives a task goes straight to
-        its worker, leased in the same transaction, with no claim.
-
-        Yields ``hand_over``: ``await hand_over(tx, run_id)`` inside the
-        transaction, for (at most) one run; or, for a store operation that
-        leases the run it finds (``Tx.deliver_message``), ``hand_over.terms()``
-        as its arguments and ``hand_over.took(lease)`` with what it got. The
-        run is handed over once the block has exited (the transaction
-        committed). Without a worker, or a free place in it, the run is left to
-        a claim.
-        """
-        worker = self._worker
-        hand_over = _HandOver(self, worker.reserve() if worker is not None else None)
-        try:
-            yield hand_over
-        except BaseException:
-            if hand_over.lease is not None:
-                # Rolled back, most likely; but a commit cut off may have gone
-                # through. The worker loads the run and sees whose lease it is
-                # (unless which run it was is not known: then its lease expires).
-                run_id = hand_over.lease.run_id
-                hand_over.lease = Lease(run_id) if run_id else None
-            raise
-        finally:
-            if worker is not None and hand_over.owner is not None:
-                worker.adopt(hand_over.lease)
-
-    def _after_commit(self) -> None:
-        """A commit of this process may have added tasks: wake the local worker.
-
-        A store that pushes does it itself, for exactly the commits that added
-        tasks: a poke after every commit would cost a claim that finds nothing.
-        """
-        if "push" not in self._store.capabilities:
-            self._poke()
-
-    async def _next_due(self, *, after: float | None = None) -> float | None:
-        return await self._store.next_due(after=after)
+            raise EngineClosedError()
 
 
 def _name_of(workflow: str | Callable[..., Any]) -> str:
     if isinstance(workflow, str):
         if not workflow:
-            raise ParkwayError("workflow name must not be empty")
+            raise InvalidArgumentError("workflow name must not be empty")
         return workflow
     name = getattr(workflow, "__parkway_workflow__", None)
     if isinstance(name, str):
         return name
-    raise ParkwayError(f"{workflow!r} is neither a workflow name nor a registered workflow")
+    raise InvalidArgumentError(f"{workflow!r} is neither a workflow name nor a registered workflow")
 
 
 def _check_id(run_id: str | None) -> str:
     if run_id is None:
         return uuid.uuid4().hex
     if not isinstance(run_id, str) or not run_id:
-        raise ParkwayError(f"run id must be a non-empty string, got {run_id!r}")
+        raise InvalidArgumentError(f"run id must be a non-empty string, got {run_id!r}")
     return run_id
 
 
 def _check_name(name: object, what: str) -> None:
     if not isinstance(name, str) or not name:
-        raise ParkwayError(f"{what} must be a non-empty string, got {name!r}")
+        raise InvalidArgumentError(f"{what} must be a non-empty string, got {name!r}")
 
 
 def _check_optional_str(value: object, what: str) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise ParkwayError(f"{what} must be a non-empty string or None, got {value!r}")
+        raise InvalidArgumentError(f"{what} must be a non-empty string or None, got {value!r}")
 
 
 def _encode_input(wf: WorkflowDef, value: Any) -> bytes:
@@ -946,50 +687,4 @@ def _status(status: RunStatus | str | None) -> str | None:
         return RunStatus(status).value
     except ValueError:
         valid = ", ".join(s.value for s in RunStatus)
-        raise ParkwayError(f"unknown run status {status!r}; use one of: {valid}") from None
-
-
-def _info(run: RunRecord) -> RunInfo:
-    return RunInfo(
-        id=run.id,
-        workflow=run.workflow,
-        version=run.version,
-        status=RunStatus(run.status),
-        input=_json.loads(run.input),
-        output=_json.loads(run.output),
-        error=ErrorInfo.from_dict(_json.loads(run.error)),
-        domain=run.domain,
-        subject=run.subject,
-        parent_id=run.parent_id,
-        created_at=_dt(run.created_at),
-        updated_at=_dt(run.updated_at),
-    )
-
-
-class _HandOver:
-    """One run handed to this process's worker (see :meth:`Engine._handing_over`)."""
-
-    def __init__(self, engine: Engine, owner: str | None) -> None:
-        self.engine, self.owner = engine, owner
-        self.lease: Lease | None = None
-
-    async def __call__(self, tx: Tx, run_id: str) -> None:
-        terms = self.terms()
-        if terms:
-            self.took(await tx.lease_run(run_id, now=self.engine._clock.now(), **terms))
-
-    def terms(self) -> dict[str, Any]:
-        """The lease's terms (owner, wall_now, lease_until); none once it was used,
-        or without a free place in the worker."""
-        if self.owner is None or self.lease is not None:
-            return {}
-        wall = time.time()
-        return {"owner": self.owner, "wall_now": wall, "lease_until": wall + self.engine.lease}
-
-    def took(self, lease: Lease | None) -> None:
-        if lease is not None:
-            self.lease = lease
-
-    def forget(self) -> None:
-        """The lease taken was for nothing (the operation found no run): unused again."""
-        self.lease = None
+        raise InvalidArgumentError(f"unknown run status {status!r}; use one of: {valid}") from None

@@ -36,6 +36,43 @@ class InvalidInputError(ParkwayError, ValueError):
         self.workflow, self.field = workflow, field
 
 
+class InvalidArgumentError(InvalidInputError):
+    """An argument of a parkway call is malformed (the message names it).
+
+    Attributes:
+        field: The argument or field at fault, when one is named.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        ParkwayError.__init__(self, message)
+        self.workflow, self.field = None, field
+
+
+class InvalidEventError(InvalidArgumentError):
+    """An event's name, id, domain or subject is malformed."""
+
+
+class InvalidMessageError(InvalidArgumentError):
+    """A message's name, key or message id is malformed."""
+
+
+class InvalidWorkflowError(InvalidArgumentError):
+    """A workflow's registration options are malformed (``@engine.workflow(...)``)."""
+
+
+class EngineClosedError(ParkwayError):
+    """The engine is not open: it was never opened, or it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the engine is not open; use `async with engine:` or `await engine.open()` first"
+        )
+
+
+class WorkflowUsageError(ParkwayError):
+    """A workflow used ``ctx`` in a way replay cannot follow (the message says how to mend it)."""
+
+
 class SerializationError(ParkwayError, TypeError):
     """A value that must be stored is not JSON-serialisable."""
 
@@ -207,3 +244,7 @@ class StoreError(ParkwayError):
 
 class LeaseLostError(ParkwayError):
     """This worker's lease on the run expired and another worker took it over (internal)."""
+
+
+class StoreFailedError(ParkwayError):
+    """The store failed while a run was being advanced; the worker retries the run later."""

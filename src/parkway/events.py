@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from parkway.durations import Duration
+from parkway.errors import InvalidMessageError
 
 
 @dataclass
@@ -165,3 +166,64 @@ class Batch:
     max_size: int
     within: Duration
     key: str | None = None
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    """What ``correlate`` did with a message.
+
+    Attributes:
+        outcome: ``"delivered"`` (to a waiting run), ``"started"`` (a new run),
+            ``"buffered"`` (kept for a later wait) or ``"duplicate"`` (its
+            ``message_id`` was seen already; nothing was done).
+        run_id: The run that got it or was started, else ``None``.
+    """
+
+    outcome: str
+    run_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    """A buffered message or a dead letter.
+
+    Attributes:
+        id: Its id, for ``retry_message`` and ``discard_message``.
+        status: ``"buffered"`` or ``"expired"`` (a dead letter).
+        reason: Why it is a dead letter.
+    """
+
+    id: int
+    name: str
+    key: str
+    payload: Any
+    message_id: str | None
+    status: str
+    reason: str | None
+    received_at: datetime
+    expires_at: datetime
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["received_at"] = self.received_at.isoformat()
+        out["expires_at"] = self.expires_at.isoformat()
+        return out
+
+
+def check_message(name: Any, key: Any) -> None:
+    """Validate a message name and key at the edge."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidMessageError(f"message name must be a non-empty string, got {name!r}")
+    if not isinstance(key, str):
+        raise InvalidMessageError(
+            f"message key must be a string (a business id such as 'APP-001'), "
+            f"got {type(key).__name__} {key!r}"
+        )
+    if not key.strip():
+        raise InvalidMessageError("message key must not be empty")

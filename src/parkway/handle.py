@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from parkway.engine import Engine
-    from parkway.models import RunInfo
+from parkway.models import RunInfo
+
+
+class RunClient(Protocol):
+    """What a handle asks of the engine it came from."""
+
+    async def result(self, run_id: str, timeout: float | None = None) -> Any: ...
+    async def get_run(self, run_id: str) -> RunInfo: ...
+    async def signal(self, run_id: str, name: str, payload: Any = None) -> None: ...
+    async def cancel(self, run_id: str) -> None: ...
 
 
 class RunHandle:
@@ -16,7 +23,7 @@ class RunHandle:
         id: The run's id.
     """
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    def __init__(self, engine: RunClient, run_id: str) -> None:
         self._engine = engine
         self.id = run_id
 
@@ -32,7 +39,7 @@ class RunHandle:
             NonDeterminismError: The run is held: its code no longer replays its journal.
             ResultTimeoutError: ``timeout`` passed first (a ``TimeoutError``).
         """
-        return await self._engine._result(self.id, timeout)
+        return await self._engine.result(self.id, timeout)
 
     async def info(self) -> RunInfo:
         """The run's current :class:`RunInfo`."""

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import enum
+import traceback
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
 from parkway.durations import Duration, to_seconds
+from parkway.errors import (
+    DuplicateSubscriptionError,
+    NonDeterminismError,
+    ParkwayError,
+    RunCancelledError,
+    StepFailedError,
+    WaitTimeoutError,
+    WorkflowFailedError,
+)
 
 
 class _Subscriptable:
@@ -167,3 +177,43 @@ class Retry:
         """Seconds to wait after the ``failed_attempts``-th failure."""
         base, cap = self._delays
         return float(min(cap, base * self.factor ** (failed_attempts - 1)))
+
+
+def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
+    """Describe an exception as data (journaled, stored with a run), so that
+    :func:`rebuild_error` can raise it again on replay."""
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, StepFailedError):
+        data["args"] = [exc.step, exc.attempts, exc.error_type, exc.error_message]
+    elif isinstance(exc, WaitTimeoutError):
+        data["args"] = [exc.what, exc.timeout]
+    elif isinstance(exc, WorkflowFailedError):
+        data["args"] = [exc.run_id, exc.error.to_dict() if exc.error else None]
+    elif isinstance(exc, RunCancelledError):
+        data["args"] = [exc.run_id]
+    elif isinstance(exc, NonDeterminismError):
+        data["args"] = [exc.run_id, exc.position, exc.expected, exc.got]
+    elif isinstance(exc, DuplicateSubscriptionError):
+        data["args"] = [exc.name, exc.key, exc.holder]
+    if with_traceback:
+        data["traceback"] = "".join(traceback.format_exception(exc))
+    return data
+
+
+def rebuild_error(data: dict[str, Any]) -> Exception:
+    """The exception :func:`error_dict` described (a ParkwayError when unknown)."""
+    kind, args = data.get("type"), data.get("args")
+    if args is not None:
+        if kind == "StepFailedError":
+            return StepFailedError(*args)
+        if kind == "WaitTimeoutError":
+            return WaitTimeoutError(*args)
+        if kind == "WorkflowFailedError":
+            return WorkflowFailedError(args[0], ErrorInfo.from_dict(args[1]))
+        if kind == "RunCancelledError":
+            return RunCancelledError(*args)
+        if kind == "NonDeterminismError":
+            return NonDeterminismError(*args)
+        if kind == "DuplicateSubscriptionError":
+            return DuplicateSubscriptionError(*args)
+    return ParkwayError(f"{kind}: {data.get('message')}")

@@ -12,12 +12,9 @@ Example::
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
+from parkway.clock import ClockUser
 from parkway.durations import Duration, to_seconds
-
-if TYPE_CHECKING:
-    from parkway.engine import Engine
 
 __all__ = ["ManualClock"]
 
@@ -38,7 +35,7 @@ class ManualClock:
             if start.tzinfo is None:
                 start = start.replace(tzinfo=UTC)
             self._now = start.timestamp()
-        self._engines: list[Engine] = []
+        self._engines: list[ClockUser] = []
 
     def now(self) -> float:
         """Current engine time, in seconds since the epoch."""
@@ -48,11 +45,11 @@ class ManualClock:
         """Current engine time as an aware UTC ``datetime``."""
         return datetime.fromtimestamp(self._now, UTC)
 
-    def attach(self, engine: Engine) -> None:
+    def attach(self, engine: ClockUser) -> None:
         if engine not in self._engines:
             self._engines.append(engine)
 
-    def detach(self, engine: Engine) -> None:
+    def detach(self, engine: ClockUser) -> None:
         if engine in self._engines:
             self._engines.remove(engine)
 
@@ -70,7 +67,7 @@ class ManualClock:
         target = self._now + to_seconds(duration)
         await self._settle(idle_timeout)
         while True:
-            due = [await e._next_due(after=self._now) for e in self._engines]
+            due = [await e.next_due(after=self._now) for e in self._engines]
             upcoming = [d for d in due if d is not None and d <= target]
             if not upcoming:
                 break
@@ -81,6 +78,6 @@ class ManualClock:
 
     async def _settle(self, idle_timeout: float) -> None:
         for engine in list(self._engines):
-            engine._poke()
+            engine.poke()
         for engine in list(self._engines):
             await engine.idle(timeout=idle_timeout)

@@ -29,7 +29,7 @@ SENDERS = ["here", pytest.param("elsewhere", marks=pytest.mark.requires("shared"
 def count_commits(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
     """How many lease-fenced commits (a worker's, for a run it advances) ``engine``
     has made so far. (Claims are not counted: on some stores they are transactions.)"""
-    store: Any = engine._store
+    store: Any = engine.store
     original = store.transaction
     count = 0
 
@@ -137,7 +137,7 @@ async def test_runs_advanced_together_share_their_commits(engine_url: str) -> No
     async with engine:
         handles = [await engine.start("three", i) for i in range(60)]
         assert [await h.result(timeout=30) for h in handles] == [(i + 1) * 2 + 1 for i in range(60)]
-        committer = engine._worker.committer if engine._worker is not None else None
+        committer = engine.worker.committer if engine.worker is not None else None
     assert committer is not None
     # Every step commit of every run went through it, and runs in flight together
     # shared transactions: fewer transactions than commits.
@@ -157,6 +157,6 @@ async def test_a_lone_run_commits_each_step_at_once(engine_url: str) -> None:
 
     async with engine:
         assert await (await engine.start("three", None)).result(timeout=10) == "3"
-        committer = engine._worker.committer if engine._worker is not None else None
+        committer = engine.worker.committer if engine.worker is not None else None
     if committer is not None:
         assert committer.batches == committer.jobs >= 3

@@ -18,6 +18,7 @@ from parkway import (
     RunInfo,
     RunStatus,
 )
+from parkway.core import runs as core_runs
 
 from .steps import blocking_step
 
@@ -446,13 +447,13 @@ async def test_result_of_a_run_advanced_here_waits_for_its_end_without_reading(
         return stepped
 
     reads: list[str] = []
-    record = engine._record
+    record = core_runs.record
 
-    async def counting(run_id: str) -> object:
+    async def counting(rt: object, run_id: str) -> object:
         reads.append(run_id)
-        return await record(run_id)
+        return await record(rt, run_id)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(engine, "_record", counting)
+    monkeypatch.setattr(core_runs, "record", counting)
     handle = await engine.start("worked", "end")
     await asyncio.wait_for(in_step.wait(), 10)
     waiting = asyncio.ensure_future(handle.result(timeout=10))

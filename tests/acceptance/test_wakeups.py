@@ -14,7 +14,7 @@ import asyncio
 
 import pytest
 
-import parkway.worker
+import parkway.worker.loop
 from parkway import Engine, RunStatus
 
 from .steps import blocking_step
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(autouse=True)
 def no_fallback_poll(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parkway.worker, "FULL_POLL", 3600.0)
+    monkeypatch.setattr(parkway.worker.loop, "FULL_POLL", 3600.0)
 
 
 @pytest.mark.requires("push")
@@ -138,8 +138,8 @@ async def test_another_processs_signal_wakes_the_idle_worker_without_a_poll(
     # No poll at all (SQLite's data_version poll is an hour long too): the worker
     # hears of the client's commit (a wake-up datagram on SQLite, NOTIFY on
     # PostgreSQL), each time, or the run never resumes.
-    monkeypatch.setattr(parkway.worker, "CROSS_PROCESS_POLL", 3600.0)
-    monkeypatch.setattr(parkway.worker, "QUIET_POLL", 3600.0)
+    monkeypatch.setattr(parkway.worker.loop, "CROSS_PROCESS_POLL", 3600.0)
+    monkeypatch.setattr(parkway.worker.loop, "QUIET_POLL", 3600.0)
     worker, client = Engine(engine_url), Engine(engine_url, worker=False)
     for engine in (worker, client):
 

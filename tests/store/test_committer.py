@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from parkway.committer import Committer
+from parkway.core.committer import Committer
 from parkway.errors import LeaseLostError, StoreError
 from parkway.store import Store
 from parkway.store.base import NewTask, Tx

@@ -24,7 +24,7 @@ from parkway import Engine, ParkwayError, RunHandle, StoreError
 from parkway.errors import LeaseLostError
 from parkway.matching import shape_of
 from parkway.store import open_store, postgres
-from parkway.store.base import Delivery, EventDelivery, NewTask, Sent
+from parkway.store.base import EventDelivery, MessageDelivery, NewTask, Sent
 from parkway.store.postgres import DELIVER_EVENT_SHAPES, MIGRATIONS, PostgresStore
 
 from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
@@ -567,7 +567,7 @@ async def waiting_for(store: PostgresStore, run_id: str, key: str) -> None:
         await tx.add_subscription(message_wait(run_id, "payment", key))
 
 
-async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) -> Delivery:
+async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) -> MessageDelivery:
     terms: dict[str, object] = {}
     if lease:
         terms = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
@@ -628,7 +628,7 @@ async def test_a_delivery_cut_off_before_it_reached_the_server_is_sent_again(
     assert await task_kinds(store, "r") == ["message"]  # the mark said "not committed"
 
 
-async def deliveries_together(store: PostgresStore, keys: list[str]) -> list[Delivery]:
+async def deliveries_together(store: PostgresStore, keys: list[str]) -> list[MessageDelivery]:
     """One transaction of several deliveries, as a sender's batch is (unleased)."""
     async with store.transaction() as tx:
         return [
@@ -722,7 +722,7 @@ async def test_messages_in_flight_from_one_sender_share_commits(engine_url: str)
             ("delivered", f"loan-{i}") for i in range(16)
         ]
         assert [await h.result(timeout=10) for h in handles] == list(range(16))
-        sends = engine._sends
+        sends = engine._rt.sends
         assert sends is not None and sends.jobs == 16 and sends.batches < 16
 
 
@@ -755,17 +755,17 @@ async def test_messages_of_a_failed_batch_are_sent_again_each_and_handed_over(
 ) -> None:
     async with Engine(engine_url) as engine:
         handles = await parked_loans(engine, 8)
-        assert engine._sends is not None and engine._worker is not None
-        failing = FailFirstBatch(engine._sends._store)
-        engine._sends._store = failing  # type: ignore[assignment]
+        assert engine._rt.sends is not None and engine.worker is not None
+        failing = FailFirstBatch(engine._rt.sends._store)
+        engine._rt.sends._store = failing  # type: ignore[assignment]
         launched: list[str] = []
-        launch = engine._worker._launch
+        launch = engine.worker._launch
 
         def spy(run_id: str, *args: object) -> None:
             launched.append(run_id)
             launch(run_id, *args)  # type: ignore[arg-type]
 
-        engine._worker._launch = spy  # type: ignore[method-assign]
+        engine.worker._launch = spy  # type: ignore[method-assign]
         results = await asyncio.gather(*(engine.correlate("score", f"K{i}", i) for i in range(8)))
         assert failing.failed
         assert [(r.outcome, r.run_id) for r in results] == [
@@ -1244,9 +1244,9 @@ async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(
     import contextlib
     import inspect
 
-    import parkway.worker
+    import parkway.worker.loop
 
-    monkeypatch.setattr(parkway.worker, "RETRY_DELAY", 0.1)
+    monkeypatch.setattr(parkway.worker.loop, "RETRY_DELAY", 0.1)
     engine = Engine(engine_url)
 
     @engine.workflow()
@@ -1255,7 +1255,7 @@ async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(
         return first + await ctx.step(lambda: 2, name="b")
 
     async with engine:
-        store = engine._store
+        store = engine.store
         real = store.transaction
         failures = [ParkwayError("PostgreSQL ...: server unreachable (simulated)")]
 

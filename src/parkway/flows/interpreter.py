@@ -25,12 +25,12 @@ from parkway.flows.loader import FlowDefinition, load
 from parkway.flows.nodes import FlowContext, SubscriptionRequest
 from parkway.flows.templates import Scope
 from parkway.registry import WorkflowDef
-from parkway.transitions import TERMINAL
+from parkway.store.base import ENDED
 
 if TYPE_CHECKING:
-    from parkway.context import WorkflowContext
-    from parkway.engine import Engine
+    from parkway.core.runtime import Runtime
     from parkway.events import Event
+    from parkway.replay.context import WorkflowContext
     from parkway.store.base import RunRecord, Tx
 
 log = logging.getLogger("parkway.flows")
@@ -219,7 +219,7 @@ def start_rule(
         if flow.frequency == "one_time":
             log.info("flow %r runs once per subject; %r had run %s", flow.id, subject, run.id)
             return None
-        if run.status not in TERMINAL or now < run.created_at + flow.interval:
+        if run.status not in ENDED or now < run.created_at + flow.interval:
             log.info(
                 "flow %r: run %s of subject %r started less than %gs ago; not starting",
                 flow.id, run.id, subject, flow.interval,
@@ -247,11 +247,13 @@ def register_action(
     actions[name] = handler
 
 
-def add_flow(engine: Engine, definition: Any, *, domain: str = "default") -> FlowDefinition:
-    """Load ``definition`` and register its workflow on ``engine`` (see ``Engine.add_flow``)."""
+def add_flow(
+    rt: Runtime, node_models: Mapping[str, Any], definition: Any, *, domain: str = "default"
+) -> FlowDefinition:
+    """Load ``definition`` and register its workflow in ``rt`` (see ``Engine.add_flow``)."""
     if not isinstance(domain, str) or not domain:
-        raise ParkwayError(f"domain must be a non-empty string, got {domain!r}")
-    flow = load(definition, node_models=engine.node_models, actions=engine._flow_actions)
+        raise FlowDefinitionError(f"domain must be a non-empty string, got {domain!r}")
+    flow = load(definition, node_models=node_models, actions=rt.actions)
     if not flow.enabled:
         # Not registered: no event starts it; publishes here pass its parked runs by
         # (they stay subscribed and wait for an event after it is enabled again).
@@ -259,11 +261,11 @@ def add_flow(engine: Engine, definition: Any, *, domain: str = "default") -> Flo
             "flow %r is disabled (options.enabled is false): it starts and resumes no runs",
             flow.id,
         )
-        engine._paused_workflows.add(flow.id)
+        rt.paused.add(flow.id)
         return flow
-    engine._paused_workflows.discard(flow.id)
-    fn = workflow_fn(flow, engine._flow_actions)
-    engine._registry.add(
+    rt.paused.discard(flow.id)
+    fn = workflow_fn(flow, rt.actions)
+    rt.registry.add(
         WorkflowDef(
             name=flow.id, version=flow.version, fn=fn, on_event=(flow.start_event,),
             start_rule=start_rule(flow, domain),

@@ -214,7 +214,7 @@ class Api:
         self.engine = engine
 
     def _require_open(self) -> None:
-        if not self.engine._open:
+        if not self.engine.is_open:
             raise Problem(503, "the engine is not open (the server is starting or stopping)")
 
     async def publish(self, request: Request) -> Response:
@@ -481,7 +481,7 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        opened = not engine._open
+        opened = not engine.is_open
         if opened:
             await engine.open()
         try:

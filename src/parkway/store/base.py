@@ -12,14 +12,12 @@ manual test clock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from parkway import _json
 from parkway.errors import LeaseLostError
-from parkway.matching import matches, payload_digest
 from parkway.models import RunStatus
 
 
@@ -172,7 +170,6 @@ class Lease:
     loaded: LoadedRun | None = None
 
 
-# Statuses of a run that has ended (no journal to replay).
 @dataclass
 class Sent:
     """What :meth:`Tx.send_signal` found: the run's status (``None``: no such run).
@@ -187,9 +184,9 @@ class Sent:
 
 
 @dataclass
-class Delivery:
-    """What :meth:`Tx.deliver_message` did, known once its transaction has committed
-    (``known``; see :class:`Sent`).
+class MessageDelivery:
+    """What :meth:`FusedTx.deliver_message` did, known once its transaction has
+    committed (``known``; see :class:`Sent`).
 
     ``outcome``: ``"delivered"`` (to ``run_id``), ``"duplicate"`` (its message id
     was seen), or ``None``: no run waits for it (nothing was written). ``lease``:
@@ -204,7 +201,7 @@ class Delivery:
 
 @dataclass
 class EventDelivery:
-    """What :meth:`Tx.deliver_event` did, known once its transaction has committed
+    """What :meth:`FusedTx.deliver_event` did, known once its transaction has committed
     (``known``; see :class:`Sent`).
 
     ``outcome``: ``"published"`` (recorded, and delivered to ``waits``: one
@@ -225,7 +222,12 @@ class EventDelivery:
 # again instead of dropped.
 MESSAGE_TASK = "message"
 
+# Statuses of a run that has ended (no journal to replay).
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+
+# The capability of a store whose transactions are :class:`FusedTx`: the senders'
+# fast paths (a delivery and its lease) are one statement there, not several.
+FUSED = "fused"
 
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
@@ -340,32 +342,6 @@ class Tx(Protocol):
         """
         ...
 
-    async def deliver_event(
-        self,
-        event: EventRecord,
-        payload: Any,
-        envelope: bytes,
-        *,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> EventDelivery:
-        """A publish that only resumes waits (no workflow starts for it).
-
-        Unless the event's id was seen at or after ``fresh_after`` (then
-        ``"duplicate"``, nothing written), record it as :meth:`record_event`
-        would and take every event wait its ``payload`` (``event.payload``
-        decoded) matches, as :func:`take_event_waits` does: each gets a delivery
-        task carrying ``envelope`` due at ``event.published_at``. With
-        ``owner``, also lease the first run to it as :meth:`lease_run` would.
-        A store may decline (say, because the waits' match shapes are not the
-        ones it expected), writing nothing. What it did may be known only once
-        the transaction has committed, so that a store can send all of it with
-        the ``COMMIT``.
-        """
-        ...
-
     async def get_event(self, event_id: str) -> EventRecord | None: ...
     async def insert_event(self, event: EventRecord) -> None: ...
     async def delete_event(self, event_id: str) -> None: ...
@@ -401,33 +377,6 @@ class Tx(Protocol):
         or its deadline has passed at ``now`` (then it stays: its timeout wins)."""
         ...
 
-    async def deliver_message(
-        self,
-        name: str,
-        key: str,
-        body: bytes,
-        now: float,
-        *,
-        message_id: str | None,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> Delivery:
-        """A message straight to the run waiting for it, if one does.
-
-        Unless ``message_id`` was seen at or after ``fresh_after`` (then:
-        ``"duplicate"``, nothing written), take the wait as
-        :meth:`take_message_wait` would, give its run a :data:`MESSAGE_TASK`
-        task carrying ``body`` due at ``now``, and remember ``message_id`` as
-        seen at ``now``. With ``owner``, also lease the run to it as
-        :meth:`lease_run` would. With no wait, nothing is written: the caller
-        goes on to start a run or buffer the message, in a transaction of its
-        own. What it did may be known only once the transaction has committed,
-        so that a store can send all of it with the ``COMMIT``.
-        """
-        ...
-
     async def add_message(self, message: MessageRecord) -> int:
         """Buffer a message (its ``id`` is ignored); return the new id."""
         ...
@@ -446,6 +395,67 @@ class Tx(Protocol):
     async def message_id_seen(self, message_id: str) -> float | None: ...
     async def remember_message_id(self, message_id: str, at: float) -> None: ...
     async def prune_message_ids(self, before: float) -> None: ...
+
+
+class FusedTx(Tx, Protocol):
+    """A transaction of a store with the ``"fused"`` capability: the senders' fast
+    paths (:func:`parkway.core.intake.deliver`, :func:`parkway.core.messages.deliver`)
+    as one operation each, which the store may send with the ``COMMIT`` (one round
+    trip). Their meaning is the core's composed path's, which the conformance suite
+    checks on every backend."""
+
+    async def deliver_event(
+        self,
+        event: EventRecord,
+        payload: Any,
+        envelope: bytes,
+        *,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> EventDelivery:
+        """A publish that only resumes waits (no workflow starts for it).
+
+        Unless the event's id was seen at or after ``fresh_after`` (then
+        ``"duplicate"``, nothing written), record it as :meth:`record_event`
+        would and take every event wait its ``payload`` (``event.payload``
+        decoded) matches, as :func:`parkway.core.intake.take_event_waits` does: each gets a delivery
+        task carrying ``envelope`` due at ``event.published_at``. With
+        ``owner``, also lease the first run to it as :meth:`lease_run` would.
+        A store may decline (say, because the waits' match shapes are not the
+        ones it expected), writing nothing. What it did may be known only once
+        the transaction has committed, so that a store can send all of it with
+        the ``COMMIT``.
+        """
+        ...
+
+    async def deliver_message(
+        self,
+        name: str,
+        key: str,
+        body: bytes,
+        now: float,
+        *,
+        message_id: str | None,
+        fresh_after: float,
+        owner: str | None = None,
+        wall_now: float = 0.0,
+        lease_until: float = 0.0,
+    ) -> MessageDelivery:
+        """A message straight to the run waiting for it, if one does.
+
+        Unless ``message_id`` was seen at or after ``fresh_after`` (then:
+        ``"duplicate"``, nothing written), take the wait as
+        :meth:`take_message_wait` would, give its run a :data:`MESSAGE_TASK`
+        task carrying ``body`` due at ``now``, and remember ``message_id`` as
+        seen at ``now``. With ``owner``, also lease the run to it as
+        :meth:`lease_run` would. With no wait, nothing is written: the caller
+        goes on to start a run or buffer the message, in a transaction of its
+        own. What it did may be known only once the transaction has committed,
+        so that a store can send all of it with the ``COMMIT``.
+        """
+        ...
 
 
 class Store(Protocol):
@@ -550,47 +560,10 @@ def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
     return run.status not in ENDED and any(t.kind == "signal" for t in tasks)
 
 
-async def take_event_waits(
-    tx: Tx, event: EventRecord, payload: Any, envelope: bytes, paused: Collection[str] = ()
-) -> list[tuple[str, str]]:
-    """Take the event waits ``event`` matches (``payload``: its payload decoded), each
-    with a delivery task carrying ``envelope``; their ``(run id, wait)``, in order.
-
-    Shape by shape, the waits under the payload's digest (the oldest first); of
-    those, each whose match rule holds (the digest narrows, the rule decides, and
-    guards against collisions) and whose deadline and expiry have not passed, and
-    whose run is not of a workflow in ``paused`` (a disabled flow's runs keep
-    waiting, for a later event).
-    """
-    now = event.published_at
-    taken: list[tuple[str, str]] = []
-    for shape in await tx.shapes(event.domain, event.name):
-        digest = payload_digest(payload, shape)
-        if digest is None:
-            continue
-        subs = await tx.find_subscriptions(
-            domain=event.domain, name=event.name, shape=shape, digest=digest,
-            subject=event.subject, kind="event",
-        )  # fmt: skip
-        for sub in subs:
-            if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
-                continue
-            if sub.deadline is not None and now > sub.deadline:
-                continue  # the wait's timeout passed first; its timer will say so
-            if paused:
-                run = await tx.get_run(sub.run_id)
-                if run is not None and run.workflow in paused:
-                    continue
-            await tx.delete_subscription(sub.run_id, sub.pos)
-            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
-            taken.append((sub.run_id, sub.wait))
-    return taken
-
-
 class ComposedTx:
     """The :class:`Tx` operations made of the primitive ones, for stores whose
     statements are cheap (memory, SQLite). The PostgreSQL store does each in
-    fewer round trips instead."""
+    one statement instead."""
 
     def _tx(self) -> Tx:
         return cast(Tx, self)
@@ -632,60 +605,6 @@ class ComposedTx:
             await tx.delete_event(event.id)
         await tx.insert_event(event)
         return None
-
-    async def deliver_event(
-        self,
-        event: EventRecord,
-        payload: Any,
-        envelope: bytes,
-        *,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> EventDelivery:
-        tx = self._tx()
-        if await tx.record_event(event, fresh_after) is not None:
-            return EventDelivery("duplicate", known=True)
-        waits = await take_event_waits(tx, event, payload, envelope)
-        lease = None
-        if owner is not None and waits:
-            lease = await tx.lease_run(
-                waits[0][0], owner=owner, now=event.published_at, wall_now=wall_now,
-                lease_until=lease_until,
-            )  # fmt: skip
-        return EventDelivery("published", waits, known=True, lease=lease)
-
-    async def deliver_message(
-        self,
-        name: str,
-        key: str,
-        body: bytes,
-        now: float,
-        *,
-        message_id: str | None,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> Delivery:
-        tx = self._tx()
-        if message_id is not None:
-            seen = await tx.message_id_seen(message_id)
-            if seen is not None and seen >= fresh_after:
-                return Delivery("duplicate", known=True)
-        wait = await tx.take_message_wait(name, key, now)
-        if wait is None:
-            return Delivery(None, known=True)
-        await tx.add_tasks([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
-        if message_id is not None:
-            await tx.remember_message_id(message_id, now)
-        lease = None
-        if owner is not None:
-            lease = await tx.lease_run(
-                wait.run_id, owner=owner, now=now, wall_now=wall_now, lease_until=lease_until
-            )
-        return Delivery("delivered", wait.run_id, known=True, lease=lease)
 
     async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
         tx = self._tx()

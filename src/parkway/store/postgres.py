@@ -97,12 +97,12 @@ from parkway.store import pgwire
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
-    Delivery,
     EventDelivery,
     EventRecord,
     JournalEntry,
     Lease,
     LoadedRun,
+    MessageDelivery,
     MessageRecord,
     NewTask,
     RunRecord,
@@ -1101,11 +1101,11 @@ class PostgresTx:
         owner: str | None = None,
         wall_now: float = 0.0,
         lease_until: float = 0.0,
-    ) -> Delivery:
+    ) -> MessageDelivery:
         # One statement after the locks (see message_id_seen and message_wait), and
         # the lease of the run it delivers to after it: all queued, so that with the
         # COMMIT they are one round trip; a lost reply is settled by the commit mark.
-        delivery = Delivery()
+        delivery = MessageDelivery()
         token, unannounce = self._announce_maybe(now)
         params: dict[str, Any] = dict(
             mid=message_id, fresh=fresh_after, name=name, key=key, now=now, body=body,
@@ -1197,7 +1197,7 @@ class PostgresStore:
     """
 
     capabilities: frozenset[str] = frozenset(
-        {"persistent", "shared", "push", "cheap_claim", "group_commit"}
+        {"persistent", "shared", "push", "cheap_claim", "group_commit", "fused"}
     )
 
     def __init__(

@@ -6,9 +6,14 @@ import random as _random
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
-from parkway.commands import (
+from parkway.durations import Duration, to_seconds
+from parkway.errors import ParkwayError
+from parkway.events import Event, PublishResult, check_message
+from parkway.matching import check_match
+from parkway.models import Retry
+from parkway.replay.commands import (
     ChildResultCmd,
     ContinueAsNew,
     EventCmd,
@@ -19,12 +24,6 @@ from parkway.commands import (
     StartChildCmd,
     StepCmd,
 )
-from parkway.durations import Duration, to_seconds
-from parkway.errors import ParkwayError
-from parkway.models import Retry
-
-if TYPE_CHECKING:
-    from parkway.events import Event, PublishResult
 
 T = TypeVar("T")
 
@@ -205,8 +204,6 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        from parkway.matching import check_match
-
         if not isinstance(name, str) or not name.strip():
             raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
         check_match(match)
@@ -229,9 +226,7 @@ class WorkflowContext:
             DuplicateSubscriptionError: Another run already waits for ``(name, key)``.
             WaitTimeoutError: ``timeout`` passed first.
         """
-        from parkway.messages import check
-
-        check(name, key)
+        check_message(name, key)
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await MessageCmd(name, key, seconds)
 

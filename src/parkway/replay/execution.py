@@ -22,13 +22,32 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import traceback as tb
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from parkway import _json
-from parkway.commands import (
+from parkway.core.committer import Job
+from parkway.core.intake import prepare, publish_in_tx
+from parkway.core.messages import MessageWait, rebuffer
+from parkway.core.runtime import Runtime
+from parkway.errors import (
+    DuplicateSubscriptionError,
+    LeaseLostError,
+    NonDeterminismError,
+    ParkwayError,
+    RunCancelledError,
+    RunNotFoundError,
+    SerializationError,
+    StepFailedError,
+    StoreFailedError,
+    WaitTimeoutError,
+    WorkflowFailedError,
+)
+from parkway.events import Event, PublishResult
+from parkway.matching import match_digest, matches, shape_of
+from parkway.models import ErrorInfo, Retry, RunStatus, error_dict, rebuild_error
+from parkway.replay.commands import (
     ChildResultCmd,
     Command,
     ContinueAsNew,
@@ -40,25 +59,7 @@ from parkway.commands import (
     StartChildCmd,
     StepCmd,
 )
-from parkway.committer import Job
-from parkway.context import WorkflowContext
-from parkway.errors import (
-    DuplicateSubscriptionError,
-    LeaseLostError,
-    NonDeterminismError,
-    ParkwayError,
-    RunCancelledError,
-    RunNotFoundError,
-    SerializationError,
-    StepFailedError,
-    WaitTimeoutError,
-    WorkflowFailedError,
-)
-from parkway.events import Event, PublishResult
-from parkway.intake import prepare, publish_in_tx
-from parkway.matching import match_digest, matches, shape_of
-from parkway.messages import MessageWait, rebuffer
-from parkway.models import ErrorInfo, Retry, RunStatus
+from parkway.replay.context import WorkflowContext
 from parkway.store.base import (
     MESSAGE_TASK,
     JournalEntry,
@@ -70,7 +71,6 @@ from parkway.store.base import (
 )
 
 if TYPE_CHECKING:
-    from parkway.engine import Engine
     from parkway.registry import WorkflowDef
     from parkway.store.base import Tx
 
@@ -82,10 +82,6 @@ DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
 
 class Park(Exception):
     """Internal: the workflow reached a wait whose input has not arrived."""
-
-
-class StoreFailedError(ParkwayError):
-    """The store failed while a run was being advanced; the worker retries the run later."""
 
 
 @dataclass
@@ -147,16 +143,16 @@ class Writes:
             for entry in self.journal.values()
         )
 
-    async def apply(self, tx: Tx, engine: Engine, *, ending: bool = False) -> None:
+    async def apply(self, tx: Tx, rt: Runtime, *, ending: bool = False) -> None:
         """Write them in ``tx``.
 
         ``ending``: the run ends in this transaction, and ``transitions.finish``
         drops all its tasks and subscriptions after (buffering again each message
         delivery it did not take): no wait's need go one by one.
         """
-        now = engine._clock.now()
+        now = rt.now()
         for pos, event, payload in self.publishes:
-            result = await publish_in_tx(engine, tx, event, payload, now)
+            result = await publish_in_tx(rt, tx, event, payload, now)
             value = _json.dumps(result.to_dict())
             self.journal[pos] = JournalEntry(pos, "publish", event.name, "done", value, None, now)
         for run in self.runs:
@@ -189,7 +185,7 @@ class Writes:
             rebuffered: set[int] = set()
             for pos in messages:
                 rebuffered |= await rebuffer(
-                    engine, tx, self.run_id, now, pos=pos, keep=keep, tasks=tasks
+                    rt, tx, self.run_id, now, pos=pos, keep=keep, tasks=tasks
                 )
                 await tx.delete_subscription(self.run_id, pos)
             stale = [
@@ -241,51 +237,12 @@ class Lookback:
         await tx.add_subscription(sub)
 
 
-def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
-    """Describe an exception so that :func:`rebuild_error` can raise it again on replay."""
-    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    if isinstance(exc, StepFailedError):
-        data["args"] = [exc.step, exc.attempts, exc.error_type, exc.error_message]
-    elif isinstance(exc, WaitTimeoutError):
-        data["args"] = [exc.what, exc.timeout]
-    elif isinstance(exc, WorkflowFailedError):
-        data["args"] = [exc.run_id, exc.error.to_dict() if exc.error else None]
-    elif isinstance(exc, RunCancelledError):
-        data["args"] = [exc.run_id]
-    elif isinstance(exc, NonDeterminismError):
-        data["args"] = [exc.run_id, exc.position, exc.expected, exc.got]
-    elif isinstance(exc, DuplicateSubscriptionError):
-        data["args"] = [exc.name, exc.key, exc.holder]
-    if with_traceback:
-        data["traceback"] = "".join(tb.format_exception(exc))
-    return data
-
-
-def rebuild_error(data: dict[str, Any]) -> Exception:
-    """The exception :func:`error_dict` described (a ParkwayError when unknown)."""
-    kind, args = data.get("type"), data.get("args")
-    if args is not None:
-        if kind == "StepFailedError":
-            return StepFailedError(*args)
-        if kind == "WaitTimeoutError":
-            return WaitTimeoutError(*args)
-        if kind == "WorkflowFailedError":
-            return WorkflowFailedError(args[0], ErrorInfo.from_dict(args[1]))
-        if kind == "RunCancelledError":
-            return RunCancelledError(*args)
-        if kind == "NonDeterminismError":
-            return NonDeterminismError(*args)
-        if kind == "DuplicateSubscriptionError":
-            return DuplicateSubscriptionError(*args)
-    return ParkwayError(f"{kind}: {data.get('message')}")
-
-
 class Execution:
     """One advance of one run by one worker."""
 
     def __init__(
         self,
-        engine: Engine,
+        rt: Runtime,
         run: RunRecord,
         wf: WorkflowDef,
         journal: list[JournalEntry],
@@ -294,10 +251,10 @@ class Execution:
         commit: Callable[[Job], Awaitable[Any]] | None = None,
         signals: list[SignalRecord] | None = None,
     ) -> None:
-        self.engine = engine
+        self.rt = rt
         # How a flush is committed: the worker's (lease-fenced, maybe grouped), or alone.
         self.commit = commit or self._commit_alone
-        self.store = engine._store
+        self.store = rt.store
         self.run = run
         self.wf = wf
         self.entries = {e.pos: e for e in journal}
@@ -319,7 +276,7 @@ class Execution:
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 
     def clock_now(self) -> float:
-        return self.engine._clock.now()
+        return self.rt.now()
 
     def side(self, name: str, produce: Any) -> Any:
         pos, entry = self._begin("value", name)
@@ -585,7 +542,7 @@ class Execution:
         pos, entry = self._begin(kind, cmd.name)
         if entry is not None:
             return self._replayed(entry)  # type: ignore[no-any-return]
-        wf = self.engine._registry.latest(cmd.name)
+        wf = self.rt.registry.latest(cmd.name)
         data = _json.dumps(wf.check_input(cmd.input), f"the input of workflow {cmd.name!r}")
         domain, subject = self.run.domain, self.run.subject
         parent: str | None = self.run.id
@@ -644,7 +601,7 @@ class Execution:
             )  # fmt: skip
             since = None
             if cmd.since_start:
-                since = max(self.run.created_at, now - self.engine.event_retention)
+                since = max(self.run.created_at, now - self.rt.settings.event_retention)
             self.writes.subscriptions.append(Lookback(sub, since, self._consumed_events()))
         raise Park
 
@@ -730,7 +687,7 @@ class Execution:
             return PublishResult.from_dict(_json.loads(entry.value))
         event_id = cmd.event_id or f"{self.run.id}:{self.run.generation}:{pos}"
         event, payload = prepare(
-            self.engine,
+            self.rt,
             Event(cmd.name, cmd.payload, id=event_id, domain=self.run.domain, subject=cmd.subject),
         )
         if event.subject is None and self.run.subject is not None:
@@ -828,14 +785,14 @@ class Execution:
         async def job(tx: Tx) -> None:
             changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
             await tx.update_leased(self.run.id, changes, owner=self.owner, release=False)
-            await writes.apply(tx, self.engine)
+            await writes.apply(tx, self.rt)
 
         with self._store_errors():
             await self.commit(job)
         for pos, _event, _payload in self.writes.publishes:
             self._last_publish = self.writes.journal[pos]
         self.writes = self._new_writes()
-        self.engine._after_commit()
+        self.rt.after_commit()
 
     @property
     def may_hold_deliveries(self) -> bool:

@@ -14,18 +14,17 @@ other run, at the cost of one small parked run per active key.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from parkway import _json
+from parkway.core.runs import insert_run
+from parkway.core.runtime import Runtime
 from parkway.durations import to_seconds
-from parkway.errors import InvalidInputError, ParkwayError, WaitTimeoutError
+from parkway.errors import InvalidInputError, InvalidWorkflowError, WaitTimeoutError
 from parkway.events import Batch, Debounce, Event
 from parkway.registry import WorkflowDef
+from parkway.replay.context import WorkflowContext
 from parkway.store.base import NewTask, Tx
-
-if TYPE_CHECKING:
-    from parkway.context import WorkflowContext
-    from parkway.engine import Engine
 
 log = logging.getLogger("parkway.accumulate")
 
@@ -35,7 +34,7 @@ SIGNAL = "parkway.event"
 def normalise(debounce: Any, batch: Any, name: str) -> tuple[Debounce | None, Batch | None]:
     """Check the debounce/batch options of workflow ``name`` at registration."""
     if debounce is not None and batch is not None:
-        raise ParkwayError(
+        raise InvalidWorkflowError(
             f"workflow {name!r} declares both debounce and batch; they are mutually exclusive"
         )
     if debounce is not None:
@@ -47,13 +46,15 @@ def normalise(debounce: Any, batch: Any, name: str) -> tuple[Debounce | None, Ba
         _check_key(debounce.key, name)
     if batch is not None:
         if not isinstance(batch, Batch):
-            raise ParkwayError(f"batch of workflow {name!r} must be a parkway.Batch, got {batch!r}")
+            raise InvalidWorkflowError(
+                f"batch of workflow {name!r} must be a parkway.Batch, got {batch!r}"
+            )
         if (
             not isinstance(batch.max_size, int)
             or isinstance(batch.max_size, bool)
             or (batch.max_size < 1)
         ):
-            raise ParkwayError(
+            raise InvalidWorkflowError(
                 f"batch max_size of {name!r} must be a whole number >= 1, got {batch.max_size!r}"
             )
         to_seconds(batch.within, f"batch within of {name!r}")
@@ -63,7 +64,7 @@ def normalise(debounce: Any, batch: Any, name: str) -> tuple[Debounce | None, Ba
 
 def _check_key(key: Any, name: str) -> None:
     if key is not None and (not isinstance(key, str) or not key):
-        raise ParkwayError(f"the key of {name!r} must be a payload field name, got {key!r}")
+        raise InvalidWorkflowError(f"the key of {name!r} must be a payload field name, got {key!r}")
 
 
 def accumulator_name(wf: WorkflowDef) -> str:
@@ -78,7 +79,7 @@ def accumulator_for(wf: WorkflowDef) -> WorkflowDef:
 
 
 async def accumulate(
-    engine: Engine, tx: Tx, wf: WorkflowDef, event: Event, envelope: bytes, now: float
+    rt: Runtime, tx: Tx, wf: WorkflowDef, event: Event, envelope: bytes, now: float
 ) -> None:
     """Hand ``event`` to the accumulator of ``wf`` for its key, starting it if needed."""
     option = wf.debounce if wf.debounce is not None else wf.batch
@@ -92,7 +93,7 @@ async def accumulate(
     )
     run = await tx.get_run(run_id)
     if run is None:
-        acc = engine._registry.latest(accumulator_name(wf))
+        acc = rt.registry.latest(accumulator_name(wf))
         config: dict[str, Any] = {"workflow": wf.name}
         if isinstance(option, Debounce):
             config["window"] = to_seconds(option.window)
@@ -100,8 +101,15 @@ async def accumulate(
         elif isinstance(option, Batch):
             config["max_size"] = option.max_size
             config["within"] = to_seconds(option.within)
-        await engine._insert_run(
-            tx, acc, run_id, _json.dumps(config), domain=event.domain, subject=event.subject
+        await insert_run(
+            rt,
+            tx,
+            acc.name,
+            acc.version,
+            run_id,
+            _json.dumps(config),
+            domain=event.domain,
+            subject=event.subject,
         )
     await tx.add_signal(run_id, SIGNAL, envelope, now)
     await tx.add_tasks([NewTask(run_id, now, "signal")])

@@ -19,20 +19,28 @@ import os
 import socket
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from parkway import _json
-from parkway.committer import Committer, Job
+from parkway.core.committer import Committer, Job
+from parkway.core.housekeeping import maybe_sweep
+from parkway.core.messages import rebuffer
+from parkway.core.runtime import Runtime
+from parkway.core.transitions import cancel, finish
 from parkway.errors import InvalidInputError, LeaseLostError, SerializationError
-from parkway.messages import rebuffer
-from parkway.models import RunStatus
+from parkway.models import RunStatus, error_dict
 from parkway.registry import LATEST
-from parkway.replay import Execution, Outcome, error_dict
-from parkway.store.base import MESSAGE_TASK, Lease, LoadedRun, NewTask, RunRecord, TaskRecord, Tx
-from parkway.transitions import TERMINAL, cancel, finish
-
-if TYPE_CHECKING:
-    from parkway.engine import Engine
+from parkway.replay.execution import Execution, Outcome
+from parkway.store.base import (
+    ENDED,
+    MESSAGE_TASK,
+    Lease,
+    LoadedRun,
+    NewTask,
+    RunRecord,
+    TaskRecord,
+    Tx,
+)
 
 log = logging.getLogger("parkway.worker")
 
@@ -52,10 +60,10 @@ _RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
 class Worker:
     """Advances runs of one engine; started by ``async with engine`` or ``parkway worker``."""
 
-    def __init__(self, engine: Engine, *, concurrency: int, lease: float) -> None:
-        self.engine = engine
-        self.concurrency = concurrency
-        self.lease = lease
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.concurrency = rt.settings.concurrency
+        self.lease = rt.settings.lease
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
@@ -64,7 +72,7 @@ class Worker:
         self._loop_task: asyncio.Task[None] | None = None
         self._beat_task: asyncio.Task[None] | None = None
         self.advanced = 0  # runs advanced, for stats and tests
-        store = engine._store
+        store = rt.store
         # The commits that queue up share a transaction (see parkway.committer):
         # on PostgreSQL that saves round trips and fsyncs, on SQLite the COMMIT's
         # writes of the WAL, which were a third of a 3-step workflow's time.
@@ -91,7 +99,7 @@ class Worker:
         # Commits that add tasks, other processes' too, wake this worker the moment
         # the store knows of them (on every commit with "push"; as a hint that
         # saves a poll interval otherwise).
-        self.engine._store.watch(self._tasks_added)
+        self.rt.store.watch(self._tasks_added)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
 
@@ -108,7 +116,7 @@ class Worker:
         known, next_due = self._next_due
         if due is None:
             self._next_due = (False, None)
-        elif known and due > self.engine._clock.now() and (next_due is None or due < next_due):
+        elif known and due > self.rt.clock.now() and (next_due is None or due < next_due):
             self._next_due = (True, due)  # (tasks due now are the claim's)
         self._wake.set()
 
@@ -137,19 +145,19 @@ class Worker:
             self._beat_task.cancel()
             await asyncio.gather(self._beat_task, return_exceptions=True)
         try:
-            await self.engine._store.release_leases(self.owner)
+            await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own
             log.warning("could not release leases of %s", self.owner, exc_info=True)
 
     # -- the claim loop ----------------------------------------------------------------------
 
     async def _loop(self) -> None:
-        store, clock = self.engine._store, self.engine._clock
+        store, clock = self.rt.store, self.rt.clock
         # A store that pushes other processes' commits is not polled.
         poll = "shared" in store.capabilities and "push" not in store.capabilities
         ask_first = "cheap_claim" not in store.capabilities
         while not self._stopping:
-            await self.engine._maybe_sweep()
+            await maybe_sweep(self.rt)
             self._wake.clear()
             free = self.concurrency - len(self.inflight) - self._reserved
             claimed: list[str] = []
@@ -183,7 +191,7 @@ class Worker:
             await self._idle_wait(poll)
 
     async def _idle_wait(self, poll: bool) -> None:
-        store, clock = self.engine._store, self.engine._clock
+        store, clock = self.rt.store, self.rt.clock
         budget = FULL_POLL
         if not clock.is_manual:
             # Tasks due now but not claimed belong to leased runs: their worker's
@@ -212,11 +220,11 @@ class Worker:
             return next_due
         reports = self._due_reports
         try:
-            next_due = await self.engine._store.next_due(after=now)
+            next_due = await self.rt.store.next_due(after=now)
         except Exception:  # the store is down: poll again after the usual interval
             log.warning("could not read the next due time", exc_info=True)
             return None
-        if "push" in self.engine._store.capabilities and reports == self._due_reports:
+        if "push" in self.rt.store.capabilities and reports == self._due_reports:
             self._next_due = (True, next_due)
         return next_due
 
@@ -269,7 +277,7 @@ class Worker:
             self._wake.set()
 
     async def _heartbeat(self) -> None:
-        store = self.engine._store
+        store = self.rt.store
         while True:
             await asyncio.sleep(self.lease / 3)
             if self.inflight:
@@ -283,8 +291,8 @@ class Worker:
     # -- advancing one run -------------------------------------------------------------------
 
     async def _advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
-        engine, store = self.engine, self.engine._store
-        now = engine._clock.now()
+        rt, store = self.rt, self.rt.store
+        now = rt.now()
         try:
             if loaded is None:
                 loaded = await store.load_run(run_id, now)
@@ -297,16 +305,16 @@ class Worker:
             return
         run, tasks, journal, signals = loaded.run, loaded.tasks, loaded.journal, loaded.signals
         try:
-            if run.status in TERMINAL:
+            if run.status in ENDED:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
                 return
             if any(t.kind == "cancel" for t in tasks):
                 async with store.transaction() as tx:
-                    if await cancel(tx, run, engine._clock.now(), engine, owner=self.owner):
+                    if await cancel(rt, tx, run, rt.now(), owner=self.owner):
                         await tx.delete_tasks([t.id for t in tasks])
-                engine._notify_terminal(run_id)
+                rt.results.notify(run_id)
                 return
-            wf = engine._registry.get(run.workflow, run.version)
+            wf = rt.registry.get(run.workflow, run.version)
             if wf is None:
                 log.warning(
                     "run %s needs workflow %r version %r, which this worker does not have; "
@@ -320,7 +328,7 @@ class Worker:
                 if pinned is None:
                     return
                 run = pinned
-            execution = Execution(engine, run, wf, journal, tasks, self.owner, commit, signals)
+            execution = Execution(rt, run, wf, journal, tasks, self.owner, commit, signals)
             outcome = await execution.execute()
             await self._commit(run, tasks, execution, outcome)
         except LeaseLostError:
@@ -344,11 +352,11 @@ class Worker:
             checked = wf.check_input(_json.loads(run.input))
             data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
         except (InvalidInputError, SerializationError) as exc:
-            execution = Execution(self.engine, run, wf, [], tasks, self.owner)
+            execution = Execution(self.rt, run, wf, [], tasks, self.owner)
             failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
             await self._commit(run, tasks, execution, failed, pin={"version": wf.version})
             return None
-        changes = {"version": wf.version, "input": data, "updated_at": self.engine._clock.now()}
+        changes = {"version": wf.version, "input": data, "updated_at": self.rt.clock.now()}
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
@@ -362,7 +370,7 @@ class Worker:
             # A lone run has no commit to share with: it need not wait for one.
             alone = len(self.inflight) <= 1
             return await self.committer.run(job, alone=alone)
-        async with self.engine._store.transaction() as tx:
+        async with self.rt.store.transaction() as tx:
             return await job(tx)
 
     async def _commit(
@@ -374,8 +382,8 @@ class Worker:
         *,
         pin: dict[str, object] | None = None,
     ) -> None:
-        engine = self.engine
-        now = engine._clock.now()
+        rt = self.rt
+        now = rt.now()
         changes: dict[str, object] = {"updated_at": now, **(pin or {})}
         status = outcome.status
         if status == "held":
@@ -396,42 +404,42 @@ class Worker:
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
             consumed = frozenset(execution.consumed_tasks)
-            await execution.writes.apply(tx, engine, ending=status in TERMINAL)
+            await execution.writes.apply(tx, rt, ending=status in ENDED)
             claimed = frozenset(t.id for t in tasks)
-            if status in TERMINAL:
+            if status in ENDED:
                 # finish() drops all the run's tasks, and buffers again each message
                 # it did not take, if it may have any: the ones it took go first.
                 rebuffers = execution.may_hold_deliveries
                 if rebuffers:
                     await tx.delete_tasks(list(consumed))
-                await finish(tx, run, now, engine, messages=rebuffers)
+                await finish(rt, tx, run, now, messages=rebuffers)
             else:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
-                    await rebuffer(engine, tx, run.id, now, keep=consumed, only=claimed)
+                    await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
                 await tx.delete_tasks(list(claimed))
             if status == "continued":
                 await tx.clear_journal(run.id)
-                await rebuffer(engine, tx, run.id, now)
+                await rebuffer(rt, tx, run.id, now)
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])
 
         await self.commit(run.id, job)
-        if status in TERMINAL or status == "held":
+        if status in ENDED or status == "held":
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
-            engine._notify_terminal(run.id, dataclasses.replace(run, **final))
-        engine._after_commit()
+            rt.results.notify(run.id, dataclasses.replace(run, **final))
+        rt.after_commit()
 
     async def _commit_simple(
         self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
     ) -> None:
-        async with self.engine._store.transaction() as tx:
+        async with self.rt.store.transaction() as tx:
             if await tx.update_run(run.id, changes, owner=self.owner):
                 await tx.delete_tasks([t.id for t in tasks])
 
     async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
-        later = self.engine._clock.now() + RETRY_DELAY
-        async with self.engine._store.transaction() as tx:
+        later = self.rt.clock.now() + RETRY_DELAY
+        async with self.rt.store.transaction() as tx:
             if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
                 await tx.delete_tasks([t.id for t in tasks])
                 await tx.add_tasks(

@@ -1,0 +1,340 @@
+"""Event intake: one transaction records the event, resumes its waiters, starts its subscribers.
+
+This is the transactional outbox: the event row (with its id, for
+de-duplication), the delivery tasks for every matching parked wait, and the
+start tasks of every subscribed workflow commit together or not at all.
+Deliveries are tasks aimed at one run and one wait; the subscription they
+consume is deleted here, so a second matching event does not count the run as
+resumed again.
+
+One path: :func:`publish` -> :func:`publish_in_tx` -> :func:`deliver` (record
+the event, take the waits it matches) -> the subscribers' starts. A publish
+that starts nothing needs only :func:`deliver`, which a store that fuses it
+(the ``"fused"`` capability) does in one statement sent with the ``COMMIT``.
+``ctx.publish`` goes through :func:`publish_in_tx` too, in the commit of the
+run that publishes.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Collection
+from typing import Any, cast
+
+import orjson
+
+from parkway import _json
+from parkway.core import accumulate
+from parkway.core.handover import HandOver, handing_over
+from parkway.core.runs import insert_run
+from parkway.core.runtime import Runtime
+from parkway.errors import (
+    InvalidEventError,
+    InvalidInputError,
+    RoutingError,
+    SerializationError,
+    StoreError,
+)
+from parkway.events import Delivery, Event, PublishResult
+from parkway.matching import matches, payload_digest
+from parkway.registry import WorkflowDef
+from parkway.store.base import FUSED, EventDelivery, EventRecord, FusedTx, NewTask, Tx
+
+log = logging.getLogger("parkway.events")
+
+
+def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
+    """Validate and route an event; give it an id. Returns it and its encoded payload.
+
+    Raises:
+        InvalidEventError: A field is malformed (named in the message).
+        SerializationError: The payload is not JSON-serialisable.
+        RoutingError: The event extractor failed.
+    """
+    if not isinstance(event.name, str) or not event.name.strip():
+        raise InvalidEventError(f"event name must be a non-empty string, got {event.name!r}")
+    for field_name in ("id", "domain", "subject"):
+        value = getattr(event, field_name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidEventError(f"event {field_name} must be a non-empty string, got {value!r}")
+    if event.subject == "*":
+        raise InvalidEventError("event subject '*' is reserved for wildcard waits; name a subject")
+    payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")
+    domain, subject = route(rt, event)
+    routed = Event(
+        event.name,
+        event.payload,
+        id=event.id or uuid.uuid4().hex,
+        domain=domain,
+        subject=subject,
+    )
+    return routed, payload
+
+
+def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
+    """The event's own domain/subject win; else the extractor's; else ``("default", None)``."""
+    domain, subject = event.domain, event.subject
+    extractor = rt.event_extractor
+    if extractor is not None and (domain is None or subject is None):
+        try:
+            routed = extractor(event)
+        except Exception as exc:
+            raise RoutingError(
+                f"event_extractor raised {type(exc).__name__}: {exc} for event "
+                f"{event.name!r} (id {event.id!r})"
+            ) from exc
+        if not (isinstance(routed, tuple | list) and len(routed) == 2):
+            raise RoutingError(
+                f"event_extractor must return a (domain, subject) pair, got {routed!r} "
+                f"for event {event.name!r} (id {event.id!r})"
+            )
+        ext_domain, ext_subject = routed
+        for what, value in (("domain", ext_domain), ("subject", ext_subject)):
+            if value is not None and (not isinstance(value, str) or not value or value == "*"):
+                raise RoutingError(
+                    f"event_extractor returned {what} {value!r} for event {event.name!r}; "
+                    "use a non-empty string or None"
+                )
+        domain = domain if domain is not None else ext_domain
+        subject = subject if subject is not None else ext_subject
+    return domain or "default", subject
+
+
+async def publish(rt: Runtime, event: Event) -> PublishResult:
+    """Publish ``event`` (see ``Engine.publish``): all of it is one transaction."""
+    event, data = prepare(rt, event)
+    with handing_over(rt) as hand_over:
+        if not rt.paused and not rt.registry.subscribers(event.name):
+            # Nothing to start and no flow disabled: the delivery alone, as one
+            # store operation where the store fuses it (unless it declines).
+            result = await _deliver_alone(rt, event, data, hand_over)
+            if result is not None:
+                return result
+        async with rt.store.transaction() as tx:
+            result = await publish_in_tx(rt, tx, event, data, rt.now())
+            for run_id in result.resumed[:1] or result.started[:1]:
+                await hand_over(tx, run_id)
+    if not result.duplicate:  # accumulators get tasks too, without touching anyone
+        rt.after_commit()
+    return result
+
+
+async def publish_in_tx(
+    rt: Runtime, tx: Tx, event: Event, payload: bytes, now: float
+) -> PublishResult:
+    """Record ``event`` and act on it inside ``tx``. ``event`` comes from :func:`prepare`."""
+    record = _record(event, payload, now)
+    # The payload was validated by prepare(): encode without the NaN scan.
+    envelope = orjson.dumps(event.to_dict())
+    delivery = await deliver(rt, tx, record, event.payload, envelope)
+    if delivery.outcome == "duplicate":
+        return PublishResult(duplicate=True, event_id=record.id)
+    started = []
+    for wf in rt.registry.subscribers(event.name):
+        if wf.debounce is not None or wf.batch is not None:
+            await accumulate.accumulate(rt, tx, wf, event, envelope, now)
+            continue
+        run_id = await start_event_run(rt, tx, wf, event, envelope)
+        if run_id is not None:
+            started.append(run_id)
+    return published(event, delivery.waits, started)
+
+
+async def deliver(
+    rt: Runtime,
+    tx: Tx,
+    record: EventRecord,
+    payload: Any,
+    envelope: bytes,
+    *,
+    lease: dict[str, Any] | None = None,
+) -> EventDelivery:
+    """:func:`deliver_event` with this engine's settings: the retention, the
+    disabled flows, and whether the store fuses it.
+
+    ``lease``: the terms of a hand-over (:meth:`HandOver.terms`), given only when
+    nothing follows in the transaction: only then may the store fuse the
+    delivery (its outcome known at commit, or declined: ``outcome`` ``None``,
+    nothing written; the caller goes on the usual way).
+    """
+    fused = lease is not None and FUSED in rt.store.capabilities and not rt.paused
+    return await deliver_event(
+        tx, record, payload, envelope, fused=fused,
+        fresh_after=record.published_at - rt.settings.event_retention,
+        paused=rt.paused, **(lease or {}),
+    )  # fmt: skip
+
+
+async def deliver_event(
+    tx: Tx,
+    record: EventRecord,
+    payload: Any,
+    envelope: bytes,
+    *,
+    fresh_after: float,
+    fused: bool = False,
+    paused: Collection[str] = (),
+    owner: str | None = None,
+    wall_now: float = 0.0,
+    lease_until: float = 0.0,
+) -> EventDelivery:
+    """Record the event (unless its id was seen at or after ``fresh_after``: then
+    ``"duplicate"``, nothing written) and take every event wait its ``payload``
+    matches (see :func:`take_event_waits`), each with a delivery task carrying
+    ``envelope``. With ``owner``, lease the first run delivered to, as
+    ``Tx.lease_run`` would.
+
+    ``fused``: the store's one-operation version (``FusedTx.deliver_event``, on a
+    store with the ``"fused"`` capability): the same, sent with the ``COMMIT``,
+    or declined (nothing written); it takes no ``paused``.
+    """
+    if fused:
+        fused_tx = cast(FusedTx, tx)
+        return await fused_tx.deliver_event(
+            record, payload, envelope, fresh_after=fresh_after, owner=owner,
+            wall_now=wall_now, lease_until=lease_until,
+        )  # fmt: skip
+    # An id seen within the retention is a duplicate; past it, a new event.
+    digest = functools.partial(payload_digest, payload)
+    if await tx.record_event(record, fresh_after, digest=digest) is not None:
+        return EventDelivery("duplicate", known=True)
+    waits = await take_event_waits(tx, record, payload, envelope, paused)
+    lease = None
+    if owner is not None and waits:
+        lease = await tx.lease_run(
+            waits[0][0], owner=owner, now=record.published_at, wall_now=wall_now,
+            lease_until=lease_until,
+        )  # fmt: skip
+    return EventDelivery("published", waits, known=True, lease=lease)
+
+
+async def take_event_waits(
+    tx: Tx, event: EventRecord, payload: Any, envelope: bytes, paused: Collection[str] = ()
+) -> list[tuple[str, str]]:
+    """Take the event waits ``event`` matches (``payload``: its payload decoded), each
+    with a delivery task carrying ``envelope``; their ``(run id, wait)``, in order.
+
+    Shape by shape, the waits indexed under the payload's digest (the oldest
+    first); of those, each whose match rule holds (the digest narrows, the rule
+    decides, and guards against collisions), whose deadline and expiry have not
+    passed, and whose run is not of a workflow in ``paused`` (a disabled flow's
+    runs keep waiting, for a later event).
+    """
+    now = event.published_at
+    taken: list[tuple[str, str]] = []
+    for shape in await tx.shapes(event.domain, event.name):
+        digest = payload_digest(payload, shape)
+        if digest is None:
+            continue
+        subs = await tx.find_subscriptions(
+            domain=event.domain, name=event.name, shape=shape, digest=digest,
+            subject=event.subject, kind="event",
+        )  # fmt: skip
+        for sub in subs:
+            if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
+                continue
+            if sub.deadline is not None and now > sub.deadline:
+                continue  # the wait's timeout passed first; its timer will say so
+            if paused:
+                run = await tx.get_run(sub.run_id)
+                if run is not None and run.workflow in paused:
+                    continue
+            await tx.delete_subscription(sub.run_id, sub.pos)
+            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            taken.append((sub.run_id, sub.wait))
+    return taken
+
+
+async def _deliver_alone(
+    rt: Runtime, event: Event, data: bytes, hand_over: HandOver
+) -> PublishResult | None:
+    """A publish that starts nothing: :func:`deliver` alone, through the senders'
+    committer (``None``: the store declined; nothing was written)."""
+    envelope = orjson.dumps(event.to_dict())  # (prepare() validated the payload)
+
+    async def job(tx: Tx) -> EventDelivery:
+        hand_over.forget()  # (run again on its own after a batch that failed: that lease was void)
+        record = _record(event, data, rt.now())
+        delivery = await deliver(rt, tx, record, event.payload, envelope, lease=hand_over.terms())
+        hand_over.took(delivery.lease)
+        return delivery
+
+    assert event.id is not None
+    delivery = await rt.send(job, order=event.id)
+    if not delivery.waits:
+        hand_over.forget()  # nothing was leased: the place is for what comes next
+    if not delivery.known:
+        raise StoreError(
+            f"event {event.name!r} (id {event.id!r}): the store did not say what it did with it"
+        )
+    if delivery.outcome is None:
+        return None
+    if delivery.outcome == "duplicate":
+        return PublishResult(duplicate=True, event_id=event.id)
+    if delivery.waits:
+        rt.after_commit()
+    return published(event, delivery.waits)
+
+
+def _record(event: Event, payload: bytes, now: float) -> EventRecord:
+    assert event.id is not None and event.domain is not None
+    return EventRecord(event.id, event.name, event.domain, event.subject, payload, now)
+
+
+def published(
+    event: Event, taken: list[tuple[str, str]], started: list[str] | None = None
+) -> PublishResult:
+    """The result of a publish that took the waits ``taken`` (``(run id, wait)``, in
+    order) and started the runs ``started``."""
+    assert event.id is not None
+    started = started or []
+    resumed = list(dict.fromkeys(run_id for run_id, _ in taken))
+    return PublishResult(
+        started=started,
+        resumed=resumed,
+        deliveries=[Delivery(run_id, wait, event.subject) for run_id, wait in taken],
+        duplicate=False,
+        touched=len(started) + len(resumed),
+        event_id=event.id,
+    )
+
+
+async def start_event_run(
+    rt: Runtime,
+    tx: Tx,
+    wf: WorkflowDef,
+    event: Event,
+    envelope: bytes,
+    *,
+    payload: Any = None,
+    run_id: str | None = None,
+) -> str | None:
+    """Start ``wf`` for ``event`` unless a rule says no; return the run id or ``None``."""
+    assert event.domain is not None
+    if wf.start_rule is not None:  # the workflow names its run, or declines (JSON flows)
+        run_id = await wf.start_rule(tx, event, rt.now())
+        if run_id is None:
+            return None
+    run_id = run_id or f"evt:{event.id}:{wf.name}"
+    if await tx.get_run(run_id) is not None:
+        return None
+    if wf.unique_per_subject and await tx.active_run(wf.name, event.domain, event.subject):
+        log.info(
+            "event %s: %s already has an active run for subject %r; not starting another",
+            event.id, wf.name, event.subject,
+        )  # fmt: skip
+        return None
+    try:
+        value = wf.check_input(event.payload if payload is None else payload)
+        data = _json.dumps(value, f"the input of workflow {wf.name!r}")
+    except (InvalidInputError, SerializationError) as exc:
+        # A rejected subscriber never starts and blocks nobody else.
+        log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
+        return None
+    await insert_run(
+        rt, tx, wf.name, wf.version, run_id, data,
+        domain=event.domain, subject=event.subject, trigger=envelope,
+    )  # fmt: skip
+    return run_id

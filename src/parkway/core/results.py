@@ -1,0 +1,58 @@
+"""Callers awaiting runs' ends in this process, and the rows of runs that ended here.
+
+A worker that ends a run (or holds it) announces it here, with the row as just
+committed: ``result()`` callers in this process wake at once and take that row
+instead of reading it back. Another process's ends are polled (see
+:func:`parkway.core.runs.wait_result`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from parkway.store.base import ENDED, RunRecord
+
+# How many rows of runs that ended here are kept for result().
+FINAL_ROWS = 1024
+
+
+class Results:
+    """Waiters for runs' ends, and the latest ended rows (the oldest go first)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, list[asyncio.Event]] = {}
+        # An ended run never changes again, so its committed row can be handed out.
+        self._final: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
+
+    def final(self, run_id: str) -> RunRecord | None:
+        """The row of ``run_id`` as committed when it ended here, if kept."""
+        return self._final.get(run_id)
+
+    def notify(self, run_id: str, final: RunRecord | None = None) -> None:
+        """The run ended (or is held): wake whoever awaits its result here.
+
+        ``final``: its row as just committed, if known and ended.
+        """
+        if final is not None and final.status in ENDED:
+            self._final[run_id] = final
+            if len(self._final) > FINAL_ROWS:
+                self._final.popitem(last=False)
+        for event in self._waiters.get(run_id, ()):
+            event.set()
+
+    async def wait(self, run_id: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a notification about ``run_id``;
+        whether one came."""
+        event = asyncio.Event()
+        waiters = self._waiters.setdefault(run_id, [])
+        waiters.append(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            waiters.remove(event)
+            if not waiters:
+                self._waiters.pop(run_id, None)
+        return True

@@ -1,0 +1,53 @@
+"""Signals: a payload addressed to one run by id, kept in its mailbox until consumed.
+
+One path for both client operations: :func:`signal` buffers the signal with
+its task in one store operation (``Tx.send_signal``, which refuses a missing or
+ended run); ``signal_with_start`` is the same, after inserting the run in the
+same transaction if it does not exist, so the signal is never lost to a race
+with the start.
+"""
+
+from __future__ import annotations
+
+from parkway.core.handover import handing_over
+from parkway.core.runs import insert_run
+from parkway.core.runtime import Runtime
+from parkway.errors import RunClosedError, RunNotFoundError, StoreError
+from parkway.store.base import ENDED
+
+
+async def signal(
+    rt: Runtime,
+    run_id: str,
+    name: str,
+    data: bytes,
+    *,
+    start: tuple[str, str, bytes] | None = None,
+) -> None:
+    """Send signal ``name`` (``data``: its payload, encoded) to run ``run_id``.
+
+    ``start``: the workflow name, version and encoded input of
+    ``signal_with_start``: the run is inserted first, in the same transaction, if
+    no run has that id.
+
+    Raises:
+        RunNotFoundError: No run has that id (and none was to be started).
+        RunClosedError: The run has finished.
+    """
+    with handing_over(rt) as hand_over:
+        async with rt.store.transaction() as tx:
+            if start is not None and await tx.get_run(run_id) is None:
+                workflow, version, input_data = start
+                await insert_run(rt, tx, workflow, version, run_id, input_data)
+            sent = await tx.send_signal(run_id, name, data, rt.now())
+            # Unless known refused: a store may learn what the signal found only
+            # at commit, and the lease it rides with is only taken for a live run.
+            if not sent.known or (sent.status is not None and sent.status not in ENDED):
+                await hand_over(tx, run_id)
+    if not sent.known:
+        raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
+    if sent.status is None:
+        raise RunNotFoundError(run_id)
+    if sent.status in ENDED:
+        raise RunClosedError(run_id, sent.status, f"signal {name!r}")
+    rt.after_commit()

@@ -1,0 +1,64 @@
+"""Run state changes shared by the client API and the worker, each inside a transaction."""
+
+from __future__ import annotations
+
+from parkway.core.messages import after_run_ends, rebuffer
+from parkway.core.runtime import Runtime
+from parkway.errors import RunNotFoundError
+from parkway.models import RunStatus
+from parkway.store.base import ENDED, NewTask, RunRecord, Tx
+
+
+async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: bool = True) -> None:
+    """What follows a run's end: its timers and subscriptions go, its parent wakes up,
+    and a message-started run hands its key to the next buffered message.
+
+    ``messages=False``: the caller knows the run never waited for a message, so
+    no delivery can be pending for it (and none is looked for).
+    """
+    if messages:
+        await rebuffer(rt, tx, run.id, now)
+    await tx.delete_all_tasks(run.id)
+    await tx.delete_run_subscriptions(run.id)
+    if run.parent_id is not None:
+        await tx.add_tasks([NewTask(run.parent_id, now, "child")])
+    if run.id.startswith("msg:"):
+        await after_run_ends(rt, tx, run.workflow, run.version, run.subject, now)
+
+
+async def cancel(
+    rt: Runtime, tx: Tx, run: RunRecord, now: float, *, owner: str | None = None
+) -> bool:
+    """Cancel ``run`` and, through tasks, its active children. Returns whether it changed."""
+    changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
+    if not await tx.update_run(run.id, changes, owner=owner):
+        return False
+    await finish(rt, tx, run, now)
+    children = await tx.list_runs(
+        workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
+    )
+    await tx.add_tasks(
+        [NewTask(child.id, now, "cancel") for child in children if child.status not in ENDED]
+    )
+    return True
+
+
+async def cancel_run(rt: Runtime, run_id: str) -> None:
+    """Cancel a run and its active children; a finished run is left as it is.
+
+    Raises:
+        RunNotFoundError: No run has that id.
+    """
+    now = rt.now()
+    async with rt.store.transaction() as tx:
+        run = await tx.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        if run.status in ENDED:
+            return
+        if run.lease_owner is None:
+            await cancel(rt, tx, run, now)
+        else:  # a worker is advancing it: it will see this task next
+            await tx.add_tasks([NewTask(run_id, now, "cancel")])
+    rt.results.notify(run_id)
+    rt.after_commit()

@@ -1244,9 +1244,9 @@ async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(
     import contextlib
     import inspect
 
-    import parkway.worker.loop
+    import parkway.worker.advance
 
-    monkeypatch.setattr(parkway.worker.loop, "RETRY_DELAY", 0.1)
+    monkeypatch.setattr(parkway.worker.advance, "RETRY_DELAY", 0.1)
     engine = Engine(engine_url)
 
     @engine.workflow()

@@ -40,7 +40,15 @@ from parkway.errors import (
 from parkway.events import Delivery, Event, PublishResult
 from parkway.matching import matches, payload_digest
 from parkway.registry import WorkflowDef
-from parkway.store.base import FUSED, EventDelivery, EventRecord, FusedTx, NewTask, Tx
+from parkway.store.base import (
+    FUSED,
+    EventDelivery,
+    EventRecord,
+    FusedTx,
+    NewTask,
+    SubscriptionRecord,
+    Tx,
+)
 
 log = logging.getLogger("parkway.events")
 
@@ -276,6 +284,35 @@ async def _deliver_alone(
     if delivery.waits:
         rt.after_commit()
     return published(event, delivery.waits)
+
+
+async def register_wait(
+    tx: Tx, sub: SubscriptionRecord, since: float | None, consumed: frozenset[str], now: float
+) -> None:
+    """Register a ``wait_for_event`` (in the commit of the run that parks on it), with
+    the ``since_start`` look-back if asked (``since``): the earliest matching event
+    published since then that the run has not ``consumed`` is delivered instead.
+
+    The look-back runs in the same transaction as the registration: an event
+    committed before it is found by the look-back, one committed after it finds
+    the subscription. Nothing falls between the two.
+    """
+    if since is not None:
+        match = _json.loads(sub.match)
+        for event in await tx.events_since(sub.domain, sub.name, since):
+            if event.id in consumed:
+                continue
+            if sub.subject != "*" and event.subject != sub.subject:
+                continue
+            payload = _json.loads(event.payload)
+            if matches(match, payload):
+                envelope = Event(
+                    event.name, payload, id=event.id, domain=event.domain, subject=event.subject
+                )
+                body = _json.dumps(envelope.to_dict())
+                await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
+                return
+    await tx.add_subscription(sub)
 
 
 def _record(event: Event, payload: bytes, now: float) -> EventRecord:

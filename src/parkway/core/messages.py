@@ -12,7 +12,6 @@ whose TTL passes becomes a dead letter, kept and listed, never dropped.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, cast
 
 from parkway import _json
@@ -324,28 +323,24 @@ async def rebuffer(
     return done
 
 
-@dataclass
-class MessageWait:
-    """A ``wait_for_message`` to register at commit, consuming a buffered message first."""
-
-    sub: SubscriptionRecord
-
-    async def register(self, tx: Tx, now: float) -> None:
-        sub = self.sub
-        holder = await tx.message_wait(sub.name, sub.subject)
-        if holder is not None and holder.run_id != sub.run_id:
-            # Lost a race to another run: wake this one so its replay raises
-            # DuplicateSubscriptionError where the workflow can see it.
-            await tx.add_tasks([NewTask(sub.run_id, now, "wake", sub.pos)])
-            return
-        message = await tx.oldest_message(sub.name, sub.subject, now)
-        if message is not None:
-            await tx.delete_message(message.id)
-            body = envelope(message.name, message.key, message.payload, message.message_id)
-            await tx.add_tasks([NewTask(sub.run_id, now, MESSAGE_TASK, sub.pos, body)])
-            return
-        if holder is None:
-            await tx.add_subscription(sub)
+async def register_wait(tx: Tx, sub: SubscriptionRecord, now: float) -> None:
+    """Register a ``wait_for_message`` (in the commit of the run that parks on it),
+    consuming the oldest buffered message for its ``(name, key)`` instead if there
+    is one: decided with the registration, so no message falls between the two."""
+    holder = await tx.message_wait(sub.name, sub.subject)
+    if holder is not None and holder.run_id != sub.run_id:
+        # Lost a race to another run: wake this one so its replay raises
+        # DuplicateSubscriptionError where the workflow can see it.
+        await tx.add_tasks([NewTask(sub.run_id, now, "wake", sub.pos)])
+        return
+    message = await tx.oldest_message(sub.name, sub.subject, now)
+    if message is not None:
+        await tx.delete_message(message.id)
+        body = envelope(message.name, message.key, message.payload, message.message_id)
+        await tx.add_tasks([NewTask(sub.run_id, now, MESSAGE_TASK, sub.pos, body)])
+        return
+    if holder is None:
+        await tx.add_subscription(sub)
 
 
 def info(message: MessageRecord) -> MessageInfo:

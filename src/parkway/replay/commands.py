@@ -12,7 +12,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from parkway.errors import WorkflowUsageError
 from parkway.models import Retry
+
+# How many replay machines are driving a workflow's code right now (0 or 1: each
+# drives synchronously). A command awaited outside of that (in an asyncio task
+# the workflow made, say with asyncio.gather) has nobody to answer it.
+driving = 0
 
 
 class Command:
@@ -22,6 +28,12 @@ class Command:
     name: str
 
     def __await__(self) -> Generator[Command, Any, Any]:
+        if not driving:
+            raise WorkflowUsageError(
+                f"ctx operation {self.describe()} was awaited outside of its workflow's own "
+                "code (in an asyncio task, say with asyncio.gather or a TaskGroup); run "
+                "several ctx operations at once with ctx.gather"
+            )
         return (yield self)
 
     def describe(self) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -21,26 +20,11 @@ import time
 import uuid
 from typing import Any
 
-from parkway import _json
 from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
-from parkway.core.messages import rebuffer
 from parkway.core.runtime import Runtime
-from parkway.core.transitions import cancel, finish
-from parkway.errors import InvalidInputError, LeaseLostError, SerializationError
-from parkway.models import RunStatus, error_dict
-from parkway.registry import LATEST
-from parkway.replay.execution import Execution, Outcome
-from parkway.store.base import (
-    ENDED,
-    MESSAGE_TASK,
-    Lease,
-    LoadedRun,
-    NewTask,
-    RunRecord,
-    TaskRecord,
-    Tx,
-)
+from parkway.store.base import Lease, LoadedRun
+from parkway.worker.advance import Advancer
 
 log = logging.getLogger("parkway.worker")
 
@@ -52,9 +36,6 @@ QUIET_POLL = 0.005
 QUIET_AFTER = 2.0
 # A full claim attempt at least this often, to pick up expired leases and due timers.
 FULL_POLL = 1.0
-# A run whose worker raised unexpectedly is retried after this long.
-RETRY_DELAY = 5.0
-_RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
 
 
 class Worker:
@@ -94,6 +75,7 @@ class Worker:
         # flight makes the look's answer unsafe to keep (_due_reports).
         self._next_due: tuple[bool, float | None] = (False, None)
         self._due_reports = 0
+        self._advancer = Advancer(rt, self.owner, self.commit)
 
     def start(self) -> None:
         # Commits that add tasks, other processes' too, wake this worker the moment
@@ -258,7 +240,9 @@ class Worker:
     def _launch(self, run_id: str, loaded: LoadedRun | None, pokes: int) -> None:
         # The run's previous advance may still be finishing (its commit, which let
         # go of the lease, is done): the new one replaces it here.
-        task = asyncio.create_task(self._advance(run_id, loaded), name=f"parkway-run-{run_id}")
+        task = asyncio.create_task(
+            self._advancer.advance(run_id, loaded), name=f"parkway-run-{run_id}"
+        )
         self.inflight[run_id] = task
         self._poked_at[task] = pokes
         self._last_work = time.monotonic()
@@ -288,82 +272,6 @@ class Worker:
                 except Exception:
                     log.warning("lease heartbeat failed", exc_info=True)
 
-    # -- advancing one run -------------------------------------------------------------------
-
-    async def _advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
-        rt, store = self.rt, self.rt.store
-        now = rt.now()
-        try:
-            if loaded is None:
-                loaded = await store.load_run(run_id, now)
-        except Exception:  # its lease will expire and a worker will take it again
-            log.warning(
-                "run %s: could not load it; retrying after its lease", run_id, exc_info=True
-            )
-            return
-        if loaded is None or loaded.run.lease_owner != self.owner:
-            return
-        run, tasks, journal, signals = loaded.run, loaded.tasks, loaded.journal, loaded.signals
-        try:
-            if run.status in ENDED:
-                await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
-                return
-            if any(t.kind == "cancel" for t in tasks):
-                async with store.transaction() as tx:
-                    if await cancel(rt, tx, run, rt.now(), owner=self.owner):
-                        await tx.delete_tasks([t.id for t in tasks])
-                rt.results.notify(run_id)
-                return
-            wf = rt.registry.get(run.workflow, run.version)
-            if wf is None:
-                log.warning(
-                    "run %s needs workflow %r version %r, which this worker does not have; "
-                    "retrying in %ss", run_id, run.workflow, run.version, RETRY_DELAY,
-                )  # fmt: skip
-                await self._postpone(run, tasks)
-                return
-            commit = functools.partial(self.commit, run.id)
-            if run.version == LATEST:
-                pinned = await self._pin(run, tasks, wf)
-                if pinned is None:
-                    return
-                run = pinned
-            execution = Execution(rt, run, wf, journal, tasks, self.owner, commit, signals)
-            outcome = await execution.execute()
-            await self._commit(run, tasks, execution, outcome)
-        except LeaseLostError:
-            log.warning("run %s: lease lost; another worker has taken it over", run_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("run %s: unexpected error while advancing; retrying later", run_id)
-            try:
-                await self._postpone(run, tasks)
-            except Exception:
-                log.exception("run %s: could not postpone", run_id)
-
-    async def _pin(self, run: RunRecord, tasks: list[TaskRecord], wf: Any) -> RunRecord | None:
-        """A run started without its workflow's version (``parkway start`` without
-        ``--app``) takes ``wf``'s, and its input is validated, before it first runs.
-
-        A rejected input fails the run; returns ``None`` then.
-        """
-        try:
-            checked = wf.check_input(_json.loads(run.input))
-            data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
-        except (InvalidInputError, SerializationError) as exc:
-            execution = Execution(self.rt, run, wf, [], tasks, self.owner)
-            failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
-            await self._commit(run, tasks, execution, failed, pin={"version": wf.version})
-            return None
-        changes = {"version": wf.version, "input": data, "updated_at": self.rt.clock.now()}
-
-        async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
-
-        await self.commit(run.id, job)
-        return dataclasses.replace(run, version=wf.version, input=data)
-
     async def commit(self, run_id: str, job: Job) -> Any:
         """Run ``job`` (which fences on ``run_id``'s lease first) in a transaction."""
         if self.committer is not None:
@@ -372,76 +280,3 @@ class Worker:
             return await self.committer.run(job, alone=alone)
         async with self.rt.store.transaction() as tx:
             return await job(tx)
-
-    async def _commit(
-        self,
-        run: RunRecord,
-        tasks: list[TaskRecord],
-        execution: Execution,
-        outcome: Outcome,
-        *,
-        pin: dict[str, object] | None = None,
-    ) -> None:
-        rt = self.rt
-        now = rt.now()
-        changes: dict[str, object] = {"updated_at": now, **(pin or {})}
-        status = outcome.status
-        if status == "held":
-            changes["error"] = _json.dumps(outcome.error)
-        elif status == "continued":
-            changes.update(
-                status=RunStatus.RUNNING.value, input=outcome.new_input,
-                generation=run.generation + 1, output=None, error=None,
-            )  # fmt: skip
-        else:
-            changes["status"] = status
-            changes["error"] = None  # a run held earlier may have recovered
-            if status == RunStatus.COMPLETED.value:
-                changes["output"] = outcome.output
-            elif status == RunStatus.FAILED.value:
-                changes["error"] = _json.dumps(outcome.error)
-
-        async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner)
-            consumed = frozenset(execution.consumed_tasks)
-            await execution.writes.apply(tx, rt, ending=status in ENDED)
-            claimed = frozenset(t.id for t in tasks)
-            if status in ENDED:
-                # finish() drops all the run's tasks, and buffers again each message
-                # it did not take, if it may have any: the ones it took go first.
-                rebuffers = execution.may_hold_deliveries
-                if rebuffers:
-                    await tx.delete_tasks(list(consumed))
-                await finish(rt, tx, run, now, messages=rebuffers)
-            else:
-                if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
-                    await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
-                await tx.delete_tasks(list(claimed))
-            if status == "continued":
-                await tx.clear_journal(run.id)
-                await rebuffer(rt, tx, run.id, now)
-                await tx.delete_wait_tasks(run.id)
-                await tx.delete_run_subscriptions(run.id)
-                await tx.add_tasks([NewTask(run.id, now, "start")])
-
-        await self.commit(run.id, job)
-        if status in ENDED or status == "held":
-            final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
-            rt.results.notify(run.id, dataclasses.replace(run, **final))
-        rt.after_commit()
-
-    async def _commit_simple(
-        self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
-    ) -> None:
-        async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, changes, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
-
-    async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
-        later = self.rt.clock.now() + RETRY_DELAY
-        async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
-                await tx.add_tasks(
-                    [NewTask(t.run_id, later, t.kind, t.pos, t.payload) for t in tasks]
-                )

@@ -1,52 +1,53 @@
-"""Deterministic replay: drive a workflow coroutine against its journal.
+"""Deterministic replay, without I/O: a run's code driven against its journal.
 
-A run is advanced by re-running its workflow function from the top. Each
-``ctx`` operation takes the next journal position: an operation already in
-the journal returns its recorded result without doing anything; the first
-operation past the journal is carried out (a step runs, a wait checks its
-input) and recorded. When the workflow reaches a wait whose input is not
-there yet, the coroutine is closed and the run parks; the next wake-up
-replays it again. Workflows are therefore cheap to park (no coroutine, no
-thread) and the store is the only truth.
+A run is advanced by running its workflow function from the top. Each ``ctx``
+operation takes the next journal position: an operation already in the
+journal returns its recorded result without doing anything; the first one
+past the journal is carried out (a wait checks its input, a step is handed to
+the worker to run) and recorded. When the workflow reaches a wait whose input
+is not there yet, the run parks; its next wake-up replays it again. Parking
+therefore costs nothing (no coroutine, no thread is kept) and the store is the
+only truth.
 
-Writes accumulate in a buffer and are committed together: before a step's
-function runs (so every result before it is durable before its side effect
-starts; the input a wait took may wait, see ``Writes.may_wait_for_commit``),
-and at the end, with the run's new status. Every commit is fenced by
-the worker's lease, so a worker that lost its lease can never write.
+:class:`Machine` is a pure state machine over what the worker loaded (the run,
+its journal, its due tasks, maybe its mailbox): it never touches the store.
+Where it needs something it was not given, or something done, it stops and
+says so with a request: :class:`RunStep` (run one attempt of a step),
+:class:`Flush` (commit what was decided so far: a ``ctx.publish`` needs its
+effects committed before its result is known), :class:`ReadMailbox`,
+:class:`ReadRun`, :class:`ReadHolder`. The worker's driver
+(:mod:`parkway.worker.advance`) does it and resumes the machine with the
+answer. What the run decided accumulates in :attr:`Machine.writes` (see
+:mod:`parkway.replay.writes`); how it ended is an :class:`Outcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from types import GeneratorType
+from typing import Any, TypeAlias, cast
 
 from parkway import _json
-from parkway.core.committer import Job
-from parkway.core.intake import prepare, publish_in_tx
-from parkway.core.messages import MessageWait, rebuffer
-from parkway.core.runtime import Runtime
 from parkway.errors import (
     DuplicateSubscriptionError,
-    LeaseLostError,
     NonDeterminismError,
-    ParkwayError,
     RunCancelledError,
     RunNotFoundError,
     SerializationError,
     StepFailedError,
-    StoreFailedError,
     WaitTimeoutError,
     WorkflowFailedError,
+    WorkflowUsageError,
 )
 from parkway.events import Event, PublishResult
-from parkway.matching import match_digest, matches, shape_of
+from parkway.matching import match_digest, shape_of
 from parkway.models import ErrorInfo, Retry, RunStatus, error_dict, rebuild_error
+from parkway.registry import Registry, WorkflowDef
+from parkway.replay import commands
 from parkway.replay.commands import (
     ChildResultCmd,
     Command,
@@ -60,6 +61,7 @@ from parkway.replay.commands import (
     StepCmd,
 )
 from parkway.replay.context import WorkflowContext
+from parkway.replay.writes import EventWait, MessageWait, Outcome, Writes
 from parkway.store.base import (
     MESSAGE_TASK,
     JournalEntry,
@@ -70,197 +72,120 @@ from parkway.store.base import (
     TaskRecord,
 )
 
-if TYPE_CHECKING:
-    from parkway.registry import WorkflowDef
-    from parkway.store.base import Tx
-
 log = logging.getLogger("parkway.replay")
 
 NO_RETRY = Retry(max_attempts=1, backoff=0)
 DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
+# A subscription's safety-net lifetime beyond its wait's timeout, and without one.
+TTL_PAST_TIMEOUT = 86400.0
+TTL_WITHOUT_TIMEOUT = 90 * 86400.0
+
+
+# -- requests: what the machine needs done before it can go on ---------------------------------
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """Run one attempt of a step; resume with a :class:`StepResult`.
+
+    Commit the writes first unless ``Writes.may_wait_for_commit``: every result
+    before a step must be durable before its side effect starts.
+    """
+
+    cmd: StepCmd
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What an attempt of a step returned (``value``) or raised (``error``)."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
+class Flush:
+    """Commit the writes so far (their publishes with them); resume with the journal
+    entries the commit wrote for those publishes, by position."""
+
+
+@dataclass(frozen=True)
+class ReadMailbox:
+    """Resume with the run's mailbox (its buffered signals, oldest first)."""
+
+
+@dataclass(frozen=True)
+class ReadRun:
+    """Resume with the row of run ``run_id`` (``None`` if there is none)."""
+
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ReadHolder:
+    """Resume with the live wait for message ``(name, key)``, if any."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class AwaitFuture:
+    """Await ``future``, a plain asyncio awaitable the workflow awaited (an event, a
+    lock, ``asyncio.sleep``); resume with ``None``. It is not journaled."""
+
+    future: asyncio.Future[Any]
+
+
+Request: TypeAlias = RunStep | Flush | ReadMailbox | ReadRun | ReadHolder | AwaitFuture
+Op: TypeAlias = Generator[Request, Any, Any]
 
 
 class Park(Exception):
     """Internal: the workflow reached a wait whose input has not arrived."""
 
 
-@dataclass
-class Outcome:
-    """How an execution ended."""
+class Machine:
+    """One advance of one run's code over what the worker loaded; no I/O.
 
-    status: str  # a RunStatus value, or "held" / "continued"
-    output: bytes | None = None
-    error: dict[str, Any] | None = None
-    new_input: bytes | None = None
+    Args:
+        wf: The workflow (its code and input model).
+        run: The run's row.
+        journal: Its journal (the current generation's).
+        tasks: Its tasks due now (deliveries, timers, signals, the start).
+        registry: The workflows a child may be started from.
+        clock: Engine time (what ``ctx.now()`` records on first execution).
+        prepare_event: Validates and routes an event ``ctx.publish`` publishes.
+        event_retention: How far back ``since_start`` may look.
+        signals: The run's mailbox, if the worker read it with the run.
 
-
-# Waits whose input a replay finds again the same (see Writes.may_wait_for_commit).
-REPLAYABLE_WAITS = frozenset({"signal", "event", "message"})
-
-
-@dataclass
-class Writes:
-    """Buffered changes of one run, committed in one transaction."""
-
-    run_id: str
-    journal: dict[int, JournalEntry] = field(default_factory=dict)
-    tasks: list[NewTask] = field(default_factory=list)
-    runs: list[RunRecord] = field(default_factory=list)
-    consumed_signals: list[int] = field(default_factory=list)
-    finished_waits: list[int] = field(default_factory=list)
-    subscriptions: list[Lookback | MessageWait] = field(default_factory=list)
-    # Delivery tasks the run consumed: never buffered again.
-    consumed_tasks: set[int] = field(default_factory=set)
-    # Tasks the current advance claimed: deleted by its final commit only.
-    claimed_tasks: frozenset[int] = frozenset()
-    # Waits that took a delivery in the current advance.
-    delivered: set[int] = field(default_factory=set)
-    publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.journal or self.tasks or self.runs or self.consumed_signals
-            or self.finished_waits or self.subscriptions or self.publishes
-        )  # fmt: skip
-
-    @property
-    def may_wait_for_commit(self) -> bool:
-        """Whether a step's side effect may run before these writes are committed.
-
-        Only if they record nothing a replay could not find again the same: waits
-        that took a signal, an event or a message (with what goes with them:
-        status, deleted timers, consumed signals). Their input stays in the store
-        until the commit that consumes it, and a replay after a crash takes the same
-        one again (a name's oldest signal; a wait's one delivery, the subscription
-        having gone with it). So the step after a wait needs no commit of its own
-        before it runs: the wait's result commits with the step's. A step result, a
-        side value (``ctx.now``), a child, a publish or a timer must be durable
-        first: a replay could come out otherwise, and the step's side effect would
-        follow a history that never was.
-        """
-        return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
-            entry.kind in REPLAYABLE_WAITS and entry.state == "done"
-            for entry in self.journal.values()
-        )
-
-    async def apply(self, tx: Tx, rt: Runtime, *, ending: bool = False) -> None:
-        """Write them in ``tx``.
-
-        ``ending``: the run ends in this transaction, and ``transitions.finish``
-        drops all its tasks and subscriptions after (buffering again each message
-        delivery it did not take): no wait's need go one by one.
-        """
-        now = rt.now()
-        for pos, event, payload in self.publishes:
-            result = await publish_in_tx(rt, tx, event, payload, now)
-            value = _json.dumps(result.to_dict())
-            self.journal[pos] = JournalEntry(pos, "publish", event.name, "done", value, None, now)
-        for run in self.runs:
-            if await tx.get_run(run.id) is None:
-                await tx.insert_run(run)
-        if self.journal:
-            await tx.put_journal(self.run_id, list(self.journal.values()))
-        # Message waits that may have deliveries to buffer again. Not one that took
-        # its delivery: the correlate that made it removed the wait's subscription
-        # (under the key's lock), so no other message can have reached it.
-        messages = [
-            pos for pos in self.finished_waits
-            if pos not in self.delivered
-            and (pos not in self.journal or self.journal[pos].kind == "message")
-        ]  # fmt: skip
-        for pos in self.finished_waits:
-            if pos not in messages and not ending:
-                # No delivery to buffer again: its timer (say) goes without a read. The
-                # tasks this advance claimed stay until its final commit (see below).
-                await tx.delete_subscription(self.run_id, pos)
-                await tx.delete_wait_tasks(self.run_id, pos, keep=sorted(self.claimed_tasks))
-        if messages and not ending:  # (finish buffers again what the run did not take)
-            keep = frozenset(self.consumed_tasks)
-            # The tasks this advance claimed stay until its final commit: deleting
-            # them in an earlier flush would leave a run that crashes mid-advance
-            # with nothing due, so no worker would ever take it over.
-            finished = set(messages)
-            # One read serves both: the deliveries to buffer again, the rest to drop.
-            tasks = await tx.due_tasks(self.run_id, float("inf"))
-            rebuffered: set[int] = set()
-            for pos in messages:
-                rebuffered |= await rebuffer(
-                    rt, tx, self.run_id, now, pos=pos, keep=keep, tasks=tasks
-                )
-                await tx.delete_subscription(self.run_id, pos)
-            stale = [
-                task.id
-                for task in tasks
-                if task.pos in finished
-                and task.id not in self.claimed_tasks
-                and task.id not in rebuffered
-            ]
-            await tx.delete_tasks(stale)
-        for lookback in self.subscriptions:
-            await lookback.register(tx, now)
-        if self.tasks:
-            await tx.add_tasks(self.tasks)
-        if self.consumed_signals:
-            await tx.delete_signals(self.consumed_signals)
-
-
-@dataclass
-class Lookback:
-    """A subscription to register at commit, with the ``since_start`` look-back if asked.
-
-    The look-back runs in the same transaction as the registration: an event
-    committed before it is found by the look-back, one committed after it finds
-    the subscription. Nothing falls between the two.
+    Call :meth:`start`, then :meth:`resume` with the answer to each request,
+    until an :class:`Outcome` comes back. :attr:`writes` holds what is to be
+    committed; :meth:`take_writes` hands it over at each commit.
     """
-
-    sub: SubscriptionRecord
-    since: float | None = None
-    consumed: frozenset[str] = frozenset()
-
-    async def register(self, tx: Tx, now: float) -> None:
-        sub = self.sub
-        if self.since is not None:
-            match = _json.loads(sub.match)
-            for event in await tx.events_since(sub.domain, sub.name, self.since):
-                if event.id in self.consumed:
-                    continue
-                if sub.subject != "*" and event.subject != sub.subject:
-                    continue
-                if matches(match, _json.loads(event.payload)):
-                    envelope = Event(
-                        event.name, _json.loads(event.payload), id=event.id,
-                        domain=event.domain, subject=event.subject,
-                    )  # fmt: skip
-                    payload = _json.dumps(envelope.to_dict())
-                    await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, payload)])
-                    return
-        await tx.add_subscription(sub)
-
-
-class Execution:
-    """One advance of one run by one worker."""
 
     def __init__(
         self,
-        rt: Runtime,
-        run: RunRecord,
         wf: WorkflowDef,
+        run: RunRecord,
         journal: list[JournalEntry],
         tasks: list[TaskRecord],
-        owner: str,
-        commit: Callable[[Job], Awaitable[Any]] | None = None,
+        *,
+        registry: Registry,
+        clock: Callable[[], float],
+        prepare_event: Callable[[Event], tuple[Event, bytes]],
+        event_retention: float,
         signals: list[SignalRecord] | None = None,
     ) -> None:
-        self.rt = rt
-        # How a flush is committed: the worker's (lease-fenced, maybe grouped), or alone.
-        self.commit = commit or self._commit_alone
-        self.store = rt.store
-        self.run = run
-        self.wf = wf
+        self.wf, self.run = wf, run
         self.entries = {e.pos: e for e in journal}
         self.journal_len = max(self.entries, default=-1) + 1
         self.tasks = tasks
-        self.owner = owner
+        self.registry = registry
+        self.clock_now = clock
+        self.prepare_event = prepare_event
+        self.event_retention = event_retention
         self.pos = 0
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
@@ -268,17 +193,14 @@ class Execution:
         self.writes = self._new_writes()
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
-        self._last_publish: JournalEntry | None = None
-        # The run's mailbox, read once per advance (None: not yet); the worker may
-        # hand it over already read with the run.
+        # The run's mailbox, read once per advance (None: not yet).
         self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
+        self._coro: Coroutine[Any, Any, Any] | None = None
+        self._op: Op | None = None  # the operation waiting on a request's answer
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 
-    def clock_now(self) -> float:
-        return self.rt.now()
-
-    def side(self, name: str, produce: Any) -> Any:
+    def side(self, name: str, produce: Callable[[], Any]) -> Any:
         pos, entry = self._begin("value", name)
         if entry is not None:
             return _json.loads(entry.value)
@@ -286,9 +208,10 @@ class Execution:
         self._record(pos, "value", name, "done", _json.dumps(value))
         return value
 
-    # -- driving the coroutine ---------------------------------------------------------------
+    # -- driving -----------------------------------------------------------------------------
 
-    async def execute(self) -> Outcome:
+    def start(self) -> Request | Outcome:
+        """Run the workflow's code from the top until it needs something or ends."""
         trigger = _json.loads(self.run.trigger)
         ctx = WorkflowContext(
             run_id=self.run.id,
@@ -306,17 +229,58 @@ class Execution:
             return self._failed(exc)
         if not inspect.iscoroutine(coro):
             return self._failed(
-                ParkwayError(f"workflow {self.wf.name!r} did not return a coroutine")
+                WorkflowUsageError(f"workflow {self.wf.name!r} did not return a coroutine")
             )
-        try:
-            return await self._drive(coro)
-        finally:
-            coro.close()
+        self._coro = coro
+        return self._drive(None, None)
 
-    async def _drive(self, coro: Coroutine[Any, Any, Any]) -> Outcome:
-        send: Any = None
-        throw: BaseException | None = None
+    def resume(self, answer: Any) -> Request | Outcome:
+        """Go on with ``answer`` to the last request."""
+        op, self._op = self._op, None
+        if op is None:  # an AwaitFuture: the workflow itself goes on
+            return self._drive(None, None)
+        return self._continue(op, answer)
+
+    def close(self) -> None:
+        """Let go of the workflow's coroutine (its ``finally`` blocks run)."""
+        if self._coro is not None:
+            self._coro.close()
+            self._coro = None
+
+    def take_writes(self) -> Writes:
+        """The writes to commit now; the machine buffers anew after them."""
+        writes, self.writes = self.writes, self._new_writes()
+        return writes
+
+    @property
+    def may_hold_deliveries(self) -> bool:
+        """Whether a message may have reached the run that it did not take: one of its
+        message waits did not end with a delivery (it is pending, or timed out). A
+        wait that took its delivery cannot have another: its subscription went
+        with the first."""
+        return any(e.kind == "message" and e.state != "done" for e in self.entries.values())
+
+    def _continue(self, op: Op, answer: Any) -> Request | Outcome:
+        """Send ``answer`` into the operation ``op``, then drive on with what it gives."""
+        try:
+            request = op.send(answer)
+        except StopIteration as stop:
+            return self._drive(stop.value, None)
+        except Park:
+            return Outcome(self.park_status)
+        except NonDeterminismError as exc:
+            self.held = exc
+            return self._held()
+        except Exception as exc:  # errors meant for the workflow (StepFailedError...)
+            return self._drive(None, exc)
+        self._op = op
+        return request
+
+    def _drive(self, send: Any, throw: BaseException | None) -> Request | Outcome:
+        coro = self._coro
+        assert coro is not None
         while True:
+            commands.driving += 1
             try:
                 yielded = coro.throw(throw) if throw is not None else coro.send(send)
             except StopIteration as stop:
@@ -331,52 +295,41 @@ class Execution:
                 return Outcome("continued", new_input=data)
             except Exception as exc:
                 return self._held() if self.held else self._failed(exc)
+            finally:
+                commands.driving -= 1
             send, throw = None, None
             if self.held:
                 return self._held()
             if isinstance(yielded, Command):
+                handler = _HANDLERS.get(type(yielded))
+                if handler is None:
+                    throw = WorkflowUsageError(f"unknown ctx operation {yielded!r}")
+                    continue
                 try:
-                    send = await self._handle(yielded)
+                    result = handler(self, yielded)
                 except Park:
                     return Outcome(self.park_status)
                 except NonDeterminismError as exc:
                     self.held = exc
                     return self._held()
-                except (LeaseLostError, StoreFailedError):
-                    raise  # the engine's trouble, not the workflow's: the worker retries
                 except Exception as exc:  # errors meant for the workflow (StepFailedError...)
                     throw = exc
-            elif yielded is None:  # a bare `await asyncio.sleep(0)`
-                await asyncio.sleep(0)
+                    continue
+                if isinstance(result, GeneratorType):
+                    return self._continue(cast(Op, result), None)
+                send = result
+            elif yielded is None:  # a bare `await asyncio.sleep(0)`: nothing to wait for
+                continue
             elif isinstance(yielded, asyncio.Future):
-                # The workflow awaited a plain future (a lock, asyncio.sleep): let it finish.
-                # It is not journaled, so it must not decide what the workflow does.
-                yielded._asyncio_future_blocking = False
-                await asyncio.wait([yielded])
+                # A plain asyncio awaitable (an event, a lock, asyncio.sleep): awaited
+                # as it is, not journaled, so it must not decide what the workflow does.
+                # (ctx operations inside asyncio tasks are refused: see Command.)
+                return AwaitFuture(yielded)
             else:
-                throw = ParkwayError(
+                throw = WorkflowUsageError(
                     f"workflow {self.wf.name!r} awaited {yielded!r}; workflows may only await "
                     "ctx operations (put other I/O inside ctx.step)"
                 )
-
-    async def _handle(self, cmd: Command) -> Any:
-        if isinstance(cmd, StepCmd):
-            return await self._step(cmd)
-        if isinstance(cmd, SleepCmd):
-            return self._sleep(cmd)
-        if isinstance(cmd, SignalCmd):
-            return await self._signal(cmd)
-        if isinstance(cmd, StartChildCmd):
-            return self._start_child(cmd)
-        if isinstance(cmd, ChildResultCmd):
-            return await self._child_result(cmd)
-        if isinstance(cmd, EventCmd):
-            return self._event(cmd)
-        if isinstance(cmd, PublishCmd):
-            return await self._publish(cmd)
-        if isinstance(cmd, MessageCmd):
-            return await self._message(cmd)
-        raise ParkwayError(f"unknown command {cmd!r}")
 
     # -- journal helpers ---------------------------------------------------------------------
 
@@ -431,7 +384,8 @@ class Execution:
         if deadline is not None:
             self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
 
-    def _replayed(self, entry: JournalEntry) -> Any:
+    @staticmethod
+    def _replayed(entry: JournalEntry) -> Any:
         if entry.state == "done":
             return _json.loads(entry.value)
         raise rebuild_error(_json.loads(entry.value))
@@ -442,9 +396,14 @@ class Execution:
             self.writes.finished_waits.append(pos)
         return exc
 
+    def _subscription_ttl(self, timeout: float | None, ttl: float | None = None) -> float:
+        if ttl is not None:
+            return ttl
+        return (timeout + TTL_PAST_TIMEOUT) if timeout is not None else TTL_WITHOUT_TIMEOUT
+
     # -- operations --------------------------------------------------------------------------
 
-    async def _step(self, cmd: StepCmd) -> Any:
+    def _step(self, cmd: StepCmd) -> Op:
         pos, entry = self._begin("step", cmd.name)
         attempt = 1
         if entry is not None:
@@ -456,39 +415,36 @@ class Execution:
             attempt = _json.loads(entry.value)["attempt"] + 1
         retry = cmd.retry or NO_RETRY
         while True:
-            if not self.writes.may_wait_for_commit:
-                await self.flush()
-            try:
-                result = await _call(cmd)
-                data = _json.dumps(result, f"the result of step {cmd.name!r}")
-            except SerializationError as exc:
-                # Deterministic: retrying would give the same value again.
-                raise self._fail_op(
-                    pos, "step", cmd.name,
-                    StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc)),
-                    entry is not None,
-                ) from exc  # fmt: skip
-            except Exception as exc:
-                log.info(
-                    "run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc
-                )
-                if attempt < retry.max_attempts:
-                    delay = retry.delay(attempt)
-                    if delay <= 0:
-                        attempt += 1
-                        continue
-                    deadline = self.clock_now() + delay
-                    info = {"attempt": attempt, "error": error_dict(exc)}
-                    self._record(pos, "step", cmd.name, "pending", _json.dumps(info), deadline)
-                    self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
-                    self.park_status = RunStatus.RUNNING.value
-                    raise Park from None
-                failure = StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc))
-                raise self._fail_op(pos, "step", cmd.name, failure, entry is not None) from exc
-            self._record(pos, "step", cmd.name, "done", data)
-            if entry is not None:
-                self.writes.finished_waits.append(pos)
-            return _json.loads(data)
+            result: StepResult = yield RunStep(cmd, attempt)
+            exc = result.error
+            if exc is None:
+                try:
+                    data = _json.dumps(result.value, f"the result of step {cmd.name!r}")
+                except SerializationError as error:
+                    # Deterministic: retrying would give the same value again.
+                    raise self._fail_op(
+                        pos, "step", cmd.name,
+                        StepFailedError(cmd.name, attempt, type(error).__name__, str(error)),
+                        entry is not None,
+                    ) from error  # fmt: skip
+                self._record(pos, "step", cmd.name, "done", data)
+                if entry is not None:
+                    self.writes.finished_waits.append(pos)
+                return _json.loads(data)
+            log.info("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
+            if attempt < retry.max_attempts:
+                delay = retry.delay(attempt)
+                if delay <= 0:
+                    attempt += 1
+                    continue
+                deadline = self.clock_now() + delay
+                info = {"attempt": attempt, "error": error_dict(exc)}
+                self._record(pos, "step", cmd.name, "pending", _json.dumps(info), deadline)
+                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+                self.park_status = RunStatus.RUNNING.value
+                raise Park from None
+            failure = StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc))
+            raise self._fail_op(pos, "step", cmd.name, failure, entry is not None) from exc
 
     def _sleep(self, cmd: SleepCmd) -> None:
         pos, entry = self._begin("sleep", "sleep")
@@ -509,13 +465,18 @@ class Execution:
             self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
         raise Park
 
-    async def _signal(self, cmd: SignalCmd) -> Any:
+    def _signal(self, cmd: SignalCmd) -> Any:
         pos, entry = self._begin("signal", cmd.name)
         if entry is not None and entry.state != "pending":
             return self._replayed(entry)
+        return self._signal_live(pos, entry, cmd)
+
+    def _signal_live(self, pos: int, entry: JournalEntry | None, cmd: SignalCmd) -> Op:
         now = self.clock_now()
         deadline, timeout = self._deadline(entry, cmd.timeout, now)
-        signal = await self._take_signal(cmd.name)
+        if self._mailbox is None:
+            self._mailbox = yield ReadMailbox()
+        signal = self._take_signal(cmd.name)
         if signal is not None:
             self._resolve(pos, "signal", cmd.name, signal.payload or b"null", entry)
             self.writes.consumed_signals.append(signal.id)
@@ -527,10 +488,8 @@ class Execution:
             self._park(pos, "signal", cmd.name, {"timeout": timeout}, deadline)
         raise Park
 
-    async def _take_signal(self, name: str) -> SignalRecord | None:
-        if self._mailbox is None:
-            async with self._store_call(readonly=True) as tx:
-                self._mailbox = await tx.signals(self.run.id)
+    def _take_signal(self, name: str) -> SignalRecord | None:
+        assert self._mailbox is not None
         for signal in self._mailbox:
             if signal.name == name:
                 self._mailbox.remove(signal)
@@ -542,7 +501,7 @@ class Execution:
         pos, entry = self._begin(kind, cmd.name)
         if entry is not None:
             return self._replayed(entry)  # type: ignore[no-any-return]
-        wf = self.rt.registry.latest(cmd.name)
+        wf = self.registry.latest(cmd.name)
         data = _json.dumps(wf.check_input(cmd.input), f"the input of workflow {cmd.name!r}")
         domain, subject = self.run.domain, self.run.subject
         parent: str | None = self.run.id
@@ -588,30 +547,31 @@ class Execution:
             subject = cmd.subject or self.run.subject or "*"
             value = {"timeout": timeout, "subject": subject, "match": cmd.match}
             self._park(pos, "event", cmd.name, value, deadline)
-            ttl = cmd.ttl
-            if ttl is None:
-                ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
                 name=cmd.name, subject=subject, shape=shape_of(cmd.match),
                 digest=match_digest(cmd.match),
                 match=None if cmd.match is None else _json.dumps(cmd.match),
-                wait=f"wait_for_event:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+                wait=f"wait_for_event:{cmd.name}#{pos}",
+                expires_at=now + self._subscription_ttl(timeout, cmd.ttl), created_at=now,
                 deadline=deadline,
             )  # fmt: skip
             since = None
             if cmd.since_start:
-                since = max(self.run.created_at, now - self.rt.settings.event_retention)
-            self.writes.subscriptions.append(Lookback(sub, since, self._consumed_events()))
+                since = max(self.run.created_at, now - self.event_retention)
+            self.writes.subscriptions.append(EventWait(sub, since, self._consumed_events()))
         raise Park
 
-    async def _message(self, cmd: MessageCmd) -> Any:
+    def _message(self, cmd: MessageCmd) -> Any:
         pos, entry = self._begin("message", cmd.name)
         if entry is not None and entry.state == "done":
             self._already_consumed(pos, entry)
             return _json.loads(entry.value)["message"]["payload"]
         if entry is not None and entry.state == "error":
             return self._replayed(entry)
+        return self._message_live(pos, entry, cmd)
+
+    def _message_live(self, pos: int, entry: JournalEntry | None, cmd: MessageCmd) -> Op:
         now = self.clock_now()
         if entry is not None:
             info = _json.loads(entry.value)
@@ -623,8 +583,7 @@ class Execution:
         if delivery is not None:
             self._resolve(pos, "message", cmd.name, _json.dumps({"message": delivery}), entry)
             return delivery["payload"]
-        async with self._store_call(readonly=True) as tx:
-            holder = await tx.message_wait(cmd.name, key)
+        holder: SubscriptionRecord | None = yield ReadHolder(cmd.name, key)
         if holder is not None and holder.run_id != self.run.id:
             error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
             raise self._fail_op(pos, "message", cmd.name, error, True)
@@ -636,11 +595,11 @@ class Execution:
             # has since finished waiting: register it now.)
             if entry is None:
                 self._park(pos, "message", cmd.name, {"timeout": timeout, "key": key}, deadline)
-            ttl = (timeout + 86400.0) if timeout is not None else 90 * 86400.0
             sub = SubscriptionRecord(
                 run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
                 name=cmd.name, subject=key, shape="", digest="", match=None,
-                wait=f"wait_for_message:{cmd.name}#{pos}", expires_at=now + ttl, created_at=now,
+                wait=f"wait_for_message:{cmd.name}#{pos}",
+                expires_at=now + self._subscription_ttl(timeout), created_at=now,
                 deadline=deadline,
             )  # fmt: skip
             self.writes.subscriptions.append(MessageWait(sub))
@@ -681,14 +640,16 @@ class Execution:
                 ids.add(_json.loads(entry.value)["event"]["id"])
         return frozenset(i for i in ids if i)
 
-    async def _publish(self, cmd: PublishCmd) -> PublishResult:
+    def _publish(self, cmd: PublishCmd) -> Any:
         pos, entry = self._begin("publish", cmd.name)
         if entry is not None:
             return PublishResult.from_dict(_json.loads(entry.value))
+        return self._publish_live(pos, cmd)
+
+    def _publish_live(self, pos: int, cmd: PublishCmd) -> Op:
         event_id = cmd.event_id or f"{self.run.id}:{self.run.generation}:{pos}"
-        event, payload = prepare(
-            self.rt,
-            Event(cmd.name, cmd.payload, id=event_id, domain=self.run.domain, subject=cmd.subject),
+        event, payload = self.prepare_event(
+            Event(cmd.name, cmd.payload, id=event_id, domain=self.run.domain, subject=cmd.subject)
         )
         if event.subject is None and self.run.subject is not None:
             event = Event(
@@ -696,20 +657,20 @@ class Execution:
                 subject=self.run.subject,
             )  # fmt: skip
         self.writes.publishes.append((pos, event, payload))
-        await self.flush()
-        committed = self._last_publish
-        assert committed is not None
-        self.entries[pos] = committed
-        return PublishResult.from_dict(_json.loads(committed.value))
+        committed: dict[int, JournalEntry] = yield Flush()
+        self.entries[pos] = committed[pos]
+        return PublishResult.from_dict(_json.loads(committed[pos].value))
 
-    async def _child_result(self, cmd: ChildResultCmd) -> Any:
+    def _child_result(self, cmd: ChildResultCmd) -> Any:
         pos, entry = self._begin("child.result", cmd.name)
         if entry is not None and entry.state != "pending":
             return self._replayed(entry)
+        return self._child_result_live(pos, entry, cmd)
+
+    def _child_result_live(self, pos: int, entry: JournalEntry | None, cmd: ChildResultCmd) -> Op:
         child = next((r for r in self.writes.runs if r.id == cmd.name), None)
         if child is None:
-            async with self._store_call(readonly=True) as tx:
-                child = await tx.get_run(cmd.name)
+            child = yield ReadRun(cmd.name)
         if child is None:
             raise RunNotFoundError(cmd.name)
         if child.status == RunStatus.COMPLETED:
@@ -751,57 +712,6 @@ class Execution:
         log.error("%s", self.held)
         return Outcome("held", error=error_dict(self.held))
 
-    @contextlib.asynccontextmanager
-    async def _store_call(self, *, readonly: bool = False) -> AsyncIterator[Tx]:
-        """A store transaction whose failure must never reach the workflow as its own error."""
-        with self._store_errors():
-            async with self.store.transaction(readonly=readonly) as tx:
-                yield tx
-
-    @contextlib.contextmanager
-    def _store_errors(self) -> Iterator[None]:
-        """The store's failures as :class:`StoreFailedError` (the worker retries the run)."""
-        try:
-            yield
-        except (LeaseLostError, NonDeterminismError, Park):
-            raise
-        except Exception as exc:
-            raise StoreFailedError(
-                f"store failed while advancing run {self.run.id!r}: {exc}"
-            ) from exc
-
-    # -- commits -----------------------------------------------------------------------------
-
-    async def _commit_alone(self, job: Job) -> Any:
-        async with self.store.transaction() as tx:
-            return await job(tx)
-
-    async def flush(self) -> None:
-        """Commit buffered writes (fenced by the lease) before a side effect runs."""
-        if not self.writes:
-            return
-        writes = self.writes
-
-        async def job(tx: Tx) -> None:
-            changes = {"status": RunStatus.RUNNING.value, "updated_at": self.clock_now()}
-            await tx.update_leased(self.run.id, changes, owner=self.owner, release=False)
-            await writes.apply(tx, self.rt)
-
-        with self._store_errors():
-            await self.commit(job)
-        for pos, _event, _payload in self.writes.publishes:
-            self._last_publish = self.writes.journal[pos]
-        self.writes = self._new_writes()
-        self.rt.after_commit()
-
-    @property
-    def may_hold_deliveries(self) -> bool:
-        """Whether a message may have reached the run that it did not take: one of its
-        message waits did not end with a delivery (it is pending, or timed out). A
-        wait that took its delivery cannot have another: its subscription went
-        with the first (see Writes.apply)."""
-        return any(e.kind == "message" and e.state != "done" for e in self.entries.values())
-
     def _new_writes(self) -> Writes:
         return Writes(
             self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
@@ -809,12 +719,15 @@ class Execution:
         )  # fmt: skip
 
 
-async def _call(cmd: StepCmd) -> Any:
-    if inspect.iscoroutinefunction(cmd.fn):
-        result = await cmd.fn(*cmd.args, **cmd.kwargs)
-    else:
-        # A sync step may block (requests, file I/O): keep it off the event loop.
-        result = await asyncio.to_thread(cmd.fn, *cmd.args, **cmd.kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+# Each command's operation: a plain method (answers at once or raises Park), or one
+# that returns a generator (an Op) when it needs a request answered first.
+_HANDLERS: dict[type[Command], Callable[[Machine, Any], Any]] = {
+    StepCmd: Machine._step,
+    SleepCmd: Machine._sleep,
+    SignalCmd: Machine._signal,
+    StartChildCmd: Machine._start_child,
+    ChildResultCmd: Machine._child_result,
+    EventCmd: Machine._event,
+    PublishCmd: Machine._publish,
+    MessageCmd: Machine._message,
+}

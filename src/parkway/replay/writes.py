@@ -1,0 +1,102 @@
+"""What an advance decides, as data: the writes to commit and how it ended.
+
+Replay does no I/O. What a run's code decided (journal entries, timers,
+children, subscriptions, publishes, consumed signals) accumulates here, and
+the worker commits it (:mod:`parkway.worker.commit`) in one transaction,
+fenced by the run's lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from parkway.events import Event
+from parkway.store.base import JournalEntry, NewTask, RunRecord, SubscriptionRecord
+
+
+@dataclass
+class Outcome:
+    """How an advance ended.
+
+    ``status``: a ``RunStatus`` value (``completed``/``failed`` end the run;
+    ``parked``/``running`` leave it waiting: on an input, or on a retry's
+    backoff), or ``"held"`` (its code no longer replays its journal) or
+    ``"continued"`` (``continue_as_new``, with ``new_input``).
+    """
+
+    status: str
+    output: bytes | None = None
+    error: dict[str, Any] | None = None
+    new_input: bytes | None = None
+
+
+@dataclass
+class EventWait:
+    """An event wait to register at commit, with the ``since_start`` look-back if asked:
+    events since ``since`` not in ``consumed`` are looked at first (see
+    :func:`parkway.core.intake.register_wait`)."""
+
+    sub: SubscriptionRecord
+    since: float | None = None
+    consumed: frozenset[str] = frozenset()
+
+
+@dataclass
+class MessageWait:
+    """A message wait to register at commit, consuming a buffered message first (see
+    :func:`parkway.core.messages.register_wait`)."""
+
+    sub: SubscriptionRecord
+
+
+# Waits whose input a replay finds again the same (see Writes.may_wait_for_commit).
+REPLAYABLE_WAITS = frozenset({"signal", "event", "message"})
+
+
+@dataclass
+class Writes:
+    """Buffered changes of one run, committed in one transaction."""
+
+    run_id: str
+    journal: dict[int, JournalEntry] = field(default_factory=dict)
+    tasks: list[NewTask] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+    consumed_signals: list[int] = field(default_factory=list)
+    finished_waits: list[int] = field(default_factory=list)
+    subscriptions: list[EventWait | MessageWait] = field(default_factory=list)
+    # Delivery tasks the run consumed: never buffered again.
+    consumed_tasks: set[int] = field(default_factory=set)
+    # Tasks the current advance claimed: deleted by its final commit only.
+    claimed_tasks: frozenset[int] = frozenset()
+    # Waits that took a delivery in the current advance.
+    delivered: set[int] = field(default_factory=set)
+    # ctx.publish: (position, the event as prepared, its encoded payload); the
+    # commit publishes it and journals the result at that position.
+    publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.journal or self.tasks or self.runs or self.consumed_signals
+            or self.finished_waits or self.subscriptions or self.publishes
+        )  # fmt: skip
+
+    @property
+    def may_wait_for_commit(self) -> bool:
+        """Whether a step's side effect may run before these writes are committed.
+
+        Only if they record nothing a replay could not find again the same: waits
+        that took a signal, an event or a message (with what goes with them:
+        status, deleted timers, consumed signals). Their input stays in the store
+        until the commit that consumes it, and a replay after a crash takes the same
+        one again (a name's oldest signal; a wait's one delivery, the subscription
+        having gone with it). So the step after a wait needs no commit of its own
+        before it runs: the wait's result commits with the step's. A step result, a
+        side value (``ctx.now``), a child, a publish or a timer must be durable
+        first: a replay could come out otherwise, and the step's side effect would
+        follow a history that never was.
+        """
+        return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
+            entry.kind in REPLAYABLE_WAITS and entry.state == "done"
+            for entry in self.journal.values()
+        )

@@ -1,0 +1,319 @@
+"""Advancing one run: load it, drive its replay machine, do what it asks, commit.
+
+The replay machine (:mod:`parkway.replay.machine`) decides; this module does
+the I/O it asks for: it runs each step (async ones on the loop, sync ones in a
+thread), reads what the machine was not given (the mailbox, a child's row, a
+message's holder), and commits, fenced by the run's lease: before a step's side
+effect when the machine's writes may not wait (:attr:`Writes.may_wait_for_commit`),
+when a ``ctx.publish`` needs its effects committed, and at the end with the
+run's new status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+from parkway import _json
+from parkway.core.committer import Job
+from parkway.core.intake import prepare
+from parkway.core.messages import rebuffer
+from parkway.core.runtime import Runtime
+from parkway.core.transitions import cancel, finish
+from parkway.errors import (
+    InvalidInputError,
+    LeaseLostError,
+    NonDeterminismError,
+    SerializationError,
+    StoreFailedError,
+)
+from parkway.events import Event
+from parkway.models import RunStatus, error_dict
+from parkway.registry import LATEST, WorkflowDef
+from parkway.replay.commands import StepCmd
+from parkway.replay.machine import (
+    AwaitFuture,
+    Flush,
+    Machine,
+    ReadHolder,
+    ReadMailbox,
+    ReadRun,
+    Request,
+    RunStep,
+    StepResult,
+)
+from parkway.replay.writes import Outcome, Writes
+from parkway.store.base import (
+    ENDED,
+    MESSAGE_TASK,
+    JournalEntry,
+    LoadedRun,
+    NewTask,
+    RunRecord,
+    TaskRecord,
+    Tx,
+)
+from parkway.worker.commit import apply_writes
+
+log = logging.getLogger("parkway.worker")
+
+# A run whose worker raised unexpectedly is retried after this long.
+RETRY_DELAY = 5.0
+_RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+Commit = Callable[[str, Job], Awaitable[Any]]
+
+
+class Advancer:
+    """Advances runs leased to ``owner``; ``commit(run_id, job)`` commits a job that
+    fences on that run's lease first (through the worker's committer)."""
+
+    def __init__(self, rt: Runtime, owner: str, commit: Commit) -> None:
+        self.rt, self.owner, self.commit = rt, owner, commit
+
+    async def advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
+        """Advance ``run_id`` (``loaded``: what came with its lease, if anything did)."""
+        rt, store = self.rt, self.rt.store
+        try:
+            if loaded is None:
+                loaded = await store.load_run(run_id, rt.now())
+        except Exception:  # its lease will expire and a worker will take it again
+            log.warning(
+                "run %s: could not load it; retrying after its lease", run_id, exc_info=True
+            )
+            return
+        if loaded is None or loaded.run.lease_owner != self.owner:
+            return
+        run, tasks = loaded.run, loaded.tasks
+        try:
+            if run.status in ENDED:
+                await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
+                return
+            if any(t.kind == "cancel" for t in tasks):
+                async with store.transaction() as tx:
+                    if await cancel(rt, tx, run, rt.now(), owner=self.owner):
+                        await tx.delete_tasks([t.id for t in tasks])
+                rt.results.notify(run_id)
+                return
+            wf = rt.registry.get(run.workflow, run.version)
+            if wf is None:
+                log.warning(
+                    "run %s needs workflow %r version %r, which this worker does not have; "
+                    "retrying in %ss", run_id, run.workflow, run.version, RETRY_DELAY,
+                )  # fmt: skip
+                await self._postpone(run, tasks)
+                return
+            if run.version == LATEST:
+                pinned = await self._pin(run, tasks, wf)
+                if pinned is None:
+                    return
+                run = pinned
+            machine = Machine(
+                wf, run, loaded.journal, tasks, registry=rt.registry, clock=rt.now,
+                prepare_event=self._prepare, event_retention=rt.settings.event_retention,
+                signals=loaded.signals,
+            )  # fmt: skip
+            outcome = await self._drive(run, machine)
+            await self._commit(run, tasks, machine.take_writes(), outcome, machine)
+        except LeaseLostError:
+            log.warning("run %s: lease lost; another worker has taken it over", run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run %s: unexpected error while advancing; retrying later", run_id)
+            try:
+                await self._postpone(run, tasks)
+            except Exception:
+                log.exception("run %s: could not postpone", run_id)
+
+    def _prepare(self, event: Event) -> tuple[Event, bytes]:
+        return prepare(self.rt, event)
+
+    # -- doing what the machine asks ---------------------------------------------------------
+
+    async def _drive(self, run: RunRecord, machine: Machine) -> Outcome:
+        """Run ``machine`` to its outcome, doing each thing it asks for."""
+        try:
+            request: Request | Outcome = machine.start()
+            while not isinstance(request, Outcome):
+                if isinstance(request, RunStep):
+                    if not machine.writes.may_wait_for_commit:
+                        await self._flush(run, machine)
+                    request = machine.resume(await call_step(request.cmd))
+                elif isinstance(request, Flush):
+                    request = machine.resume(await self._flush(run, machine))
+                elif isinstance(request, AwaitFuture):
+                    future = request.future
+                    # (As a Task would: the future has been seen as blocking.)
+                    future._asyncio_future_blocking = False
+                    await asyncio.wait([future])
+                    request = machine.resume(None)
+                else:
+                    request = machine.resume(await self._read(run, request))
+            return request
+        finally:
+            machine.close()
+
+    async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
+        async with self._store_call(run) as tx:
+            if isinstance(request, ReadMailbox):
+                return await tx.signals(run.id)
+            if isinstance(request, ReadRun):
+                return await tx.get_run(request.run_id)
+            return await tx.message_wait(request.name, request.key)
+
+    async def _flush(self, run: RunRecord, machine: Machine) -> dict[int, JournalEntry]:
+        """Commit the machine's writes so far (fenced by the lease) before a side effect
+        runs; the journal entries of the publishes among them, by position."""
+        writes = machine.take_writes()
+        if not writes:
+            return {}
+        rt = self.rt
+
+        async def job(tx: Tx) -> None:
+            changes = {"status": RunStatus.RUNNING.value, "updated_at": rt.now()}
+            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await apply_writes(rt, tx, writes)
+
+        with _store_errors(run):
+            await self.commit(run.id, job)
+        rt.after_commit()
+        return {pos: writes.journal[pos] for pos, _, _ in writes.publishes}
+
+    @contextlib.asynccontextmanager
+    async def _store_call(self, run: RunRecord) -> AsyncIterator[Tx]:
+        """A read-only transaction whose failure never reaches the workflow as its own."""
+        with _store_errors(run):
+            async with self.rt.store.transaction(readonly=True) as tx:
+                yield tx
+
+    # -- commits -----------------------------------------------------------------------------
+
+    async def _pin(
+        self, run: RunRecord, tasks: list[TaskRecord], wf: WorkflowDef
+    ) -> RunRecord | None:
+        """A run started without its workflow's version (a client that does not
+        register it) takes ``wf``'s, and its input is validated, before it first runs.
+
+        A rejected input fails the run; returns ``None`` then.
+        """
+        try:
+            checked = wf.check_input(_json.loads(run.input))
+            data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
+        except (InvalidInputError, SerializationError) as exc:
+            failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
+            await self._commit(run, tasks, Writes(run.id), failed, pin={"version": wf.version})
+            return None
+        changes = {"version": wf.version, "input": data, "updated_at": self.rt.now()}
+
+        async def job(tx: Tx) -> None:
+            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+
+        await self.commit(run.id, job)
+        return dataclasses.replace(run, version=wf.version, input=data)
+
+    async def _commit(
+        self,
+        run: RunRecord,
+        tasks: list[TaskRecord],
+        writes: Writes,
+        outcome: Outcome,
+        machine: Machine | None = None,
+        *,
+        pin: dict[str, object] | None = None,
+    ) -> None:
+        """The advance's final commit: its last writes, the run's new status, its tasks."""
+        rt = self.rt
+        now = rt.now()
+        changes: dict[str, object] = {"updated_at": now, **(pin or {})}
+        status = outcome.status
+        if status == "held":
+            changes["error"] = _json.dumps(outcome.error)
+        elif status == "continued":
+            changes.update(
+                status=RunStatus.RUNNING.value, input=outcome.new_input,
+                generation=run.generation + 1, output=None, error=None,
+            )  # fmt: skip
+        else:
+            changes["status"] = status
+            changes["error"] = None  # a run held earlier may have recovered
+            if status == RunStatus.COMPLETED.value:
+                changes["output"] = outcome.output
+            elif status == RunStatus.FAILED.value:
+                changes["error"] = _json.dumps(outcome.error)
+        rebuffers = machine is not None and machine.may_hold_deliveries
+
+        async def job(tx: Tx) -> None:
+            await tx.update_leased(run.id, changes, owner=self.owner)
+            consumed = frozenset(writes.consumed_tasks)
+            await apply_writes(rt, tx, writes, ending=status in ENDED)
+            claimed = frozenset(t.id for t in tasks)
+            if status in ENDED:
+                # finish() drops all the run's tasks, and buffers again each message
+                # it did not take, if it may have any: the ones it took go first.
+                if rebuffers:
+                    await tx.delete_tasks(list(consumed))
+                await finish(rt, tx, run, now, messages=rebuffers)
+            else:
+                if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
+                    await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
+                await tx.delete_tasks(list(claimed))
+            if status == "continued":
+                await tx.clear_journal(run.id)
+                await rebuffer(rt, tx, run.id, now)
+                await tx.delete_wait_tasks(run.id)
+                await tx.delete_run_subscriptions(run.id)
+                await tx.add_tasks([NewTask(run.id, now, "start")])
+
+        await self.commit(run.id, job)
+        if status in ENDED or status == "held":
+            final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
+            rt.results.notify(run.id, dataclasses.replace(run, **final))
+        rt.after_commit()
+
+    async def _commit_simple(
+        self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
+    ) -> None:
+        async with self.rt.store.transaction() as tx:
+            if await tx.update_run(run.id, changes, owner=self.owner):
+                await tx.delete_tasks([t.id for t in tasks])
+
+    async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
+        later = self.rt.now() + RETRY_DELAY
+        async with self.rt.store.transaction() as tx:
+            if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
+                await tx.delete_tasks([t.id for t in tasks])
+                await tx.add_tasks(
+                    [NewTask(t.run_id, later, t.kind, t.pos, t.payload) for t in tasks]
+                )
+
+
+async def call_step(cmd: StepCmd) -> StepResult:
+    """Run one attempt of a step: what it returned, or the exception it raised."""
+    try:
+        if inspect.iscoroutinefunction(cmd.fn):
+            result = await cmd.fn(*cmd.args, **cmd.kwargs)
+        else:
+            # A sync step may block (requests, file I/O): keep it off the event loop.
+            result = await asyncio.to_thread(cmd.fn, *cmd.args, **cmd.kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:
+        return StepResult(error=exc)
+    return StepResult(value=result)
+
+
+@contextlib.contextmanager
+def _store_errors(run: RunRecord) -> Iterator[None]:
+    """The store's failures as :class:`StoreFailedError` (the worker retries the run)."""
+    try:
+        yield
+    except (LeaseLostError, NonDeterminismError):
+        raise
+    except Exception as exc:
+        raise StoreFailedError(f"store failed while advancing run {run.id!r}: {exc}") from exc

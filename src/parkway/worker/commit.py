@@ -1,0 +1,83 @@
+"""Committing what an advance decided: its writes, and how the run ended.
+
+Every commit of an advance is fenced by the run's lease (``Tx.update_leased``
+first), so a worker that lost its lease can never write. The writes are data
+(:class:`parkway.replay.writes.Writes`); this is where they meet the store:
+publishes are published, waits are registered (with the look-back of
+``since_start``, or consuming a buffered message), and message deliveries a
+run can no longer take are buffered again rather than dropped.
+"""
+
+from __future__ import annotations
+
+from parkway import _json
+from parkway.core import intake
+from parkway.core import messages as core_messages
+from parkway.core.runtime import Runtime
+from parkway.replay.writes import EventWait, Writes
+from parkway.store.base import JournalEntry, Tx
+
+
+async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = False) -> None:
+    """Write ``writes`` in ``tx``.
+
+    ``ending``: the run ends in this transaction, and ``transitions.finish``
+    drops all its tasks and subscriptions after (buffering again each message
+    delivery it did not take): no wait's need go one by one.
+    """
+    now = rt.now()
+    run_id = writes.run_id
+    for pos, event, payload in writes.publishes:
+        result = await intake.publish_in_tx(rt, tx, event, payload, now)
+        value = _json.dumps(result.to_dict())
+        writes.journal[pos] = JournalEntry(pos, "publish", event.name, "done", value, None, now)
+    for run in writes.runs:
+        if await tx.get_run(run.id) is None:
+            await tx.insert_run(run)
+    if writes.journal:
+        await tx.put_journal(run_id, list(writes.journal.values()))
+    # Message waits that may have deliveries to buffer again. Not one that took
+    # its delivery: the correlate that made it removed the wait's subscription
+    # (under the key's lock), so no other message can have reached it.
+    messages = [
+        pos for pos in writes.finished_waits
+        if pos not in writes.delivered
+        and (pos not in writes.journal or writes.journal[pos].kind == "message")
+    ]  # fmt: skip
+    for pos in writes.finished_waits:
+        if pos not in messages and not ending:
+            # No delivery to buffer again: its timer (say) goes without a read. The
+            # tasks this advance claimed stay until its final commit (see below).
+            await tx.delete_subscription(run_id, pos)
+            await tx.delete_wait_tasks(run_id, pos, keep=sorted(writes.claimed_tasks))
+    if messages and not ending:  # (finish buffers again what the run did not take)
+        keep = frozenset(writes.consumed_tasks)
+        # The tasks this advance claimed stay until its final commit: deleting
+        # them in an earlier flush would leave a run that crashes mid-advance
+        # with nothing due, so no worker would ever take it over.
+        finished = set(messages)
+        # One read serves both: the deliveries to buffer again, the rest to drop.
+        tasks = await tx.due_tasks(run_id, float("inf"))
+        rebuffered: set[int] = set()
+        for pos in messages:
+            rebuffered |= await core_messages.rebuffer(
+                rt, tx, run_id, now, pos=pos, keep=keep, tasks=tasks
+            )
+            await tx.delete_subscription(run_id, pos)
+        stale = [
+            task.id
+            for task in tasks
+            if task.pos in finished
+            and task.id not in writes.claimed_tasks
+            and task.id not in rebuffered
+        ]
+        await tx.delete_tasks(stale)
+    for wait in writes.subscriptions:
+        if isinstance(wait, EventWait):
+            await intake.register_wait(tx, wait.sub, wait.since, wait.consumed, now)
+        else:
+            await core_messages.register_wait(tx, wait.sub, now)
+    if writes.tasks:
+        await tx.add_tasks(writes.tasks)
+    if writes.consumed_signals:
+        await tx.delete_signals(writes.consumed_signals)

@@ -8,7 +8,7 @@ carries it out, and sends the result back in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -37,7 +37,11 @@ class Command:
         return (yield self)
 
     def describe(self) -> str:
-        return f"{self.kind} {self.name!r}"
+        return f"{self.entry_kind()} {self.name!r}"
+
+    def entry_kind(self) -> str:
+        """The ``kind`` of its journal entry."""
+        return self.kind
 
 
 @dataclass
@@ -74,6 +78,9 @@ class StartChildCmd(Command):
     trigger: dict[str, Any] | None = None
     kind: ClassVar[str] = "child.start"
 
+    def entry_kind(self) -> str:
+        return "child.start" if self.trigger is None else "run.start"
+
 
 @dataclass
 class EventCmd(Command):
@@ -107,6 +114,41 @@ class PublishCmd(Command):
 class ChildResultCmd(Command):
     name: str  # the child's run id
     kind: ClassVar[str] = "child.result"
+
+
+@dataclass
+class GatherCmd(Command):
+    """``ctx.gather``: run ``branches`` (coroutines) concurrently."""
+
+    branches: tuple[Coroutine[Any, Any, Any], ...]
+    return_exceptions: bool
+    name: str = ""
+    kind: ClassVar[str] = "gather"
+
+    def __post_init__(self) -> None:
+        self.name = str(len(self.branches))
+
+
+@dataclass
+class FirstCmd(Command):
+    """``ctx.first``: one park on several waits (``waits``: keyword -> wait command)."""
+
+    waits: dict[str, Command]
+    name: str = ""
+    kind: ClassVar[str] = "first"
+
+    def __post_init__(self) -> None:
+        self.name = ",".join(self.waits)
+
+
+@dataclass
+class WaitUntilCmd(Command):
+    """``ctx.wait_until``: park until ``predicate()`` is true."""
+
+    predicate: Callable[[], Any]
+    timeout: float | None
+    name: str = "wait_until"
+    kind: ClassVar[str] = "wait_until"
 
 
 @dataclass

@@ -1,152 +1,59 @@
 """Deterministic replay, without I/O: a run's code driven against its journal.
 
 A run is advanced by running its workflow function from the top. Each ``ctx``
-operation takes the next journal position: an operation already in the
-journal returns its recorded result without doing anything; the first one
-past the journal is carried out (a wait checks its input, a step is handed to
-the worker to run) and recorded. When the workflow reaches a wait whose input
-is not there yet, the run parks; its next wake-up replays it again. Parking
-therefore costs nothing (no coroutine, no thread is kept) and the store is the
-only truth.
+operation is identified by its branch and its index in that branch (see
+:mod:`parkway.replay.branch`): an operation already in the journal gets its
+recorded result without doing anything; the first one past the journal is
+carried out (a wait checks its input, a step is handed to the worker to run)
+and recorded. When every branch waits on an input that has not come, the run
+parks; its next wake-up replays it again. Parking therefore costs nothing (no
+coroutine, no thread is kept) and the store is the only truth.
+
+Replay applies the journal's entries in the order their results were first
+applied (``seq``, else ``pos``), so branches that share the workflow's state
+see it change in the same order on every replay, whatever order their steps
+finished in.
 
 :class:`Machine` is a pure state machine over what the worker loaded (the run,
 its journal, its due tasks, maybe its mailbox): it never touches the store.
-Where it needs something it was not given, or something done, it stops and
-says so with a request: :class:`RunStep` (run one attempt of a step),
-:class:`Flush` (commit what was decided so far: a ``ctx.publish`` needs its
-effects committed before its result is known), :class:`ReadMailbox`,
-:class:`ReadRun`, :class:`ReadHolder`. The worker's driver
+Where an operation needs something done or read it says so with a request
+(:mod:`parkway.replay.requests`) and a token; the worker's driver
 (:mod:`parkway.worker.advance`) does it and resumes the machine with the
-answer. What the run decided accumulates in :attr:`Machine.writes` (see
-:mod:`parkway.replay.writes`); how it ended is an :class:`Outcome`.
+answer. Several requests may be out at once (the steps of a gather's
+branches). What the run decided accumulates in :attr:`Machine.writes` (see
+:mod:`parkway.replay.writes`); how it ended is :attr:`Machine.outcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import collections
 import logging
-from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import GeneratorType
-from typing import Any, TypeAlias, cast
+from typing import Any, cast
 
 from parkway import _json
-from parkway.errors import (
-    DuplicateSubscriptionError,
-    NonDeterminismError,
-    RunCancelledError,
-    RunNotFoundError,
-    SerializationError,
-    StepFailedError,
-    WaitTimeoutError,
-    WorkflowFailedError,
-    WorkflowUsageError,
-)
-from parkway.events import Event, PublishResult
-from parkway.matching import match_digest, shape_of
-from parkway.models import ErrorInfo, Retry, RunStatus, error_dict, rebuild_error
+from parkway.errors import NonDeterminismError, SerializationError, WorkflowUsageError
+from parkway.events import Event
+from parkway.models import RunStatus, error_dict
 from parkway.registry import Registry, WorkflowDef
 from parkway.replay import commands
-from parkway.replay.commands import (
-    ChildResultCmd,
-    Command,
-    ContinueAsNew,
-    EventCmd,
-    MessageCmd,
-    PublishCmd,
-    SignalCmd,
-    SleepCmd,
-    StartChildCmd,
-    StepCmd,
-)
+from parkway.replay.branch import ROOT, Branch, Op, Pending
+from parkway.replay.commands import Command, ContinueAsNew, FirstCmd, GatherCmd
+from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
-from parkway.replay.writes import EventWait, MessageWait, Outcome, Writes
-from parkway.store.base import (
-    MESSAGE_TASK,
-    JournalEntry,
-    NewTask,
-    RunRecord,
-    SignalRecord,
-    SubscriptionRecord,
-    TaskRecord,
-)
+from parkway.replay.requests import AwaitFuture, Request
+from parkway.replay.state import LATER, Park
+from parkway.replay.writes import Outcome, Writes
+from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord
 
 log = logging.getLogger("parkway.replay")
 
-NO_RETRY = Retry(max_attempts=1, backoff=0)
-DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
-# A subscription's safety-net lifetime beyond its wait's timeout, and without one.
-TTL_PAST_TIMEOUT = 86400.0
-TTL_WITHOUT_TIMEOUT = 90 * 86400.0
+Token = Pending
 
 
-# -- requests: what the machine needs done before it can go on ---------------------------------
-
-
-@dataclass(frozen=True)
-class RunStep:
-    """Run one attempt of a step; resume with a :class:`StepResult`.
-
-    Commit the writes first unless ``Writes.may_wait_for_commit``: every result
-    before a step must be durable before its side effect starts.
-    """
-
-    cmd: StepCmd
-    attempt: int
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What an attempt of a step returned (``value``) or raised (``error``)."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-
-@dataclass(frozen=True)
-class Flush:
-    """Commit the writes so far (their publishes with them); resume with the journal
-    entries the commit wrote for those publishes, by position."""
-
-
-@dataclass(frozen=True)
-class ReadMailbox:
-    """Resume with the run's mailbox (its buffered signals, oldest first)."""
-
-
-@dataclass(frozen=True)
-class ReadRun:
-    """Resume with the row of run ``run_id`` (``None`` if there is none)."""
-
-    run_id: str
-
-
-@dataclass(frozen=True)
-class ReadHolder:
-    """Resume with the live wait for message ``(name, key)``, if any."""
-
-    name: str
-    key: str
-
-
-@dataclass(frozen=True)
-class AwaitFuture:
-    """Await ``future``, a plain asyncio awaitable the workflow awaited (an event, a
-    lock, ``asyncio.sleep``); resume with ``None``. It is not journaled."""
-
-    future: asyncio.Future[Any]
-
-
-Request: TypeAlias = RunStep | Flush | ReadMailbox | ReadRun | ReadHolder | AwaitFuture
-Op: TypeAlias = Generator[Request, Any, Any]
-
-
-class Park(Exception):
-    """Internal: the workflow reached a wait whose input has not arrived."""
-
-
-class Machine:
+class Machine(Composites):
     """One advance of one run's code over what the worker loaded; no I/O.
 
     Args:
@@ -160,9 +67,10 @@ class Machine:
         event_retention: How far back ``since_start`` may look.
         signals: The run's mailbox, if the worker read it with the run.
 
-    Call :meth:`start`, then :meth:`resume` with the answer to each request,
-    until an :class:`Outcome` comes back. :attr:`writes` holds what is to be
-    committed; :meth:`take_writes` hands it over at each commit.
+    Call :meth:`start`; then, while :attr:`outcome` is ``None``, do each request
+    :meth:`take_requests` hands out and :meth:`resume` with its answer.
+    :attr:`writes` holds what is to be committed; :meth:`take_writes` hands it
+    over at each commit.
     """
 
     def __init__(
@@ -179,38 +87,47 @@ class Machine:
         signals: list[SignalRecord] | None = None,
     ) -> None:
         self.wf, self.run = wf, run
-        self.entries = {e.pos: e for e in journal}
-        self.journal_len = max(self.entries, default=-1) + 1
         self.tasks = tasks
         self.registry = registry
         self.clock_now = clock
         self.prepare_event = prepare_event
         self.event_retention = event_retention
-        self.pos = 0
+        self.entries = {e.pos: e for e in journal}
+        in_order = sorted(journal, key=lambda e: e.pos)
+        self._by_branch: dict[str, list[JournalEntry]] = {}
+        for entry in in_order:
+            self._by_branch.setdefault(entry.branch or ROOT, []).append(entry)
+        # Replay applies entries in the order their results were applied first.
+        self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
+        self._cursor = 0
+        self.next_pos = 1 + max(
+            (e.pos if e.seq is None else max(e.pos, e.seq) for e in journal), default=-1
+        )
+        self._applied: set[int] = set()  # entries answered out of order (side values)
+        self._waiting: dict[int, Pending] = {}  # issued, their entry not reached yet
+        self._live: collections.deque[Pending] = collections.deque()  # after the journal
+        self._parked: list[Pending] = []  # waiting on an input that has not come
+        self._ready: collections.deque[tuple[Branch, Any, BaseException | None]] = (
+            collections.deque()
+        )
+        self._requests: list[tuple[Pending, Request]] = []
+        self._outstanding = 0
+        self._withdrawn_paths: list[str] = []
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()
         self.writes = self._new_writes()
         self.park_status = RunStatus.PARKED.value
         self.held: NonDeterminismError | None = None
+        self.outcome: Outcome | None = None
         # The run's mailbox, read once per advance (None: not yet).
         self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
-        self._coro: Coroutine[Any, Any, Any] | None = None
-        self._op: Op | None = None  # the operation waiting on a request's answer
+        self._root: Branch | None = None
+        self._current: Branch | None = None
 
-    # -- what ctx.now()/uuid()/random() call -------------------------------------------------
+    # -- the driver's side -------------------------------------------------------------------
 
-    def side(self, name: str, produce: Callable[[], Any]) -> Any:
-        pos, entry = self._begin("value", name)
-        if entry is not None:
-            return _json.loads(entry.value)
-        value = produce()
-        self._record(pos, "value", name, "done", _json.dumps(value))
-        return value
-
-    # -- driving -----------------------------------------------------------------------------
-
-    def start(self) -> Request | Outcome:
+    def start(self) -> None:
         """Run the workflow's code from the top until it needs something or ends."""
         trigger = _json.loads(self.run.trigger)
         ctx = WorkflowContext(
@@ -226,26 +143,35 @@ class Machine:
             arg = self.wf.model_validate(_json.loads(self.run.input))
             coro = self.wf.fn(ctx, arg)
         except Exception as exc:
-            return self._failed(exc)
-        if not inspect.iscoroutine(coro):
-            return self._failed(
+            self.outcome = self._failed(exc)
+            return
+        if not asyncio.iscoroutine(coro):
+            self.outcome = self._failed(
                 WorkflowUsageError(f"workflow {self.wf.name!r} did not return a coroutine")
             )
-        self._coro = coro
-        return self._drive(None, None)
+            return
+        self._root = Branch(ROOT, coro, self._by_branch.get(ROOT, []))
+        self._ready.append((self._root, None, None))
+        self._run()
 
-    def resume(self, answer: Any) -> Request | Outcome:
-        """Go on with ``answer`` to the last request."""
-        op, self._op = self._op, None
-        if op is None:  # an AwaitFuture: the workflow itself goes on
-            return self._drive(None, None)
-        return self._continue(op, answer)
+    def take_requests(self) -> list[tuple[Token, Request]]:
+        """The requests made since the last call, each with the token to answer it by."""
+        requests, self._requests = self._requests, []
+        return requests
+
+    def resume(self, token: Token, answer: Any) -> None:
+        """Answer the request of ``token`` and go on."""
+        self._outstanding -= 1
+        token.requested = False
+        gen = token.gen
+        assert gen is not None, "an answer to no request"
+        self._pump(token, gen, answer)
+        self._run()
 
     def close(self) -> None:
-        """Let go of the workflow's coroutine (its ``finally`` blocks run)."""
-        if self._coro is not None:
-            self._coro.close()
-            self._coro = None
+        """Let go of the workflow's coroutines (their ``finally`` blocks run)."""
+        for branch in self._branches():
+            _close(branch)
 
     def take_writes(self) -> Writes:
         """The writes to commit now; the machine buffers anew after them."""
@@ -258,446 +184,299 @@ class Machine:
         message waits did not end with a delivery (it is pending, or timed out). A
         wait that took its delivery cannot have another: its subscription went
         with the first."""
-        return any(e.kind == "message" and e.state != "done" for e in self.entries.values())
+        return any(
+            (e.kind == "message" and e.state != "done") or e.kind == "first"
+            for e in self.entries.values()
+        )
 
-    def _continue(self, op: Op, answer: Any) -> Request | Outcome:
-        """Send ``answer`` into the operation ``op``, then drive on with what it gives."""
+    # -- what ctx.now()/uuid()/random() call -------------------------------------------------
+
+    def side(self, name: str, produce: Callable[[], Any]) -> Any:
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "value", name)
+        if entry is not None:
+            self._applied.add(entry.pos)
+            return _json.loads(entry.value)
+        value = produce()
+        self._record_new(branch, "value", name, "done", _json.dumps(value))
+        return value
+
+    # -- scheduling --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        """Advance what can be advanced: the branches that have an answer, then the
+        journal's next entry, then the operations past the journal."""
+        while self.outcome is None:
+            if self._ready:
+                self._advance(*self._ready.popleft())
+            elif self._cursor < len(self._schedule):
+                if not self._replay_next():
+                    return  # a branch waits on an answer before it can reach that entry
+            elif self._live:
+                self._carry_out(self._live.popleft())
+            elif self._outstanding:
+                return  # the driver answers
+            elif not self._when_quiet():
+                self.outcome = Outcome(self.park_status)
+
+    def _advance(self, branch: Branch, send: Any, throw: BaseException | None) -> None:
+        """Run ``branch`` until it awaits an operation, or ends."""
+        if branch.done or branch.withdrawn:
+            return
+        self._current = branch
+        commands.driving += 1
         try:
-            request = op.send(answer)
+            yielded = branch.coro.throw(throw) if throw is not None else branch.coro.send(send)
         except StopIteration as stop:
-            return self._drive(stop.value, None)
-        except Park:
-            return Outcome(self.park_status)
-        except NonDeterminismError as exc:
-            self.held = exc
-            return self._held()
-        except Exception as exc:  # errors meant for the workflow (StepFailedError...)
-            return self._drive(None, exc)
-        self._op = op
-        return request
-
-    def _drive(self, send: Any, throw: BaseException | None) -> Request | Outcome:
-        coro = self._coro
-        assert coro is not None
-        while True:
-            commands.driving += 1
-            try:
-                yielded = coro.throw(throw) if throw is not None else coro.send(send)
-            except StopIteration as stop:
-                return self._completed(stop.value)
-            except ContinueAsNew as cont:
-                if self.held:
-                    return self._held()
-                try:
-                    data = _json.dumps(cont.input, "the input passed to ctx.continue_as_new")
-                except SerializationError as exc:
-                    return self._failed(exc)
-                return Outcome("continued", new_input=data)
-            except Exception as exc:
-                return self._held() if self.held else self._failed(exc)
-            finally:
-                commands.driving -= 1
-            send, throw = None, None
-            if self.held:
-                return self._held()
-            if isinstance(yielded, Command):
-                handler = _HANDLERS.get(type(yielded))
-                if handler is None:
-                    throw = WorkflowUsageError(f"unknown ctx operation {yielded!r}")
-                    continue
-                try:
-                    result = handler(self, yielded)
-                except Park:
-                    return Outcome(self.park_status)
-                except NonDeterminismError as exc:
-                    self.held = exc
-                    return self._held()
-                except Exception as exc:  # errors meant for the workflow (StepFailedError...)
-                    throw = exc
-                    continue
-                if isinstance(result, GeneratorType):
-                    return self._continue(cast(Op, result), None)
-                send = result
-            elif yielded is None:  # a bare `await asyncio.sleep(0)`: nothing to wait for
-                continue
-            elif isinstance(yielded, asyncio.Future):
-                # A plain asyncio awaitable (an event, a lock, asyncio.sleep): awaited
-                # as it is, not journaled, so it must not decide what the workflow does.
-                # (ctx operations inside asyncio tasks are refused: see Command.)
-                return AwaitFuture(yielded)
+            self._ended(branch, stop.value, None)
+            return
+        except ContinueAsNew as cont:
+            if self.held is not None:
+                self._hold(self.held)
             else:
-                throw = WorkflowUsageError(
-                    f"workflow {self.wf.name!r} awaited {yielded!r}; workflows may only await "
-                    "ctx operations (put other I/O inside ctx.step)"
-                )
+                self._continued(cont)
+            return
+        except Exception as exc:
+            self._ended(branch, None, exc)
+            return
+        finally:
+            commands.driving -= 1
+            self._current = None
+        if self.held is not None:
+            self._hold(self.held)
+        elif isinstance(yielded, Command):
+            self._issue(branch, yielded)
+        elif yielded is None:  # a bare `await asyncio.sleep(0)`: nothing to wait for
+            self._ready.append((branch, None, None))
+        elif isinstance(yielded, asyncio.Future):
+            # A plain asyncio awaitable (an event, a lock, asyncio.sleep): awaited as
+            # it is, not journaled, so it must not decide what the workflow does.
+            # (ctx operations inside asyncio tasks are refused: see Command.)
+            op = Pending(branch, -1, cast(Command, None), None)
+            branch.blocked = op
+            self._pump(op, _await(yielded), None)
+        else:
+            error = WorkflowUsageError(
+                f"workflow {self.wf.name!r} awaited {yielded!r}; workflows may only await "
+                "ctx operations (put other I/O inside ctx.step)"
+            )
+            self._ready.append((branch, None, error))
 
-    # -- journal helpers ---------------------------------------------------------------------
+    def _issue(self, branch: Branch, cmd: Command) -> None:
+        """``branch`` awaits ``cmd``: match it with its journal entry, if it has one."""
+        try:
+            entry = self._next_entry(branch, cmd.entry_kind(), cmd.name)
+        except NonDeterminismError as exc:
+            self._hold(exc)
+            return
+        op = Pending(branch, branch.index - 1, cmd, entry)
+        branch.blocked = op
+        if entry is None:
+            if self._cursor < len(self._schedule):
+                self._live.append(op)  # carried out once the journal is replayed
+            else:
+                self._carry_out(op)
+        elif self._cursor < len(self._schedule) and self._schedule[self._cursor] is entry:
+            self._cursor += 1  # (the usual case: the very next entry)
+            self._apply(op)
+        else:
+            self._waiting[entry.pos] = op
 
-    def _begin(self, kind: str, name: str) -> tuple[int, JournalEntry | None]:
-        pos = self.pos
-        self.pos += 1
-        entry = self.entries.get(pos)
-        if entry is not None and (entry.kind != kind or entry.name != name):
+    def _next_entry(self, branch: Branch, kind: str, name: str) -> JournalEntry | None:
+        """The journal entry of ``branch``'s next operation (``None`` past its journal);
+        a different operation there holds the run."""
+        index = branch.index
+        branch.index += 1
+        if index >= len(branch.entries):
+            return None
+        entry = branch.entries[index]
+        if entry.kind != kind or entry.name != name:
             self.held = NonDeterminismError(
-                self.run.id, pos, f"{entry.kind} {entry.name!r}", f"{kind} {name!r}"
+                self.run.id, entry.pos, f"{entry.kind} {entry.name!r}", f"{kind} {name!r}"
             )
             raise self.held
-        return pos, entry
+        return entry
 
-    def _record(
-        self,
-        pos: int,
-        kind: str,
-        name: str,
-        state: str,
-        value: bytes | None,
-        deadline: float | None = None,
-    ) -> None:
-        entry = JournalEntry(pos, kind, name, state, value, deadline, self.clock_now())
-        self.entries[pos] = entry
-        self.writes.journal[pos] = entry
+    def _replay_next(self) -> bool:
+        """Apply the journal's next entry; ``False`` if it must wait for an answer."""
+        entry = self._schedule[self._cursor]
+        if entry.pos in self._applied:
+            self._cursor += 1
+            return True
+        op = self._waiting.pop(entry.pos, None)
+        if op is None:
+            if self._outstanding:
+                return False
+            self._cursor += 1
+            if entry.state != "withdrawn" and not self._in_withdrawn(entry.branch):
+                self._hold(
+                    NonDeterminismError(
+                        self.run.id, entry.pos, f"{entry.kind} {entry.name!r}",
+                        "no such operation (the workflow now waits elsewhere, or has ended)",
+                    )
+                )  # fmt: skip
+            return True
+        self._cursor += 1
+        self._apply(op)
+        return True
 
-    @staticmethod
-    def _deadline(
-        entry: JournalEntry | None, timeout: float | None, now: float
-    ) -> tuple[float | None, float | None]:
-        """A wait's deadline and timeout: fixed when it was first reached, kept on replay."""
-        if entry is not None:
-            return entry.deadline, _json.loads(entry.value)["timeout"]
-        return (None if timeout is None else now + timeout), timeout
-
-    def _resolve(
-        self, pos: int, kind: str, name: str, value: bytes, entry: JournalEntry | None
-    ) -> None:
-        """Journal a wait's input; a wait parked earlier also loses its timer."""
-        self._record(pos, kind, name, "done", value)
-        # A signal wait without a timeout left nothing behind to clean up: no timer
-        # and no subscription (its signal task carries no position).
-        if entry is not None and (kind != "signal" or entry.deadline is not None):
-            self.writes.finished_waits.append(pos)
-
-    def _park(
-        self, pos: int, kind: str, name: str, info: dict[str, Any], deadline: float | None
-    ) -> None:
-        """Journal a wait as pending, with a timer task at its deadline if it has one."""
-        self._record(pos, kind, name, "pending", _json.dumps(info), deadline)
-        if deadline is not None:
-            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
-
-    @staticmethod
-    def _replayed(entry: JournalEntry) -> Any:
-        if entry.state == "done":
-            return _json.loads(entry.value)
-        raise rebuild_error(_json.loads(entry.value))
-
-    def _fail_op(self, pos: int, kind: str, name: str, exc: Exception, waited: bool) -> Exception:
-        self._record(pos, kind, name, "error", _json.dumps(error_dict(exc)))
-        if waited:
-            self.writes.finished_waits.append(pos)
-        return exc
-
-    def _subscription_ttl(self, timeout: float | None, ttl: float | None = None) -> float:
-        if ttl is not None:
-            return ttl
-        return (timeout + TTL_PAST_TIMEOUT) if timeout is not None else TTL_WITHOUT_TIMEOUT
-
-    # -- operations --------------------------------------------------------------------------
-
-    def _step(self, cmd: StepCmd) -> Op:
-        pos, entry = self._begin("step", cmd.name)
-        attempt = 1
-        if entry is not None:
-            if entry.state != "pending":
-                return self._replayed(entry)
-            if entry.deadline is not None and self.clock_now() < entry.deadline:
-                self.park_status = RunStatus.RUNNING.value  # waiting out a retry backoff
-                raise Park
-            attempt = _json.loads(entry.value)["attempt"] + 1
-        retry = cmd.retry or NO_RETRY
-        while True:
-            result: StepResult = yield RunStep(cmd, attempt)
-            exc = result.error
-            if exc is None:
-                try:
-                    data = _json.dumps(result.value, f"the result of step {cmd.name!r}")
-                except SerializationError as error:
-                    # Deterministic: retrying would give the same value again.
-                    raise self._fail_op(
-                        pos, "step", cmd.name,
-                        StepFailedError(cmd.name, attempt, type(error).__name__, str(error)),
-                        entry is not None,
-                    ) from error  # fmt: skip
-                self._record(pos, "step", cmd.name, "done", data)
-                if entry is not None:
-                    self.writes.finished_waits.append(pos)
-                return _json.loads(data)
-            log.info("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
-            if attempt < retry.max_attempts:
-                delay = retry.delay(attempt)
-                if delay <= 0:
-                    attempt += 1
-                    continue
-                deadline = self.clock_now() + delay
-                info = {"attempt": attempt, "error": error_dict(exc)}
-                self._record(pos, "step", cmd.name, "pending", _json.dumps(info), deadline)
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
-                self.park_status = RunStatus.RUNNING.value
-                raise Park from None
-            failure = StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc))
-            raise self._fail_op(pos, "step", cmd.name, failure, entry is not None) from exc
-
-    def _sleep(self, cmd: SleepCmd) -> None:
-        pos, entry = self._begin("sleep", "sleep")
-        if entry is not None and entry.state != "pending":
-            return self._replayed(entry)  # type: ignore[no-any-return]
-        now = self.clock_now()
-        if entry is not None and entry.deadline is not None:
-            deadline = entry.deadline
-        else:
-            deadline = cmd.until if cmd.until is not None else now + (cmd.seconds or 0.0)
-        if now >= deadline:
-            self._record(pos, "sleep", "sleep", "done", b"null")
-            if entry is not None:
-                self.writes.finished_waits.append(pos)
-            return None
-        if entry is None:
-            self._record(pos, "sleep", "sleep", "pending", None, deadline)
-            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
-        raise Park
-
-    def _signal(self, cmd: SignalCmd) -> Any:
-        pos, entry = self._begin("signal", cmd.name)
-        if entry is not None and entry.state != "pending":
-            return self._replayed(entry)
-        return self._signal_live(pos, entry, cmd)
-
-    def _signal_live(self, pos: int, entry: JournalEntry | None, cmd: SignalCmd) -> Op:
-        now = self.clock_now()
-        deadline, timeout = self._deadline(entry, cmd.timeout, now)
-        if self._mailbox is None:
-            self._mailbox = yield ReadMailbox()
-        signal = self._take_signal(cmd.name)
-        if signal is not None:
-            self._resolve(pos, "signal", cmd.name, signal.payload or b"null", entry)
-            self.writes.consumed_signals.append(signal.id)
-            return _json.loads(signal.payload)
-        if deadline is not None and now >= deadline:
-            error = WaitTimeoutError(f"wait_for_signal({cmd.name!r})", timeout or 0.0)
-            raise self._fail_op(pos, "signal", cmd.name, error, entry is not None)
-        if entry is None:
-            self._park(pos, "signal", cmd.name, {"timeout": timeout}, deadline)
-        raise Park
-
-    def _take_signal(self, name: str) -> SignalRecord | None:
-        assert self._mailbox is not None
-        for signal in self._mailbox:
-            if signal.name == name:
-                self._mailbox.remove(signal)
-                return signal
-        return None
-
-    def _start_child(self, cmd: StartChildCmd) -> str:
-        kind = "child.start" if cmd.trigger is None else "run.start"
-        pos, entry = self._begin(kind, cmd.name)
-        if entry is not None:
-            return self._replayed(entry)  # type: ignore[no-any-return]
-        wf = self.registry.latest(cmd.name)
-        data = _json.dumps(wf.check_input(cmd.input), f"the input of workflow {cmd.name!r}")
-        domain, subject = self.run.domain, self.run.subject
-        parent: str | None = self.run.id
-        trigger: bytes | None = None
-        if cmd.trigger is not None:
-            child_id = f"evt:{cmd.trigger['id']}:{wf.name}"
-            domain, subject = cmd.trigger["domain"], cmd.trigger["subject"]
-            parent, trigger = None, _json.dumps(cmd.trigger)
-        else:
-            child_id = cmd.run_id or (
-                f"{self.run.id}/{pos}" if not self.run.generation
-                else f"{self.run.id}/g{self.run.generation}/{pos}"
-            )  # fmt: skip
-        now = self.clock_now()
-        self.writes.runs.append(
-            RunRecord(
-                id=child_id, workflow=wf.name, version=wf.version,
-                status=RunStatus.PENDING.value, input=data, output=None, error=None,
-                domain=domain, subject=subject, parent_id=parent,
-                trigger=trigger, generation=0, created_at=now, updated_at=now,
-            )
-        )  # fmt: skip
-        self.writes.tasks.append(NewTask(child_id, now, "start"))
-        self._record(pos, kind, cmd.name, "done", _json.dumps(child_id))
-        return child_id
-
-    def _event(self, cmd: EventCmd) -> Any:
-        pos, entry = self._begin("event", cmd.name)
-        if entry is not None and entry.state == "done":
-            return _json.loads(entry.value)["event"]["payload"]
-        if entry is not None and entry.state == "error":
-            return self._replayed(entry)
-        now = self.clock_now()
-        deadline, timeout = self._deadline(entry, cmd.timeout, now)
-        envelope = self._delivery(pos, deadline)
-        if envelope is not None:
-            self._resolve(pos, "event", cmd.name, _json.dumps({"event": envelope}), entry)
-            return envelope["payload"]
-        if deadline is not None and now >= deadline:
-            error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
-            raise self._fail_op(pos, "event", cmd.name, error, True)
-        if entry is None:
-            subject = cmd.subject or self.run.subject or "*"
-            value = {"timeout": timeout, "subject": subject, "match": cmd.match}
-            self._park(pos, "event", cmd.name, value, deadline)
-            sub = SubscriptionRecord(
-                run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
-                name=cmd.name, subject=subject, shape=shape_of(cmd.match),
-                digest=match_digest(cmd.match),
-                match=None if cmd.match is None else _json.dumps(cmd.match),
-                wait=f"wait_for_event:{cmd.name}#{pos}",
-                expires_at=now + self._subscription_ttl(timeout, cmd.ttl), created_at=now,
-                deadline=deadline,
-            )  # fmt: skip
-            since = None
-            if cmd.since_start:
-                since = max(self.run.created_at, now - self.event_retention)
-            self.writes.subscriptions.append(EventWait(sub, since, self._consumed_events()))
-        raise Park
-
-    def _message(self, cmd: MessageCmd) -> Any:
-        pos, entry = self._begin("message", cmd.name)
-        if entry is not None and entry.state == "done":
-            self._already_consumed(pos, entry)
-            return _json.loads(entry.value)["message"]["payload"]
-        if entry is not None and entry.state == "error":
-            return self._replayed(entry)
-        return self._message_live(pos, entry, cmd)
-
-    def _message_live(self, pos: int, entry: JournalEntry | None, cmd: MessageCmd) -> Op:
-        now = self.clock_now()
-        if entry is not None:
-            info = _json.loads(entry.value)
-            deadline, timeout, key = entry.deadline, info["timeout"], info["key"]
-        else:
-            timeout, key = cmd.timeout, cmd.key
-            deadline = None if timeout is None else now + timeout
-        delivery = self._delivery(pos, deadline)
-        if delivery is not None:
-            self._resolve(pos, "message", cmd.name, _json.dumps({"message": delivery}), entry)
-            return delivery["payload"]
-        holder: SubscriptionRecord | None = yield ReadHolder(cmd.name, key)
-        if holder is not None and holder.run_id != self.run.id:
-            error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
-            raise self._fail_op(pos, "message", cmd.name, error, True)
-        if deadline is not None and now >= deadline:
-            error2 = WaitTimeoutError(f"wait_for_message({cmd.name!r}, {key!r})", timeout or 0.0)
-            raise self._fail_op(pos, "message", cmd.name, error2, True)
-        if entry is None or holder is None:
-            # (A pending wait with no holder lost a registration race to a run that
-            # has since finished waiting: register it now.)
-            if entry is None:
-                self._park(pos, "message", cmd.name, {"timeout": timeout, "key": key}, deadline)
-            sub = SubscriptionRecord(
-                run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
-                name=cmd.name, subject=key, shape="", digest="", match=None,
-                wait=f"wait_for_message:{cmd.name}#{pos}",
-                expires_at=now + self._subscription_ttl(timeout), created_at=now,
-                deadline=deadline,
-            )  # fmt: skip
-            self.writes.subscriptions.append(MessageWait(sub))
-        raise Park
-
-    def _delivery(self, pos: int, deadline: float | None) -> Any:
-        """The payload envelope of a delivery task aimed at wait ``pos``, if one came.
-
-        A delivery published after the wait's deadline does not count: the timeout
-        passed first, even if no worker had handled it yet.
-        """
-        for task in self.tasks:
-            if task.kind in DELIVERY_KINDS and task.pos == pos and pos not in self.delivered:
-                if deadline is not None and task.due_at > deadline:
-                    continue
-                self.delivered.add(pos)
-                self.consumed_tasks.add(task.id)
-                return _json.loads(task.payload)
-        return None
-
-    def _already_consumed(self, pos: int, entry: JournalEntry) -> None:
-        """A delivery for a wait the journal has done was consumed before a crash: keep it
-        from being buffered again (it is the same message, not a second one)."""
-        if entry.state != "done":
+    def _apply(self, op: Pending) -> None:
+        """Give ``op`` the result its journal entry records (a pending one: later)."""
+        entry = op.entry
+        assert entry is not None
+        if entry.state == "pending":
+            self._live.append(op)  # re-examined once the journal is replayed
             return
-        body = _json.loads(entry.value).get("message")
-        for task in self.tasks:
-            if task.kind == MESSAGE_TASK and task.pos == pos and _json.loads(task.payload) == body:
-                self.consumed_tasks.add(task.id)
+        try:
+            value = self._replay(op)
+        except NonDeterminismError as exc:
+            self._hold(exc)
+        except Exception as exc:
+            self._answer(op, None, exc)
+        else:
+            if value is not LATER:
+                self._answer(op, value, None)
 
-    def _consumed_events(self) -> frozenset[str]:
-        ids = set()
-        trigger = _json.loads(self.run.trigger)
-        if trigger:
-            ids.add(trigger.get("id"))
-        for entry in self.entries.values():
-            if entry.kind == "event" and entry.state == "done":
-                ids.add(_json.loads(entry.value)["event"]["id"])
-        return frozenset(i for i in ids if i)
+    def _carry_out(self, op: Pending) -> None:
+        """Carry out ``op`` now (its journal has no result for it)."""
+        if op.branch.withdrawn:
+            return
+        try:
+            result = self._live_op(op)
+        except Park:
+            self._parked.append(op)
+        except NonDeterminismError as exc:
+            self._hold(exc)
+        except Exception as exc:  # errors meant for the workflow (StepFailedError...)
+            self._answer(op, None, exc)
+        else:
+            if isinstance(result, GeneratorType):
+                self._pump(op, cast(Op, result), None)
+            elif result is not LATER:
+                self._answer(op, result, None)
 
-    def _publish(self, cmd: PublishCmd) -> Any:
-        pos, entry = self._begin("publish", cmd.name)
-        if entry is not None:
-            return PublishResult.from_dict(_json.loads(entry.value))
-        return self._publish_live(pos, cmd)
+    def _pump(self, op: Pending, gen: Op, answer: Any) -> None:
+        """Send ``answer`` into ``op``'s handler; it asks for more, or finishes."""
+        try:
+            request = gen.send(answer)
+        except StopIteration as stop:
+            op.gen = None
+            self._answer(op, stop.value, None)
+        except Park:
+            op.gen = None
+            self._parked.append(op)
+        except NonDeterminismError as exc:
+            self._hold(exc)
+        except Exception as exc:
+            op.gen = None
+            self._answer(op, None, exc)
+        else:
+            op.gen, op.requested = gen, True
+            self._outstanding += 1
+            self._requests.append((op, request))
 
-    def _publish_live(self, pos: int, cmd: PublishCmd) -> Op:
-        event_id = cmd.event_id or f"{self.run.id}:{self.run.generation}:{pos}"
-        event, payload = self.prepare_event(
-            Event(cmd.name, cmd.payload, id=event_id, domain=self.run.domain, subject=cmd.subject)
-        )
-        if event.subject is None and self.run.subject is not None:
-            event = Event(
-                event.name, event.payload, id=event.id, domain=event.domain,
-                subject=self.run.subject,
-            )  # fmt: skip
-        self.writes.publishes.append((pos, event, payload))
-        committed: dict[int, JournalEntry] = yield Flush()
-        self.entries[pos] = committed[pos]
-        return PublishResult.from_dict(_json.loads(committed[pos].value))
+    def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:
+        """``op`` is over: its branch goes on with ``value`` (or ``error`` raised)."""
+        branch = op.branch
+        branch.blocked = None
+        if branch.withdrawn:
+            _close(branch)
+            self._withdrawn_settled(branch)
+            return
+        self._ready.append((branch, value, error))
 
-    def _child_result(self, cmd: ChildResultCmd) -> Any:
-        pos, entry = self._begin("child.result", cmd.name)
-        if entry is not None and entry.state != "pending":
-            return self._replayed(entry)
-        return self._child_result_live(pos, entry, cmd)
-
-    def _child_result_live(self, pos: int, entry: JournalEntry | None, cmd: ChildResultCmd) -> Op:
-        child = next((r for r in self.writes.runs if r.id == cmd.name), None)
-        if child is None:
-            child = yield ReadRun(cmd.name)
-        if child is None:
-            raise RunNotFoundError(cmd.name)
-        if child.status == RunStatus.COMPLETED:
-            self._record(pos, "child.result", cmd.name, "done", child.output or b"null")
-            return _json.loads(child.output)
-        if child.status == RunStatus.FAILED:
-            error = ErrorInfo.from_dict(_json.loads(child.error))
-            raise self._fail_op(
-                pos, "child.result", cmd.name, WorkflowFailedError(child.id, error), False
+    def _ended(self, branch: Branch, value: Any, error: BaseException | None) -> None:
+        branch.done = True
+        if self.held is not None:  # (ctx.now() found the journal otherwise)
+            self._hold(self.held)
+            return
+        if error is None and branch.index < len(branch.entries):
+            entry = branch.entries[branch.index]
+            ending = "the workflow returning" if branch is self._root else "its branch returning"
+            self._hold(
+                NonDeterminismError(self.run.id, entry.pos, f"{entry.kind} {entry.name!r}", ending)
             )
-        if child.status == RunStatus.CANCELLED:
-            raise self._fail_op(pos, "child.result", cmd.name, RunCancelledError(child.id), False)
-        if entry is None:
-            self._record(pos, "child.result", cmd.name, "pending", None)
-        raise Park
+            return
+        if branch is self._root:
+            self.outcome = self._failed(error) if error is not None else self._completed(value)
+        else:
+            self._branch_ended(branch, value, error)
+
+    def _continued(self, cont: ContinueAsNew) -> None:
+        try:
+            data = _json.dumps(cont.input, "the input passed to ctx.continue_as_new")
+        except SerializationError as exc:
+            self.outcome = self._failed(exc)
+            return
+        self.outcome = Outcome("continued", new_input=data)
+
+    def _hold(self, exc: NonDeterminismError) -> None:
+        self.held = exc
+        log.error("%s", exc)
+        self.outcome = Outcome("held", error=error_dict(exc))
+
+    def _branch_now(self) -> Branch:
+        branch = self._current
+        if branch is None:
+            raise WorkflowUsageError(
+                "ctx.now(), ctx.uuid() and ctx.random() may only be called from the "
+                "workflow's own code while it runs"
+            )
+        return branch
+
+    def _in_withdrawn(self, path: str | None) -> bool:
+        return path is not None and any(
+            path == p or path.startswith(p + "/") for p in self._withdrawn_paths
+        )
+
+    def _branches(self) -> list[Branch]:
+        seen = [self._root] if self._root is not None else []
+        for op in [*self._waiting.values(), *self._live, *self._parked]:
+            seen.append(op.branch)
+        seen.extend(branch for branch, _, _ in self._ready)
+        for token, _ in self._requests:
+            seen.append(token.branch)
+        return list(dict.fromkeys(seen))
+
+    def _replay(self, op: Pending) -> Any:
+        """The result ``op``'s (done or error) journal entry records."""
+        cmd, entry = op.cmd, op.entry
+        assert entry is not None
+        if isinstance(cmd, GatherCmd):
+            return self._gather(op, cmd)
+        if isinstance(cmd, FirstCmd) and entry.state == "done":
+            first = _json.loads(entry.value)
+            return first["name"], first["value"]
+        return self._replay_plain(op)
+
+    def _live_op(self, op: Pending) -> Any:
+        cmd = op.cmd
+        if isinstance(cmd, GatherCmd):
+            return self._gather(op, cmd)
+        if isinstance(cmd, FirstCmd):
+            return self._first(op, cmd)
+        return self._live_plain(op)
+
+    def _when_quiet(self) -> bool:
+        """Every branch waits on an input: whether anything could still go on now
+        (nothing can yet: no operation acts on a quiet run)."""
+        return False
+
+    def _forget(self, op: Pending) -> None:
+        """``op`` will never be answered (its branch was withdrawn)."""
+        if op.entry is not None and self._waiting.get(op.entry.pos) is op:
+            del self._waiting[op.entry.pos]
+        if op in self._live:
+            self._live.remove(op)
+        if op in self._parked:
+            self._parked.remove(op)
+
+    def _close_branch(self, branch: Branch) -> None:
+        _close(branch)
 
     # -- endings -----------------------------------------------------------------------------
 
     def _completed(self, value: Any) -> Outcome:
-        if self.held:
-            return self._held()
-        if self.pos < self.journal_len:
-            entry = self.entries[self.pos]
-            self.held = NonDeterminismError(
-                self.run.id, self.pos, f"{entry.kind} {entry.name!r}", "the workflow returning"
-            )
-            return self._held()
         try:
             data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
         except SerializationError as exc:
@@ -707,11 +486,6 @@ class Machine:
     def _failed(self, exc: BaseException) -> Outcome:
         return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
 
-    def _held(self) -> Outcome:
-        assert self.held is not None
-        log.error("%s", self.held)
-        return Outcome("held", error=error_dict(self.held))
-
     def _new_writes(self) -> Writes:
         return Writes(
             self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
@@ -719,15 +493,13 @@ class Machine:
         )  # fmt: skip
 
 
-# Each command's operation: a plain method (answers at once or raises Park), or one
-# that returns a generator (an Op) when it needs a request answered first.
-_HANDLERS: dict[type[Command], Callable[[Machine, Any], Any]] = {
-    StepCmd: Machine._step,
-    SleepCmd: Machine._sleep,
-    SignalCmd: Machine._signal,
-    StartChildCmd: Machine._start_child,
-    ChildResultCmd: Machine._child_result,
-    EventCmd: Machine._event,
-    PublishCmd: Machine._publish,
-    MessageCmd: Machine._message,
-}
+def _await(future: asyncio.Future[Any]) -> Op:
+    yield AwaitFuture(future)
+
+
+def _close(branch: Branch) -> None:
+    """Let go of ``branch``'s coroutine (a ``finally`` that awaits again is cut short)."""
+    try:
+        branch.coro.close()
+    except RuntimeError:  # it awaited again on its way out
+        pass

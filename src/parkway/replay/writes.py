@@ -71,9 +71,9 @@ class Writes:
     claimed_tasks: frozenset[int] = frozenset()
     # Waits that took a delivery in the current advance.
     delivered: set[int] = field(default_factory=set)
-    # ctx.publish: (position, the event as prepared, its encoded payload); the
-    # commit publishes it and journals the result at that position.
-    publishes: list[tuple[int, Event, bytes]] = field(default_factory=list)
+    # ctx.publish: (position, the event as prepared, its encoded payload, the
+    # branch); the commit publishes it and journals the result at that position.
+    publishes: list[tuple[int, Event, bytes, str | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(

@@ -45,7 +45,14 @@ class RunRecord:
 
 @dataclass
 class JournalEntry:
-    """One operation of a run at ``pos``; ``state`` is ``done``, ``error`` or ``pending``."""
+    """One operation of a run at ``pos``; ``state`` is ``done``, ``error``,
+    ``pending`` or ``withdrawn`` (a wait that lost: ``ctx.first``, a failed gather).
+
+    ``branch``: the ``ctx.gather`` branch (or update handler) the operation belongs
+    to (``None``: the workflow's own line). ``seq``: the order in which its result
+    was applied, where that is not ``pos`` (a wait answered after later operations
+    of other branches were journaled); replay applies entries in that order.
+    """
 
     pos: int
     kind: str
@@ -54,6 +61,8 @@ class JournalEntry:
     value: bytes | None
     deadline: float | None
     at: float
+    branch: str | None = None
+    seq: int | None = None
 
 
 @dataclass

@@ -12,8 +12,11 @@ run's new status.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -36,14 +39,13 @@ from parkway.events import Event
 from parkway.models import RunStatus, error_dict
 from parkway.registry import LATEST, WorkflowDef
 from parkway.replay.commands import StepCmd
-from parkway.replay.machine import (
+from parkway.replay.machine import Machine, Token
+from parkway.replay.requests import (
     AwaitFuture,
     Flush,
-    Machine,
     ReadHolder,
     ReadMailbox,
     ReadRun,
-    Request,
     RunStep,
     StepResult,
 )
@@ -73,8 +75,11 @@ class Advancer:
     """Advances runs leased to ``owner``; ``commit(run_id, job)`` commits a job that
     fences on that run's lease first (through the worker's committer)."""
 
-    def __init__(self, rt: Runtime, owner: str, commit: Commit) -> None:
+    def __init__(
+        self, rt: Runtime, owner: str, commit: Commit, executor: concurrent.futures.Executor
+    ) -> None:
         self.rt, self.owner, self.commit = rt, owner, commit
+        self.executor = executor  # where sync steps run
 
     async def advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
         """Advance ``run_id`` (``loaded``: what came with its lease, if anything did)."""
@@ -137,27 +142,46 @@ class Advancer:
     # -- doing what the machine asks ---------------------------------------------------------
 
     async def _drive(self, run: RunRecord, machine: Machine) -> Outcome:
-        """Run ``machine`` to its outcome, doing each thing it asks for."""
+        """Run ``machine`` to its outcome, doing each thing it asks for.
+
+        Steps of different branches run at the same time (a gather); a lone step
+        is awaited here, without a task of its own.
+        """
+        inflight: dict[asyncio.Future[Any], Token] = {}
         try:
-            request: Request | Outcome = machine.start()
-            while not isinstance(request, Outcome):
-                if isinstance(request, RunStep):
-                    if not machine.writes.may_wait_for_commit:
-                        await self._flush(run, machine)
-                    request = machine.resume(await call_step(request.cmd))
-                elif isinstance(request, Flush):
-                    request = machine.resume(await self._flush(run, machine))
-                elif isinstance(request, AwaitFuture):
-                    future = request.future
-                    # (As a Task would: the future has been seen as blocking.)
-                    future._asyncio_future_blocking = False
-                    await asyncio.wait([future])
-                    request = machine.resume(None)
-                else:
-                    request = machine.resume(await self._read(run, request))
-            return request
+            machine.start()
+            while True:
+                requests = machine.take_requests()
+                if not requests:
+                    if machine.outcome is not None:
+                        return machine.outcome
+                    if not inflight:  # (cannot be: the machine answers or asks)
+                        raise RuntimeError(f"run {run.id!r}: replay stopped with nothing to do")
+                    done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    for future in done:
+                        machine.resume(inflight.pop(future), future.result())
+                    continue
+                for token, request in requests:
+                    if isinstance(request, RunStep):
+                        if not machine.writes.may_wait_for_commit:
+                            await self._flush(run, machine)
+                        if len(requests) == 1 and not inflight:
+                            machine.resume(token, await self._call(request.cmd))
+                        else:
+                            inflight[asyncio.ensure_future(self._call(request.cmd))] = token
+                    elif isinstance(request, AwaitFuture):
+                        inflight[asyncio.ensure_future(_settled(request.future))] = token
+                    elif isinstance(request, Flush):
+                        machine.resume(token, await self._flush(run, machine))
+                    else:
+                        machine.resume(token, await self._read(run, request))
         finally:
+            if inflight:  # (the run ended with steps in flight: they settle, unheard)
+                await asyncio.wait(inflight)
             machine.close()
+
+    async def _call(self, cmd: StepCmd) -> StepResult:
+        return await call_step(cmd, self.executor)
 
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self._store_call(run) as tx:
@@ -183,7 +207,7 @@ class Advancer:
         with _store_errors(run):
             await self.commit(run.id, job)
         rt.after_commit()
-        return {pos: writes.journal[pos] for pos, _, _ in writes.publishes}
+        return {pos: writes.journal[pos] for pos, _, _, _ in writes.publishes}
 
     @contextlib.asynccontextmanager
     async def _store_call(self, run: RunRecord) -> AsyncIterator[Tx]:
@@ -293,19 +317,31 @@ class Advancer:
                 )
 
 
-async def call_step(cmd: StepCmd) -> StepResult:
-    """Run one attempt of a step: what it returned, or the exception it raised."""
+async def call_step(cmd: StepCmd, executor: concurrent.futures.Executor) -> StepResult:
+    """Run one attempt of a step: what it returned, or the exception it raised.
+
+    A sync step may block (requests, file I/O): it runs in ``executor``, with
+    the caller's context variables (as ``asyncio.to_thread`` would).
+    """
     try:
         if inspect.iscoroutinefunction(cmd.fn):
             result = await cmd.fn(*cmd.args, **cmd.kwargs)
         else:
-            # A sync step may block (requests, file I/O): keep it off the event loop.
-            result = await asyncio.to_thread(cmd.fn, *cmd.args, **cmd.kwargs)
+            call = functools.partial(cmd.fn, *cmd.args, **cmd.kwargs)
+            context = contextvars.copy_context()
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(executor, context.run, call)
         if inspect.isawaitable(result):
             result = await result
     except Exception as exc:
         return StepResult(error=exc)
     return StepResult(value=result)
+
+
+async def _settled(future: asyncio.Future[Any]) -> None:
+    # (As a Task would: the future has been seen as blocking by the workflow's await.)
+    future._asyncio_future_blocking = False
+    await asyncio.wait([future])
 
 
 @contextlib.contextmanager

@@ -27,10 +27,12 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     """
     now = rt.now()
     run_id = writes.run_id
-    for pos, event, payload in writes.publishes:
+    for pos, event, payload, branch in writes.publishes:
         result = await intake.publish_in_tx(rt, tx, event, payload, now)
         value = _json.dumps(result.to_dict())
-        writes.journal[pos] = JournalEntry(pos, "publish", event.name, "done", value, None, now)
+        writes.journal[pos] = JournalEntry(
+            pos, "publish", event.name, "done", value, None, now, branch
+        )
     for run in writes.runs:
         if await tx.get_run(run.id) is None:
             await tx.insert_run(run)

@@ -11,6 +11,7 @@ commit.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -75,7 +76,13 @@ class Worker:
         # flight makes the look's answer unsafe to keep (_due_reports).
         self._next_due: tuple[bool, float | None] = (False, None)
         self._due_reports = 0
-        self._advancer = Advancer(rt, self.owner, self.commit)
+        # Sync steps run in threads of their own, as many as runs at once: the
+        # loop's default executor has a handful (cores + 4), which a gather of
+        # sync steps, or many runs in sync steps, would queue behind.
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            self.concurrency, thread_name_prefix="parkway-step"
+        )
+        self._advancer = Advancer(rt, self.owner, self.commit, self._executor)
 
     def start(self) -> None:
         # Commits that add tasks, other processes' too, wake this worker the moment
@@ -126,6 +133,9 @@ class Worker:
         if self._beat_task is not None:
             self._beat_task.cancel()
             await asyncio.gather(self._beat_task, return_exceptions=True)
+        # Threads still in a step past the grace are not waited for here (the
+        # command line leaves without them; their runs are released).
+        self._executor.shutdown(wait=False)
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own

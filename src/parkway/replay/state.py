@@ -1,0 +1,163 @@
+"""What the replay machine's operations share: its state, and the journal's helpers.
+
+The machine (:mod:`parkway.replay.machine`) schedules; its operations
+(:mod:`parkway.replay.ops`, :mod:`parkway.replay.composite`) decide. Both read
+and write the state declared here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from parkway import _json
+from parkway.errors import NonDeterminismError
+from parkway.events import Event
+from parkway.models import RunStatus, error_dict, rebuild_error
+from parkway.registry import Registry, WorkflowDef
+from parkway.replay.branch import Branch, Op, Pending
+from parkway.replay.writes import Writes
+from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
+
+# A subscription's safety-net lifetime beyond its wait's timeout, and without one.
+TTL_PAST_TIMEOUT = 86400.0
+TTL_WITHOUT_TIMEOUT = 90 * 86400.0
+
+
+class Park(Exception):
+    """Internal: the operation waits on an input that has not arrived."""
+
+
+# An operation that answers later, not when it is carried out (a gather).
+LATER = object()
+
+
+class MachineState:
+    """The state of one advance, and how operations journal what they decide."""
+
+    wf: WorkflowDef
+    run: RunRecord
+    tasks: list[TaskRecord]
+    registry: Registry
+    clock_now: Callable[[], float]
+    prepare_event: Callable[[Event], tuple[Event, bytes]]
+    event_retention: float
+    entries: dict[int, JournalEntry]
+    next_pos: int
+    writes: Writes
+    consumed_tasks: set[int]
+    delivered: set[int]
+    park_status: str
+    held: NonDeterminismError | None
+    _mailbox: list[SignalRecord] | None
+    _by_branch: dict[str, list[JournalEntry]]
+    _ready: Any
+    _withdrawn_paths: list[str]
+
+    # The scheduler's side, which operations call.
+    def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:
+        raise NotImplementedError
+
+    def _pump(self, op: Pending, gen: Op, answer: Any) -> None:
+        raise NotImplementedError
+
+    def _forget(self, op: Pending) -> None:
+        raise NotImplementedError
+
+    # -- the journal -------------------------------------------------------------------------
+
+    def _alloc(self) -> int:
+        """A position no entry of this generation has."""
+        pos = self.next_pos
+        self.next_pos += 1
+        return pos
+
+    def _record(
+        self,
+        op: Pending,
+        kind: str,
+        state: str,
+        value: bytes | None,
+        deadline: float | None = None,
+        *,
+        pos: int | None = None,
+    ) -> JournalEntry:
+        """Journal ``op`` (at its entry's position, or a new one): the first record of
+        an operation takes the next position; an operation answered after later
+        entries were journaled keeps its position and records the order of its
+        answer (``seq``)."""
+        old = op.entry
+        seq = None
+        if old is not None:
+            pos = old.pos
+            if old.seq is not None or pos != self.next_pos - 1:
+                seq = self._alloc()
+        elif pos is None:
+            pos = self._alloc()
+        entry = JournalEntry(
+            pos, kind, op.cmd.name, state, value, deadline, self.clock_now(),
+            op.branch.journal_path, seq,
+        )  # fmt: skip
+        op.entry = entry
+        self.entries[pos] = entry
+        self.writes.journal[pos] = entry
+        return entry
+
+    def _record_new(
+        self, branch: Branch, kind: str, name: str, state: str, value: bytes | None
+    ) -> JournalEntry:
+        """Journal an operation answered at once (a side value, a marker)."""
+        pos = self._alloc()
+        entry = JournalEntry(
+            pos, kind, name, state, value, None, self.clock_now(), branch.journal_path
+        )
+        self.entries[pos] = entry
+        self.writes.journal[pos] = entry
+        return entry
+
+    @staticmethod
+    def _deadline(
+        entry: JournalEntry | None, timeout: float | None, now: float
+    ) -> tuple[float | None, float | None]:
+        """A wait's deadline and timeout: fixed when it was first reached, kept on replay."""
+        if entry is not None:
+            return entry.deadline, _json.loads(entry.value)["timeout"]
+        return (None if timeout is None else now + timeout), timeout
+
+    def _resolve(self, op: Pending, kind: str, value: bytes) -> None:
+        """Journal a wait's input; a wait parked earlier also loses its timer."""
+        parked = op.entry
+        entry = self._record(op, kind, "done", value)
+        # A signal wait without a timeout left nothing behind to clean up: no timer
+        # and no subscription (its signal task carries no position).
+        if parked is not None and (kind != "signal" or parked.deadline is not None):
+            self.writes.finished_waits.append(entry.pos)
+
+    def _park(self, op: Pending, kind: str, info: dict[str, Any], deadline: float | None) -> int:
+        """Journal a wait as pending, with a timer task at its deadline if it has one."""
+        entry = self._record(op, kind, "pending", _json.dumps(info), deadline)
+        if deadline is not None:
+            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", entry.pos))
+        return entry.pos
+
+    def _fail_op(self, op: Pending, kind: str, exc: Exception, waited: bool) -> Exception:
+        entry = self._record(op, kind, "error", _json.dumps(error_dict(exc)))
+        if waited:
+            self.writes.finished_waits.append(entry.pos)
+        return exc
+
+    @staticmethod
+    def _replayed(entry: JournalEntry) -> Any:
+        if entry.state == "done":
+            return _json.loads(entry.value)
+        raise rebuild_error(_json.loads(entry.value))
+
+    @staticmethod
+    def _subscription_ttl(timeout: float | None, ttl: float | None = None) -> float:
+        if ttl is not None:
+            return ttl
+        return (timeout + TTL_PAST_TIMEOUT) if timeout is not None else TTL_WITHOUT_TIMEOUT
+
+    def _backing_off(self) -> None:
+        """The run waits on a retry's backoff: it stays ``running`` meanwhile."""
+        self.park_status = RunStatus.RUNNING.value

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable
 from types import GeneratorType
@@ -499,7 +500,5 @@ def _await(future: asyncio.Future[Any]) -> Op:
 
 def _close(branch: Branch) -> None:
     """Let go of ``branch``'s coroutine (a ``finally`` that awaits again is cut short)."""
-    try:
+    with contextlib.suppress(RuntimeError):  # it awaited again on its way out
         branch.coro.close()
-    except RuntimeError:  # it awaited again on its way out
-        pass

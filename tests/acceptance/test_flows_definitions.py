@@ -465,3 +465,44 @@ def test_cli_checks_handlers_and_node_types_with_an_app(tmp_path: Path) -> None:
     result = parkway("flows", "validate", str(path), "--app", "shopapp:engine", cwd=tmp_path)
     assert result.returncode == 1
     assert "'notify'" in result.stderr and "data.params.action" in result.stderr
+
+
+def test_cli_reports_every_fault_at_once(tmp_path: Path) -> None:
+    """One run lists each fault of the file, each naming its node (or edge) and field."""
+    definition = good()
+    params(definition, "wait-product").update(duration=-1, match="product:1")
+    nodes(definition)["end"].update(type="Finish")
+    definition["flow"]["edges"].append({"id": "e9", "source": "notify", "target": "ghost"})
+    add_condition(definition, {"fact": "trigger.total", "operator": "like", "value": 1})
+    params(definition, "notify").update(to="{{customer.email}}")
+    definition["options"].update(enabled="yes")
+    path = tmp_path / "faulty.json"
+    path.write_text(json.dumps(definition))
+    result = parkway("flows", "validate", str(path), cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{path}: 7 faults", result.stderr
+    expected = [
+        ["options.enabled"],
+        ["'end'", "type", "'Finish'"],
+        ["'e9'", "target", "'ghost'"],
+        ["'wait-product'", "data.params.match"],
+        ["'wait-product'", "data.params.duration", "milliseconds"],
+        ["'notify'", "data.params.to", "'customer'"],
+        ["'check'", "data.conditions.groups[0].conditions[0].operator", "'like'"],
+    ]
+    assert len(lines) == 1 + len(expected)
+    for words in expected:
+        assert any(all(w in line for w in words) for line in lines[1:]), (words, result.stderr)
+
+
+def test_add_flow_raises_every_fault_together() -> None:
+    definition = good()
+    params(definition, "wait-product").pop("duration")
+    params(definition, "notify").update(action="send_sms")
+    with pytest.raises(FlowDefinitionError) as caught:
+        engine_with_handlers().add_flow(definition)
+    message = str(caught.value)
+    assert message.startswith("the flow definition has 2 faults:\n")
+    assert "'wait-product'" in message and "data.params.duration" in message
+    assert "'notify'" in message and "'send_sms'" in message

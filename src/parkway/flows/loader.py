@@ -204,13 +204,19 @@ def check(
     usable = tuple(e for e in edges if e.source in nodes and e.target in nodes)
     successors = _successors(nodes, usable, faults)
     checks = LoadChecks(frozenset(node_ids), start or "", actions, faults)
+    faulty: set[str] = set()
     for model in nodes.values():
+        before = len(faults)
         _validate(model, checks)
         for where, expression in model.templates():
             fault = _template_fault(model, where, expression, checks.node_ids)
             if fault is not None:
                 checks.report(fault)
-    start_events = _start_events(nodes[start], faults) if start in nodes else None
+        if len(faults) > before:
+            faulty.add(model.id)
+    start_events = None
+    if start in nodes and start not in faulty:  # (its faults would say it again)
+        start_events = _start_events(nodes[start], faults)
     if faults:
         return Checked(None, faults)
     assert start is not None

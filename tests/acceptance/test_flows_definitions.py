@@ -506,3 +506,10 @@ def test_add_flow_raises_every_fault_together() -> None:
     assert message.startswith("the flow definition has 2 faults:\n")
     assert "'wait-product'" in message and "data.params.duration" in message
     assert "'notify'" in message and "'send_sms'" in message
+
+
+def test_cli_validates_the_onboarding_example(tmp_path: Path) -> None:
+    example = EXAMPLE.parent / "onboarding.json"
+    result = parkway("flows", "validate", str(example), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "OK: flow 'user-onboarding': 8 nodes, 8 edges\n"

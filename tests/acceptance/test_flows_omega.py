@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from parkway import Engine, FlowDefinitionError, NodeModel, RunStatus, default_node_models
 
+ONBOARDING = Path(__file__).parents[2] / "examples" / "flows" / "onboarding.json"
 T0_MS = 1_893_456_000_000  # tests/conftest.py's T0, 2030-01-01 UTC, in epoch milliseconds
 
 
@@ -399,9 +401,7 @@ async def test_a_condition_and_a_later_trigger_record_their_state(engine: Engine
     await engine.idle()
     await engine.publish("payment.received", {}, subject="c")
     await finished(engine, run_id("pay", "c"))
-    assert seen.params("report") == [
-        {"big": False, "paid": "trigger", "text": "big=false"}
-    ]
+    assert seen.params("report") == [{"big": False, "paid": "trigger", "text": "big=false"}]
 
 
 # -- conditions --------------------------------------------------------------------------------
@@ -627,3 +627,32 @@ async def test_numbers_interpolate_as_javascript_prints_them(engine: Engine) -> 
     assert sub.expires_at == (await engine.get_run(sub.run_id)).created_at + timedelta(
         seconds=1, days=1
     )
+
+
+# -- the example -------------------------------------------------------------------------------
+
+
+async def test_the_onboarding_example_runs(engine: Engine, clock: Any) -> None:
+    """examples/flows/onboarding.json, saved as omega-flow's editor saves a flow (labels,
+    positions, "output" handles, an Action without a handler, an {"all": [...]} condition
+    on a legacy fact), runs as omega-flow's guide describes it."""
+    seen = Recorder(engine, "send_email")
+    engine.add_flow(ONBOARDING)
+    await engine.publish("user.signup", {"email": "ann@example.com", "name": "Ann"}, subject="u1")
+    await engine.publish("user.signup", {"email": "bo@example.com", "name": "Bo"}, subject="u2")
+    await engine.idle()
+    assert [p["template"] for p in seen.params("send_email")] == ["welcome", "welcome"]
+    await clock.advance("1d")
+    await engine.publish("profile.saved", {"completed": False, "percent": 40}, subject="u1")
+    await engine.publish("profile.saved", {"completed": True, "percent": 100}, subject="u2")
+    output = await finished(engine, "flow:user-onboarding:default:u1")
+    assert output == {"last_node": "exit-1", "state": {"action-1": None, "action-2": None}}
+    await finished(engine, "flow:user-onboarding:default:u2")
+    reminders = [p for p in seen.params("send_email") if p["template"] == "reminder"]
+    assert reminders == [
+        {
+            "template": "reminder",
+            "to": "ann@example.com",
+            "text": "Hello Ann, your profile is 40% done",
+        }
+    ]

@@ -629,16 +629,26 @@ def flows() -> None:
     help="module:attribute of the Engine: also check its custom node types and action handlers.",
 )
 def flows_validate(file: str, app: Engine | None) -> None:
-    """Check flow definition FILE; print OK with its size, or what is wrong (exit 1)."""
-    from parkway.flows import load
+    """Check flow definition FILE; print OK with its size, or every fault, one a line (exit 1).
+
+    Each fault names the node (or edge) and the field at fault.
+    """
+    from parkway.flows import check
 
     try:
         if app is None:
-            flow = load(file)
+            checked = check(file)
         else:
-            flow = load(file, node_models=app.node_models, actions=app.actions)
-    except ParkwayError as exc:
+            checked = check(file, node_models=app.node_models, actions=app.actions)
+    except ParkwayError as exc:  # FILE cannot be read as a flow at all
         raise click.ClickException(str(exc)) from exc
+    flow = checked.flow
+    if flow is None:
+        count = len(checked.faults)
+        click.echo(f"{file}: {count} fault{'s' if count != 1 else ''}", err=True)
+        for fault in checked.faults:
+            click.echo(f"  {fault}", err=True)
+        sys.exit(1)
     click.echo(f"OK: flow {flow.id!r}: {len(flow.nodes)} nodes, {len(flow.edges)} edges")
 
 

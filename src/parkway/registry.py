@@ -38,6 +38,8 @@ class WorkflowDef:
     fn: WorkflowFn
     validate_input: Callable[[Any], Any] | None = None
     on_event: tuple[str, ...] = ()
+    # Started by every event (a JSON flow whose start trigger names no event).
+    on_any_event: bool = False
     on_message: str | None = None
     debounce: Any = None
     batch: Any = None
@@ -151,6 +153,8 @@ class Registry:
         self._by_name: dict[str, dict[str, WorkflowDef]] = {}
         self._latest: dict[str, str] = {}
         self._subscribers: dict[str, list[str]] = {}
+        self._any_event: list[str] = []  # names of workflows with on_any_event
+        self._rank: dict[str, int] = {}  # registration order of names
 
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
@@ -172,6 +176,9 @@ class Registry:
             raise DuplicateWorkflowError(wf.name, wf.version)
         versions[wf.version] = wf
         self._latest[wf.name] = wf.version
+        self._rank.setdefault(wf.name, len(self._rank))
+        if wf.on_any_event and wf.name not in self._any_event:
+            self._any_event.append(wf.name)
         for event_name in wf.on_event:
             names = self._subscribers.setdefault(event_name, [])
             if wf.name not in names:
@@ -187,10 +194,13 @@ class Registry:
 
     def subscribers(self, event_name: str) -> list[WorkflowDef]:
         """Latest versions of the workflows started by ``event_name``, in registration order."""
+        names = self._subscribers.get(event_name, [])
+        if self._any_event:
+            names = sorted({*names, *self._any_event}, key=self._rank.__getitem__)
         out = []
-        for name in self._subscribers.get(event_name, ()):
+        for name in names:
             wf = self.latest(name)
-            if event_name in wf.on_event:
+            if event_name in wf.on_event or wf.on_any_event:
                 out.append(wf)
         return out
 

@@ -1,15 +1,25 @@
 """Condition nodes: groups of rules in the shape of json-rules-engine.
 
-``data.conditions = {"groups": [{"operator": "all", "conditions": [rule, ...]}]}``.
-Groups are OR-ed; a group is ``all`` (every item holds) or ``any`` (one does).
-A rule is ``{"fact": "trigger.total", "operator": "greaterThan", "value": 100}``:
-``fact`` is a template path (braces optional) and ``value`` is resolved like
-params. An item may also be a nested group, ``{"all": [...]}`` / ``{"any": [...]}``.
+``data.conditions`` is omega-flow's form,
+``{"groups": [{"operator": "all", "conditions": [rule, ...]}]}`` (groups are
+OR-ed; a group is ``all``, every item holds, or ``any``, one does), or
+json-rules-engine's, ``{"all": [...]}`` / ``{"any": [...]}``. A rule is
+``{"fact": "trigger.total", "operator": "greaterThan", "value": 100}``; an item
+may also be a nested ``{"all": [...]}`` / ``{"any": [...]}``. Empty lists follow
+JavaScript's ``every``/``some``: ``all`` of nothing holds, ``any`` of nothing
+does not, no groups at all does not.
+
+``fact`` is a path: ``trigger.x`` / ``event.x`` / ``state.<node id>.x`` (braces
+optional) read the scope as templates do; any other fact (``total``,
+``user.plan``) is omega-flow's "legacy" fact and reads the data of the current
+event (``event``'s payload, not its envelope). ``value`` is resolved like params.
 
 A fact that leads nowhere is *missing*: it equals nothing, is in nothing,
 contains nothing, and never satisfies a numeric comparison (so ``notEqual``
 and ``notIn`` hold for it). Numeric comparisons take numbers only (not
-booleans, not numeric strings); equality is JSON equality.
+booleans, not numeric strings). Equality is JSON equality, arrays and objects
+compared by value (omega-flow's ``===`` compares them by identity, so two
+equal arrays never are; see docs/flows.md).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from parkway.flows import templates
-from parkway.flows.templates import MISSING, Path, Scope
+from parkway.flows.templates import MISSING, ROOTS, Path, Scope
 from parkway.matching import deep_equal
 
 
@@ -74,6 +84,8 @@ class Rule:
     """One comparison: the fact at ``path``, ``operator``, the (resolved) ``value``.
 
     ``field`` is where the rule sits in the node (``data.conditions.groups[0].conditions[1]``).
+    ``legacy``: the fact has no ``trigger.`` / ``event.`` / ``state.`` prefix and is
+    read from the current event's payload.
     """
 
     field: str
@@ -81,9 +93,13 @@ class Rule:
     path: Path
     operator: str
     value: Any
+    legacy: bool = False
 
     def holds(self, scope: Scope) -> bool:
-        fact = templates.lookup(self.path, scope)
+        if self.legacy:
+            fact = templates.descend(scope.values.get("event"), self.path)
+        else:
+            fact = templates.lookup(self.path, scope)
         return OPERATORS[self.operator](fact, templates.resolve(self.value, scope))
 
 
@@ -114,10 +130,17 @@ def parse(raw: Any, field: str) -> tuple[Group, ...]:
         ConditionError: Naming the field at fault (``<field>.groups[0].conditions[1].operator``).
     """
     if not isinstance(raw, dict):
-        raise ConditionError(field, 'must be an object such as {"groups": [...]}')
+        raise ConditionError(field, 'must be an object such as {"groups": [...]} or {"all": [...]}')
+    if "groups" not in raw and any(key in raw for key in GROUP_OPERATORS):
+        # json-rules-engine's form: the whole condition is one group.
+        top = _item(raw, field)
+        return (top,) if isinstance(top, Group) else (Group("all", (top,)),)
     groups = raw.get("groups")
     if not isinstance(groups, list):
-        raise ConditionError(f"{field}.groups", "must be a list of condition groups")
+        raise ConditionError(
+            f"{field}.groups",
+            'must be a list of condition groups (or write {"all": [...]} / {"any": [...]})',
+        )
     return tuple(_group(g, f"{field}.groups[{i}]") for i, g in enumerate(groups))
 
 
@@ -138,6 +161,8 @@ def _group(raw: Any, field: str) -> Group:
 def _item(raw: Any, field: str) -> Rule | Group:
     if not isinstance(raw, dict):
         raise ConditionError(field, "must be an object with fact, operator and value")
+    if "fact" not in raw and all(key in raw for key in GROUP_OPERATORS):
+        raise ConditionError(field, "has both all and any; nest one in the other")
     for nested in GROUP_OPERATORS:
         if nested in raw and "fact" not in raw:
             items = raw[nested]
@@ -152,9 +177,12 @@ def _item(raw: Any, field: str) -> Rule | Group:
     if not isinstance(fact, str) or not fact.strip():
         raise ConditionError(f"{field}.fact", "must be a path such as 'trigger.total'")
     expression = fact.strip()
-    if expression.startswith("{{") and expression.endswith("}}"):
+    braced = expression.startswith("{{") and expression.endswith("}}")
+    if braced:
         expression = expression[2:-2].strip()
     path = templates.parse_path(expression)
+    # omega-flow reads the scope only for these prefixes; any other fact is the event's data.
+    legacy = not braced and not expression.startswith(tuple(f"{root}." for root in ROOTS))
     if path is None:
         raise ConditionError(f"{field}.fact", f"{fact!r} is not a path such as 'trigger.total'")
     operator = raw.get("operator")
@@ -168,7 +196,7 @@ def _item(raw: Any, field: str) -> Rule | Group:
     value = raw["value"]
     if operator in _LIST_OPERATORS and not isinstance(value, list) and not _is_template(value):
         raise ConditionError(f"{field}.value", f"operator {operator!r} needs a list")
-    return Rule(field, expression, path, operator, value)
+    return Rule(field, expression, path, operator, value, legacy)
 
 
 def _is_template(value: Any) -> bool:

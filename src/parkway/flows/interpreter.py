@@ -2,14 +2,13 @@
 
 The function is replayed from the start node on every resume, like any
 workflow, so everything it decides comes from the run's trigger and from
-journaled results (event payloads, action results): the same journal walks
-the same path. Waits are ``ctx.wait_for_event`` / ``ctx.sleep``; actions are
-``ctx.step``.
+journaled results (event payloads, action results, ``ctx.now()``): the same
+journal walks the same path. Waits are ``ctx.wait_for_event`` / ``ctx.sleep``;
+actions are ``ctx.step``.
 
-Starting is decided in the publish transaction by the workflow's start rule:
-one run per ``(domain, flow id, subject)`` at a time, with run ids
-``flow:<flow id>:<domain>:<subject>`` and then ``...:2``, ``...:3`` for later
-runs of the same subject (``every_rematch``).
+Which events start a run, and which resume one from its own subject while its
+wait listens to another, is decided in the publish transaction
+(:mod:`parkway.flows.starting`).
 """
 
 from __future__ import annotations
@@ -20,18 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from parkway.errors import FlowDefinitionError, ParkwayError
-from parkway.flows import templates
+from parkway.flows import starting, templates
 from parkway.flows.loader import FlowDefinition, load
-from parkway.flows.nodes import FlowContext, SubscriptionRequest
+from parkway.flows.nodes import FlowContext, NodeModel, SubscriptionRequest
 from parkway.flows.templates import Scope
 from parkway.registry import WorkflowDef
-from parkway.store.base import ENDED
 
 if TYPE_CHECKING:
     from parkway.core.runtime import Runtime
-    from parkway.events import Event
     from parkway.replay.context import WorkflowContext
-    from parkway.store.base import RunRecord, Tx
 
 log = logging.getLogger("parkway.flows")
 
@@ -49,7 +45,8 @@ class FlowRun:
         flow: The flow definition.
         trigger: The starting event's payload.
         event: The payload of the event that last resumed the run.
-        state: Action results by node id.
+        state: Named Action results by node id.
+        node_state: Every node's state by node id (omega-flow's ``nodeState``).
     """
 
     def __init__(
@@ -75,17 +72,33 @@ class FlowRun:
         self.event: Any = self.trigger
         self._event_envelope: dict[str, Any] = self._trigger_envelope
         self.state: dict[str, Any] = {}
+        self.node_state: dict[str, dict[str, Any]] = {}
 
     def scope(self) -> Scope:
         """What templates resolve against now."""
+        # state.<id> is the node's state, a named Action's return value in its place.
+        state = {**self.node_state, **self.state}
         return Scope(
-            {"trigger": self.trigger, "event": self.event, "state": self.state},
+            {"trigger": self.trigger, "event": self.event, "state": state},
             {"trigger": self._trigger_envelope, "event": self._event_envelope},
+            self.node_state,
         )
 
     def resolve(self, value: Any) -> Any:
         """``value`` with its placeholders resolved."""
         return templates.resolve(value, self.scope())
+
+    def update_state(self, node_id: str, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into the state of node ``node_id`` (omega-flow's ``updateState``).
+
+        Values must be JSON; they are recomputed on every replay, so they must
+        come from the run's journal (event payloads, ``ctx`` results).
+        """
+        self.node_state.setdefault(node_id, {}).update(changes)
+
+    def now_ms(self) -> int:
+        """Engine time in epoch milliseconds (replay-safe: ``ctx.now()``, journaled)."""
+        return round(self.ctx.now().timestamp() * 1000)
 
     def context(self, node_id: str) -> FlowContext:
         """A snapshot for node ``node_id`` that shares nothing mutable with the run."""
@@ -93,7 +106,8 @@ class FlowRun:
         return FlowContext(
             run_id=self.ctx.run_id, domain=self.ctx.domain, subject=self.ctx.subject,
             trigger=scope.values["trigger"], event=scope.values["event"],
-            state=scope.values["state"], flow_id=self.flow.id, node_id=node_id, scope=scope,
+            state=copy.deepcopy(self.state), flow_id=self.flow.id, node_id=node_id, scope=scope,
+            node_state=dict(scope.node_state),
         )  # fmt: skip
 
     async def wait_for(self, request: SubscriptionRequest, *, timeout: float | None = None) -> Any:
@@ -132,102 +146,43 @@ class FlowRun:
         return await self.ctx.step(handler, params, self.context(node_id), name=f"{name}@{node_id}")
 
 
+def _exit(flow: FlowDefinition, model: NodeModel, handle: str | None) -> str | None:
+    """The node after ``model`` left by ``handle``."""
+    if not model.handles:
+        return flow.next(model.id, None)
+    if handle not in model.handles:
+        raise ParkwayError(
+            f"flow {flow.id!r}: node {model.id!r} ({model.type}) left by {handle!r}, "
+            f"which is not one of its handles {list(model.handles)}"
+        )
+    return flow.next(model.id, handle)
+
+
 def workflow_fn(
     flow: FlowDefinition, actions: Mapping[str, ActionHandler]
 ) -> Callable[[WorkflowContext, Any], Awaitable[Any]]:
     """The workflow function that interprets ``flow``.
 
-    It returns ``{"last_node": <id of the last node run>, "state": {...}}``.
+    It returns ``{"last_node": <id of the last node run>, "state": {...}}``
+    (``state``: named Action results by node id).
     """
 
     async def run_flow(ctx: WorkflowContext, input: Any) -> Any:
         run = FlowRun(flow, ctx, input, actions)
+        model = flow.nodes[flow.start]
+        node_id = _exit(flow, model, await model.start(run))  # the start event is here already
         last = flow.start
-        node_id = flow.next(flow.start, None)  # the start trigger is the event that started us
         while node_id is not None:
             model = flow.nodes[node_id]
             handle = await model.execute(run)
             last = node_id
             if model.ends_flow:
                 break
-            if not model.handles:
-                handle = None
-            elif handle not in model.handles:
-                raise ParkwayError(
-                    f"flow {flow.id!r}: node {node_id!r} ({model.type}) left by {handle!r}, "
-                    f"which is not one of its handles {list(model.handles)}"
-                )
-            node_id = flow.next(node_id, handle)
+            node_id = _exit(flow, model, handle)
         return {"last_node": last, "state": run.state}
 
     run_flow.__name__ = run_flow.__qualname__ = f"flow:{flow.id}"
     return run_flow
-
-
-def run_id_base(flow_id: str, domain: str, subject: str | None) -> str:
-    """The id of the first run of a flow for a subject (later runs add ``:2``, ``:3``...)."""
-    return f"flow:{flow_id}:{domain}" if subject is None else f"flow:{flow_id}:{domain}:{subject}"
-
-
-def _nth(base: str, n: int) -> str:
-    return base if n == 1 else f"{base}:{n}"
-
-
-async def _latest(tx: Tx, base: str) -> tuple[int, RunRecord] | None:
-    """The newest run numbered from ``base`` and its number (runs are never renumbered)."""
-    found = await tx.get_run(base)
-    if found is None:
-        return None
-    low, high = 1, 2
-    while (run := await tx.get_run(_nth(base, high))) is not None:  # double...
-        low, found, high = high, run, high * 2
-    while high - low > 1:  # ...then bisect between the last found and the first missing
-        middle = (low + high) // 2
-        run = await tx.get_run(_nth(base, middle))
-        if run is None:
-            high = middle
-        else:
-            low, found = middle, run
-    return low, found
-
-
-def start_rule(
-    flow: FlowDefinition, domain: str
-) -> Callable[[Tx, Event, float], Awaitable[str | None]]:
-    """Decide, inside the publish transaction, whether ``event`` starts a run of ``flow``.
-
-    Returns the new run's id, or ``None``: the event is of another domain; the
-    subject already has an active run; ``one_time`` and the subject had a run;
-    ``every_rematch`` and the last run started less than ``interval`` ago.
-    """
-
-    async def admit(tx: Tx, event: Event, now: float) -> str | None:
-        if event.domain != domain:
-            return None
-        subject = event.subject
-        active = await tx.active_run(flow.id, domain, subject)
-        if active is not None:
-            log.info(
-                "flow %r: subject %r has active run %s; not starting", flow.id, subject, active
-            )
-            return None
-        base = run_id_base(flow.id, domain, subject)
-        latest = await _latest(tx, base)
-        if latest is None:
-            return base
-        number, run = latest
-        if flow.frequency == "one_time":
-            log.info("flow %r runs once per subject; %r had run %s", flow.id, subject, run.id)
-            return None
-        if run.status not in ENDED or now < run.created_at + flow.interval:
-            log.info(
-                "flow %r: run %s of subject %r started less than %gs ago; not starting",
-                flow.id, run.id, subject, flow.interval,
-            )  # fmt: skip
-            return None
-        return _nth(base, number + 1)
-
-    return admit
 
 
 def register_action(
@@ -265,10 +220,13 @@ def add_flow(
         return flow
     rt.paused.discard(flow.id)
     fn = workflow_fn(flow, rt.actions)
+    resuming = starting.own_subject_events(flow)
     rt.registry.add(
         WorkflowDef(
-            name=flow.id, version=flow.version, fn=fn, on_event=(flow.start_event,),
-            start_rule=start_rule(flow, domain),
+            name=flow.id, version=flow.version, fn=fn,
+            on_event=tuple(dict.fromkeys((*(flow.start_events or ()), *resuming))),
+            on_any_event=flow.start_events is None,
+            start_rule=starting.start_rule(flow, domain, resuming),
         )
     )  # fmt: skip
     return flow

@@ -1,9 +1,11 @@
 """Load and validate a JSON flow definition (the omega-flow / React Flow shape).
 
 Everything a run would trip over is checked here, at the edge: an error names
-the flow, the node (or edge) and the field at fault. Keys the engine does not
-use (React Flow's ``position``, ``measured``, ``label``, ``viewport``, ...)
-are accepted and ignored.
+the flow, the node (or edge) and the field at fault. :func:`check` finds every
+fault of a definition at once (``parkway flows validate`` lists them);
+:func:`load` raises them together. Keys the engine does not use (React Flow's
+``position``, ``measured``, ``label``, ``viewport``, ...) are accepted and
+ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import orjson
 from parkway.durations import to_seconds
 from parkway.errors import FlowDefinitionError, InvalidDurationError
 from parkway.flows import templates
-from parkway.flows.nodes import LoadChecks, NodeModel, default_node_models
+from parkway.flows.builtin import default_node_models
+from parkway.flows.nodes import LoadChecks, NodeModel
 
 FREQUENCIES = ("one_time", "every_rematch")
 
@@ -57,10 +60,11 @@ class FlowDefinition:
         frequency: ``"one_time"`` or ``"every_rematch"``.
         interval: With ``every_rematch``, seconds between the starts of two runs
             of one subject, at least.
-        start_event: The event that starts the flow.
+        start_event: The (first) event that starts the flow; ``None``: any event.
         nodes: Node models by node id, in definition order.
         edges: The edges.
         start: The start node's id.
+        start_events: Every event that starts the flow; ``None``: any event.
     """
 
     id: str
@@ -69,15 +73,24 @@ class FlowDefinition:
     enabled: bool
     frequency: str
     interval: float
-    start_event: str
+    start_event: str | None
     nodes: dict[str, NodeModel]
     edges: tuple[FlowEdge, ...]
     start: str
+    start_events: tuple[str, ...] | None = None
     _next: dict[tuple[str, str | None], str] = field(default_factory=dict, repr=False)
 
     def next(self, node_id: str, handle: str | None) -> str | None:
         """The node after ``node_id`` when leaving by ``handle`` (``None``: the run ends)."""
         return self._next.get((node_id, handle))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What :func:`check` found: the flow, if it has no fault, and every fault."""
+
+    flow: FlowDefinition | None
+    faults: list[FlowDefinitionError]
 
 
 def read(source: Any) -> Any:
@@ -127,210 +140,376 @@ def load(
         actions: Registered action handler names; ``None`` skips that check.
 
     Raises:
-        FlowDefinitionError: Naming the node (or edge) and the field at fault.
+        FlowDefinitionError: Naming the node (or edge) and the field at fault;
+            one line per fault when there are several.
+    """
+    checked = check(source, node_models=node_models, actions=actions)
+    if checked.flow is not None:
+        return checked.flow
+    faults = checked.faults
+    if len(faults) == 1:
+        raise faults[0]
+    lines = "\n".join(f"- {fault}" for fault in faults)
+    raise FlowDefinitionError(f"the flow definition has {len(faults)} faults:\n{lines}")
+
+
+def check(
+    source: Any,
+    *,
+    node_models: Mapping[str, type[NodeModel]] | None = None,
+    actions: Collection[str] | None = None,
+) -> Checked:
+    """Find every fault of a flow definition (arguments as for :func:`load`).
+
+    Checks go on past a fault wherever what follows does not depend on it: a
+    node that cannot be built is left out of later checks, and edges to it are
+    not reported again.
+
+    Raises:
+        FlowDefinitionError: The definition cannot be read at all (no file,
+            malformed JSON, not an object).
     """
     models = default_node_models if node_models is None else node_models
     doc = read(source)
     if not isinstance(doc, dict):
         raise FlowDefinitionError("a flow definition must be a JSON object with id and flow")
-    flow_id = doc.get("id")
-    if not isinstance(flow_id, str) or not flow_id.strip():
-        raise FlowDefinitionError(f"flow field id: must be a non-empty string, got {flow_id!r}")
+    faults: list[FlowDefinitionError] = []
+    raw_id = doc.get("id")
+    if isinstance(raw_id, str) and raw_id.strip():
+        flow_id = raw_id
+    else:
+        flow_id = "(no id)"
+        faults.append(
+            FlowDefinitionError(f"flow field id: must be a non-empty string, got {raw_id!r}")
+        )
     name = doc.get("name")
     version = doc.get("version", "1")
     if isinstance(version, bool) or not isinstance(version, str | int) or version == "":
-        raise _flow_error(flow_id, "version", f"must be a string or a number, got {version!r}")
-    enabled, frequency, interval = _options(flow_id, doc.get("options"))
+        faults.append(
+            _flow_error(flow_id, "version", f"must be a string or a number, got {version!r}")
+        )
+    options = _options(flow_id, doc.get("options"), faults)
     graph = doc.get("flow", doc if "nodes" in doc and "flow" not in doc else None)
     if not isinstance(graph, dict):
-        raise _flow_error(flow_id, "flow", 'must be an object {"nodes": [...], "edges": [...]}')
-    nodes = _nodes(flow_id, graph.get("nodes"), models)
-    edges = _edges(flow_id, graph.get("edges", []), nodes)
-    start = _start(flow_id, nodes, edges)
-    successors = _successors(flow_id, nodes, edges)
-    checks = LoadChecks(frozenset(nodes), start, actions)
+        faults.append(
+            _flow_error(flow_id, "flow", 'must be an object {"nodes": [...], "edges": [...]}')
+        )
+        return Checked(None, faults)
+    built = _nodes(flow_id, graph.get("nodes"), models, faults)
+    if built is None:
+        return Checked(None, faults)
+    nodes, node_ids = built
+    edges = _edges(flow_id, graph.get("edges", []), node_ids, faults)
+    start = _start(flow_id, node_ids, nodes, edges, faults)
+    usable = tuple(e for e in edges if e.source in nodes and e.target in nodes)
+    successors = _successors(nodes, usable, faults)
+    checks = LoadChecks(frozenset(node_ids), start or "", actions, faults)
+    faulty: set[str] = set()
     for model in nodes.values():
-        model.validate(checks)
+        before = len(faults)
+        _validate(model, checks)
         for where, expression in model.templates():
-            _check_template(model, where, expression, checks.node_ids)
-    start_event = nodes[start].params.get("event")
-    if not isinstance(start_event, str) or not start_event.strip():
-        raise nodes[start].fail("data.params.event", "is required: the event that starts the flow")
-    return FlowDefinition(
+            fault = _template_fault(model, where, expression, checks.node_ids)
+            if fault is not None:
+                checks.report(fault)
+        if len(faults) > before:
+            faulty.add(model.id)
+    start_events = None
+    if start in nodes and start not in faulty:  # (its faults would say it again)
+        start_events = _start_events(nodes[start], faults)
+    if faults:
+        return Checked(None, faults)
+    assert start is not None
+    enabled, frequency, interval = options
+    flow = FlowDefinition(
         id=flow_id, name=name if isinstance(name, str) else None, version=str(version),
-        enabled=enabled, frequency=frequency, interval=interval, start_event=start_event,
-        nodes=nodes, edges=edges, start=start, _next=successors,
+        enabled=enabled, frequency=frequency, interval=interval,
+        start_event=None if start_events is None else start_events[0], nodes=nodes,
+        edges=edges, start=start, start_events=start_events, _next=successors,
     )  # fmt: skip
+    return Checked(flow, [])
 
 
 def _flow_error(flow_id: str, field_name: str, problem: str) -> FlowDefinitionError:
     return FlowDefinitionError(f"flow {flow_id!r}: field {field_name}: {problem}")
 
 
-def _options(flow_id: str, options: Any) -> tuple[bool, str, float]:
+def _validate(model: NodeModel, checks: LoadChecks) -> None:
+    """Run the node's own checks; what it raises is one more fault."""
+    try:
+        model.validate(checks)
+    except FlowDefinitionError as exc:
+        checks.report(exc)
+    except Exception as exc:  # a custom node's checks tripped over the definition
+        checks.report(model.fail("data", f"its checks failed with {type(exc).__name__}: {exc}"))
+
+
+def _options(
+    flow_id: str, options: Any, faults: list[FlowDefinitionError]
+) -> tuple[bool, str, float]:
     if options is None:
         return True, "one_time", 0.0
     if not isinstance(options, dict):
-        raise _flow_error(flow_id, "options", "must be an object")
+        faults.append(_flow_error(flow_id, "options", "must be an object"))
+        return True, "one_time", 0.0
     enabled = options.get("enabled", True)
     if not isinstance(enabled, bool):
-        raise _flow_error(flow_id, "options.enabled", f"must be true or false, got {enabled!r}")
+        faults.append(
+            _flow_error(flow_id, "options.enabled", f"must be true or false, got {enabled!r}")
+        )
     frequency = options.get("frequency") or {}
     if not isinstance(frequency, dict):
-        raise _flow_error(flow_id, "options.frequency", 'must be an object {"type": ...}')
+        faults.append(_flow_error(flow_id, "options.frequency", 'must be an object {"type": ...}'))
+        frequency = {}
     kind = frequency.get("type", "one_time")
     if kind not in FREQUENCIES:
-        raise _flow_error(
-            flow_id, "options.frequency.type", f"{kind!r} is not one of {', '.join(FREQUENCIES)}"
-        )
+        problem = f"{kind!r} is not one of {', '.join(FREQUENCIES)}"
+        faults.append(_flow_error(flow_id, "options.frequency.type", problem))
     raw = frequency.get("interval", 0)
     try:
         interval = 0.0 if raw is None else to_seconds(raw, "options.frequency.interval")
     except InvalidDurationError:
         interval = -1.0
     if interval < 0:
-        raise _flow_error(
-            flow_id, "options.frequency.interval", f"must be a number of seconds >= 0, got {raw!r}"
-        )
-    return enabled, kind, interval
+        problem = f"must be a number of seconds >= 0, got {raw!r}"
+        faults.append(_flow_error(flow_id, "options.frequency.interval", problem))
+    return enabled is not False, str(kind), max(interval, 0.0)
 
 
-def _nodes(flow_id: str, raw: Any, models: Mapping[str, type[NodeModel]]) -> dict[str, NodeModel]:
+def _nodes(
+    flow_id: str,
+    raw: Any,
+    models: Mapping[str, type[NodeModel]],
+    faults: list[FlowDefinitionError],
+) -> tuple[dict[str, NodeModel], list[str]] | None:
+    """The node models that could be built, and every node id given (``None``: no list)."""
     if not isinstance(raw, list) or not raw:
-        raise _flow_error(flow_id, "flow.nodes", "must be a non-empty list of nodes")
+        faults.append(_flow_error(flow_id, "flow.nodes", "must be a non-empty list of nodes"))
+        return None
     nodes: dict[str, NodeModel] = {}
+    node_ids: list[str] = []
     for i, item in enumerate(raw):
         where = f"flow.nodes[{i}]"
         if not isinstance(item, dict):
-            raise _flow_error(flow_id, where, "must be an object with id, type and data")
+            faults.append(_flow_error(flow_id, where, "must be an object with id, type and data"))
+            continue
         node_id = item.get("id")
         if not isinstance(node_id, str) or not node_id:
-            raise _flow_error(
-                flow_id, f"{where}.id", f"must be a non-empty string, got {node_id!r}"
+            faults.append(
+                _flow_error(flow_id, f"{where}.id", f"must be a non-empty string, got {node_id!r}")
             )
-        if node_id in nodes:
-            raise _flow_error(flow_id, f"{where}.id", f"node id {node_id!r} is used twice")
-        node_type = item.get("type")
-        cls = models.get(node_type) if isinstance(node_type, str) else None
-        if cls is None:
-            known = ", ".join(sorted(models))
-            raise FlowDefinitionError(
+            continue
+        if node_id in node_ids:
+            faults.append(_flow_error(flow_id, f"{where}.id", f"node id {node_id!r} is used twice"))
+            continue
+        node_ids.append(node_id)
+        model = _node(flow_id, node_id, item, models, faults)
+        if model is not None:
+            nodes[node_id] = model
+    return nodes, node_ids
+
+
+def _node(
+    flow_id: str,
+    node_id: str,
+    item: dict[str, Any],
+    models: Mapping[str, type[NodeModel]],
+    faults: list[FlowDefinitionError],
+) -> NodeModel | None:
+    node_type = item.get("type")
+    cls = models.get(node_type) if isinstance(node_type, str) else None
+    if cls is None:
+        known = ", ".join(sorted(models))
+        faults.append(
+            FlowDefinitionError(
                 f"flow {flow_id!r}: node {node_id!r}: type: unknown node type {node_type!r}; "
                 f"known types: {known}"
             )
-        if not (isinstance(cls, type) and issubclass(cls, NodeModel)):
-            raise FlowDefinitionError(
+        )
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, NodeModel)):
+        faults.append(
+            FlowDefinitionError(
                 f"flow {flow_id!r}: node {node_id!r}: type: node_models[{node_type!r}] is not "
                 "a NodeModel subclass"
             )
-        data = item.get("data")
-        data = {} if data is None else data
-        if not isinstance(data, dict):
-            raise FlowDefinitionError(
-                f"flow {flow_id!r}: node {node_id!r} ({node_type}): data: must be an object"
-            )
-        params = data.get("params")
-        params = {} if params is None else params
-        if not isinstance(params, dict):
-            raise FlowDefinitionError(
-                f"flow {flow_id!r}: node {node_id!r} ({node_type}): data.params: must be an object"
-            )
-        assert isinstance(node_type, str)
-        nodes[node_id] = cls(FlowNode(flow_id, node_id, node_type, data, params))
-    return nodes
+        )
+        return None
+    label = f"flow {flow_id!r}: node {node_id!r} ({node_type})"
+    data = item.get("data")
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        faults.append(FlowDefinitionError(f"{label}: data: must be an object"))
+        return None
+    params = data.get("params")
+    params = {} if params is None else params
+    if not isinstance(params, dict):
+        faults.append(FlowDefinitionError(f"{label}: data.params: must be an object"))
+        return None
+    assert isinstance(node_type, str)
+    return cls(FlowNode(flow_id, node_id, node_type, data, params))
 
 
-def _edges(flow_id: str, raw: Any, nodes: dict[str, NodeModel]) -> tuple[FlowEdge, ...]:
+def _edges(
+    flow_id: str, raw: Any, node_ids: list[str], faults: list[FlowDefinitionError]
+) -> tuple[FlowEdge, ...]:
+    """The well-formed edges between given nodes (they may be nodes that failed to build)."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise _flow_error(flow_id, "flow.edges", "must be a list of edges")
+        faults.append(_flow_error(flow_id, "flow.edges", "must be a list of edges"))
+        return ()
+    known = set(node_ids)
     edges = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
-            raise _flow_error(flow_id, f"flow.edges[{i}]", "must be an object with source, target")
+            faults.append(
+                _flow_error(flow_id, f"flow.edges[{i}]", "must be an object with source, target")
+            )
+            continue
         edge_id = item.get("id")
         label = f"edge {edge_id!r}" if isinstance(edge_id, str) else f"flow.edges[{i}]"
         label += f" ({item.get('source')!r} -> {item.get('target')!r})"
-        ends = []
+        ends: list[str] = []
         for end in ("source", "target"):
             node_id = item.get(end)
-            if not isinstance(node_id, str) or node_id not in nodes:
-                raise FlowDefinitionError(
-                    f"flow {flow_id!r}: {label}: {end}: no node {node_id!r} in the flow"
+            if isinstance(node_id, str) and node_id in known:
+                ends.append(node_id)
+            else:
+                faults.append(
+                    FlowDefinitionError(
+                        f"flow {flow_id!r}: {label}: {end}: no node {node_id!r} in the flow"
+                    )
                 )
-            ends.append(node_id)
         handle = item.get("sourceHandle")
         if handle is not None and not isinstance(handle, str):
-            raise FlowDefinitionError(
-                f"flow {flow_id!r}: {label}: sourceHandle: must be a string, got {handle!r}"
+            faults.append(
+                FlowDefinitionError(
+                    f"flow {flow_id!r}: {label}: sourceHandle: must be a string, got {handle!r}"
+                )
             )
-        edges.append(
-            FlowEdge(ends[0], ends[1], handle, edge_id if isinstance(edge_id, str) else None)
-        )
+            continue
+        if len(ends) == 2:
+            edges.append(
+                FlowEdge(ends[0], ends[1], handle, edge_id if isinstance(edge_id, str) else None)
+            )
     return tuple(edges)
 
 
-def _start(flow_id: str, nodes: dict[str, NodeModel], edges: tuple[FlowEdge, ...]) -> str:
+def _start(
+    flow_id: str,
+    node_ids: list[str],
+    nodes: dict[str, NodeModel],
+    edges: tuple[FlowEdge, ...],
+    faults: list[FlowDefinitionError],
+) -> str | None:
+    """The start node (the one no edge leads to), if there is exactly one that may start."""
     targets = {edge.target for edge in edges}
-    starts = [node_id for node_id in nodes if node_id not in targets]
+    starts = [node_id for node_id in node_ids if node_id not in targets]
     if not starts:
-        raise _flow_error(
-            flow_id, "flow.edges", "no start node: every node has an incoming edge; "
-            "the start node is the Trigger no edge leads to",
-        )  # fmt: skip
+        problem = (
+            "no start node: every node has an incoming edge; "
+            "the start node is the Trigger no edge leads to"
+        )
+        faults.append(_flow_error(flow_id, "flow.edges", problem))
+        return None
     if len(starts) > 1:
         names = ", ".join(repr(s) for s in starts)
-        raise _flow_error(
-            flow_id, "flow.edges", f"several start nodes ({names}) have no incoming edge; "
-            "a flow has one start Trigger, and every other node is reached by an edge",
-        )  # fmt: skip
-    model = nodes[starts[0]]
-    if not model.starts_flow:
-        raise model.fail("type", f"the start node must be a Trigger, not a {model.type}")
+        problem = (
+            f"several start nodes ({names}) have no incoming edge; "
+            "a flow has one start Trigger, and every other node is reached by an edge"
+        )
+        faults.append(_flow_error(flow_id, "flow.edges", problem))
+        return None
+    model = nodes.get(starts[0])
+    if model is not None and not model.starts_flow:
+        faults.append(
+            model.fail(
+                "type",
+                f"a {model.type} cannot start a flow; the start node (the one no edge leads "
+                "to) must be a Trigger, a TriggerOrTimeout or a node type whose NodeModel "
+                "sets starts_flow",
+            )
+        )
+        return None
     return starts[0]
 
 
+def _start_events(model: NodeModel, faults: list[FlowDefinitionError]) -> tuple[str, ...] | None:
+    try:
+        events = model.start_events()
+    except Exception as exc:
+        faults.append(model.fail("start_events()", f"raised {type(exc).__name__}: {exc}"))
+        return None
+    if events is None:
+        return None
+    if (
+        not isinstance(events, tuple | list)
+        or not events
+        or not all(isinstance(e, str) and e.strip() for e in events)
+    ):
+        faults.append(
+            model.fail(
+                "start_events()",
+                f"must give event names (or None for any event), got {events!r}",
+            )
+        )
+        return None
+    return tuple(dict.fromkeys(events))
+
+
 def _successors(
-    flow_id: str, nodes: dict[str, NodeModel], edges: tuple[FlowEdge, ...]
+    nodes: dict[str, NodeModel],
+    edges: tuple[FlowEdge, ...],
+    faults: list[FlowDefinitionError],
 ) -> dict[tuple[str, str | None], str]:
     out: dict[tuple[str, str | None], str] = {}
     for edge in edges:
         model = nodes[edge.source]
         label = f"edge {edge.id!r}" if edge.id else f"edge {edge.source!r} -> {edge.target!r}"
         if model.ends_flow:
-            raise model.fail("edges", f"{label}: this node ends the flow; no edge may leave it")
+            faults.append(
+                model.fail("edges", f"{label}: this node ends the flow; no edge may leave it")
+            )
+            continue
         handle: str | None = None
         if model.handles:
             if edge.handle not in model.handles:
                 wanted = " or ".join(repr(h) for h in model.handles)
-                raise model.fail("edges", f"{label}: sourceHandle: {edge.handle!r} is not {wanted}")
+                faults.append(
+                    model.fail("edges", f"{label}: sourceHandle: {edge.handle!r} is not {wanted}")
+                )
+                continue
             handle = edge.handle
         if (edge.source, handle) in out:
             exit_name = "" if handle is None else f" by {handle!r}"
-            raise model.fail(
-                "edges",
-                f"{label}: the node already leaves{exit_name} to {out[(edge.source, handle)]!r}; "
-                "a node leaves by one edge per exit",
+            faults.append(
+                model.fail(
+                    "edges",
+                    f"{label}: the node already leaves{exit_name} to "
+                    f"{out[(edge.source, handle)]!r}; a node leaves by one edge per exit",
+                )
             )
+            continue
         out[(edge.source, handle)] = edge.target
     return out
 
 
-def _check_template(
+def _template_fault(
     model: NodeModel, where: str, expression: str, node_ids: frozenset[str]
-) -> None:
+) -> FlowDefinitionError | None:
     path = templates.parse_path(expression)
     if path is None:
-        raise model.fail(where, f"{{{{{expression}}}}} is not a path such as trigger.items[0].id")
+        return model.fail(where, f"{{{{{expression}}}}} is not a path such as trigger.items[0].id")
     root = path[0]
     if root not in templates.ROOTS:
         roots = ", ".join(templates.ROOTS)
-        raise model.fail(where, f"{{{{{expression}}}}}: unknown root {root!r}; use one of {roots}")
+        return model.fail(where, f"{{{{{expression}}}}}: unknown root {root!r}; use one of {roots}")
     if root == "state":
         if len(path) < 2 or not isinstance(path[1], str):
-            raise model.fail(where, f"{{{{{expression}}}}}: name a node, as in state.<node id>")
+            return model.fail(where, f"{{{{{expression}}}}}: name a node, as in state.<node id>")
         if path[1] not in node_ids:
-            raise model.fail(
+            return model.fail(
                 where, f"{{{{{expression}}}}}: state.{path[1]} names no node of the flow"
             )
+    return None

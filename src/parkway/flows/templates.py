@@ -10,7 +10,9 @@ The rules (DESIGN, "Flows (JSON)"):
 - A string that is exactly one placeholder takes the resolved value, with its
   type (``None`` if the path is missing).
 - Placeholders inside a longer string are interpolated; if any of them is
-  missing, ``null`` or not a scalar, the whole value is ``None``.
+  missing, ``null`` or not a scalar, the whole value is ``None``. Numbers are
+  printed as JavaScript prints them (``42.0`` -> ``"42"``, ``1e21`` ->
+  ``"1e+21"``), booleans as ``true`` / ``false``, as omega-flow does.
 
 ``trigger`` and ``event`` are payloads, but an event also has an envelope
 (``name``, ``payload``, ``subject``...). When the payload has no key named by
@@ -22,9 +24,11 @@ starting event's payload fields.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Final
 
 ROOTS: Final = ("trigger", "event", "state")
@@ -66,10 +70,13 @@ class Scope:
         values: Each root's value (``trigger`` and ``event`` payloads, ``state``).
         envelopes: For some roots, the whole event, consulted when the payload
             lacks the path's first key.
+        node_state: Each node's state by node id, consulted for ``state.<id>.<key>``
+            when ``values["state"][id]`` (a named Action's return value) lacks ``key``.
     """
 
     values: Mapping[str, Any]
     envelopes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_state: Mapping[str, Any] = field(default_factory=dict)
 
 
 def parse_path(text: str) -> Path | None:
@@ -110,16 +117,23 @@ def lookup(path: Path, scope: Scope) -> Any:
     root, rest = path[0], path[1:]
     if not isinstance(root, str) or root not in scope.values:
         return MISSING
-    found = _descend(scope.values[root], rest)
+    found = descend(scope.values[root], rest)
     if found is MISSING and rest and root in scope.envelopes:
         first = rest[0]
         payload = scope.values[root]
         if not (isinstance(payload, dict) and first in payload):
-            found = _descend(scope.envelopes[root], rest)
+            found = descend(scope.envelopes[root], rest)
+    node = rest[0] if rest else None
+    if found is MISSING and root == "state" and len(rest) >= 2 and isinstance(node, str):
+        # state.<id>.<key> that a named Action's return value lacks: the node's own state.
+        own = scope.values[root].get(node) if isinstance(scope.values[root], dict) else None
+        if node in scope.node_state and not (isinstance(own, dict) and rest[1] in own):
+            found = descend(scope.node_state[node], rest[1:])
     return found
 
 
-def _descend(value: Any, parts: Path) -> Any:
+def descend(value: Any, parts: Path) -> Any:
+    """``value`` at ``parts`` (keys and list indices), or :data:`MISSING`."""
     for part in parts:
         if isinstance(value, dict):
             if not isinstance(part, str) or part not in value:
@@ -188,12 +202,52 @@ def _resolve_str(text: str, scope: Scope) -> Any:
 
 
 def scalar_text(value: Any) -> str | None:
-    """How a scalar reads inside a string (JSON spelling for booleans); ``None`` otherwise."""
+    """How a scalar reads inside a string, as JavaScript's ``String(value)`` spells it
+    (``true``, ``42`` for ``42.0``); ``None`` for anything else.
+
+    Integers are printed exactly, also past 2**53 where JavaScript would round them.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str | int | float):
+    if isinstance(value, str | int):
         return str(value)
+    if isinstance(value, float):
+        return js_number(value)
     return None
+
+
+def js_number(value: float) -> str:
+    """``value`` as JavaScript's ``Number.prototype.toString()`` prints it.
+
+    The digits are the shortest that read back as ``value`` (Python's ``repr``
+    chooses them the same way); the ECMAScript rules then place the point or
+    switch to an exponent (below 1e-6 and from 1e21 on).
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "0"  # -0 too
+    if value < 0:
+        return "-" + js_number(-value)
+    _, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    digits = list(digit_tuple)
+    while len(digits) > 1 and digits[-1] == 0:
+        digits.pop()
+        exponent += 1
+    text = "".join(map(str, digits))
+    k = len(digits)
+    n = exponent + k  # the point sits after n digits
+    if k <= n <= 21:
+        return text + "0" * (n - k)
+    if 0 < n <= 21:
+        return f"{text[:n]}.{text[n:]}"
+    if -6 < n <= 0:
+        return "0." + "0" * -n + text
+    mantissa = text if k == 1 else f"{text[0]}.{text[1:]}"
+    return f"{mantissa}e{'+' if n >= 1 else '-'}{abs(n - 1)}"
 
 
 def unresolved(value: Any, scope: Scope) -> list[str]:

@@ -27,6 +27,11 @@ WorkflowFn = Callable[..., typing.Awaitable[Any]]
 # Decides in the publish transaction whether an event starts a run: returns the
 # run id to use, or None to start nothing (JSON flows: one run per subject).
 StartRule = Callable[["Tx", "Event", float], typing.Awaitable[str | None]]
+# Takes, in the publish transaction, waits of the workflow's runs that the event
+# resumes although the subscription index does not list them there (JSON flows:
+# a wait on another subject also hears its own subject); returns each taken
+# wait's (run id, wait), as the publish reports it.
+ResumeRule = Callable[["Tx", "Event", float], typing.Awaitable[list[tuple[str, str]]]]
 
 
 @dataclass
@@ -47,6 +52,7 @@ class WorkflowDef:
     internal: bool = False
     model: Any = field(default=None, repr=False)
     start_rule: StartRule | None = field(default=None, repr=False)
+    resume_rule: ResumeRule | None = field(default=None, repr=False)
 
     def check_input(self, value: Any) -> Any:
         """Validate ``value`` for a new run; return what is stored as the run's input.

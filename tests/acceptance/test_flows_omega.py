@@ -553,7 +553,10 @@ async def test_a_cross_subject_wait_is_resumed_from_the_own_subject_too(
     await engine.idle()
     assert (await engine.get_run(run_id("bis", "client:1"))).status == RunStatus.PARKED
     await clock.advance("1s")
-    await engine.publish("product.update", {"stock": 2, "warehouse": "north"}, subject="client:1")
+    result = await engine.publish(
+        "product.update", {"stock": 2, "warehouse": "north"}, subject="client:1"
+    )
+    assert result.resumed == [run_id("bis", "client:1")]  # reported as any other resume
     await finished(engine, run_id("bis", "client:1"))
     assert [(p["stock"], p["by"], p["to"]) for p in seen.params("notify")] == [
         (2, "trigger", T0_MS + 1000)

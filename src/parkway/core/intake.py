@@ -139,15 +139,20 @@ async def publish_in_tx(
     delivery = await deliver(rt, tx, record, event.payload, envelope)
     if delivery.outcome == "duplicate":
         return PublishResult(duplicate=True, event_id=record.id)
+    taken = list(delivery.waits)
+    subscribers = rt.registry.subscribers(event.name)
+    for wf in subscribers:
+        if wf.resume_rule is not None:  # (before any start: a run started now waits on nothing)
+            taken += await wf.resume_rule(tx, event, now)
     started = []
-    for wf in rt.registry.subscribers(event.name):
+    for wf in subscribers:
         if wf.debounce is not None or wf.batch is not None:
             await accumulate.accumulate(rt, tx, wf, event, envelope, now)
             continue
         run_id = await start_event_run(rt, tx, wf, event, envelope)
         if run_id is not None:
             started.append(run_id)
-    return published(event, delivery.waits, started)
+    return published(event, taken, started)
 
 
 async def deliver(

@@ -226,7 +226,8 @@ def add_flow(
             name=flow.id, version=flow.version, fn=fn,
             on_event=tuple(dict.fromkeys((*(flow.start_events or ()), *resuming))),
             on_any_event=flow.start_events is None,
-            start_rule=starting.start_rule(flow, domain, resuming),
+            start_rule=starting.start_rule(flow, domain),
+            resume_rule=starting.resume_rule(flow, domain, resuming) if resuming else None,
         )
     )  # fmt: skip
     return flow

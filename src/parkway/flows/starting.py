@@ -13,8 +13,8 @@ So the flow also listens to those events' names: when one arrives in a subject
 whose run of the flow waits for that name on another subject, the run's wait
 is taken, as the publish takes the waits it finds by subject. The wait keeps
 its one subscription (``engine.subscriptions()`` shows the other subject);
-``PublishResult.resumed`` does not list a run resumed this way (the run is
-resumed all the same, by a delivery task like any other).
+the publish lists a run resumed this way in ``PublishResult.resumed`` as any
+other (see :func:`resume_rule`).
 """
 
 from __future__ import annotations
@@ -75,14 +75,17 @@ def own_subject_events(flow: FlowDefinition) -> frozenset[str]:
     )
 
 
-async def resume_in_own_subject(tx: Tx, flow: FlowDefinition, event: Event, now: float) -> None:
-    """Take the wait of the subject's run of ``flow`` for ``event``'s name on another subject."""
+async def resume_in_own_subject(
+    tx: Tx, flow: FlowDefinition, event: Event, now: float
+) -> list[tuple[str, str]]:
+    """Take the wait of the subject's run of ``flow`` for ``event``'s name on another
+    subject; its ``(run id, wait)`` if it took one."""
     if event.subject is None:
-        return
+        return []
     assert event.domain is not None
     run_id = await tx.active_run(flow.id, event.domain, event.subject)
     if run_id is None:
-        return
+        return []
     for sub in await tx.list_subscriptions(run_id=run_id, name=event.name):
         if sub.kind != "event" or sub.subject in (event.subject, "*"):
             continue  # the publish finds those waits by subject itself
@@ -97,14 +100,28 @@ async def resume_in_own_subject(tx: Tx, flow: FlowDefinition, event: Event, now:
         await tx.delete_subscription(sub.run_id, sub.pos)
         envelope = orjson.dumps(event.to_dict())
         await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
-        return
+        return [(sub.run_id, sub.wait)]
+    return []
+
+
+def resume_rule(
+    flow: FlowDefinition, domain: str, resuming: Collection[str]
+) -> Callable[[Tx, Event, float], Awaitable[list[tuple[str, str]]]]:
+    """Resume, inside the publish transaction, a run of ``flow`` parked on another
+    subject by ``event`` of one of the ``resuming`` names in its own subject."""
+
+    async def resume(tx: Tx, event: Event, now: float) -> list[tuple[str, str]]:
+        if event.domain != domain or event.name not in resuming:
+            return []
+        return await resume_in_own_subject(tx, flow, event, now)
+
+    return resume
 
 
 def start_rule(
-    flow: FlowDefinition, domain: str, resuming: Collection[str] = ()
+    flow: FlowDefinition, domain: str
 ) -> Callable[[Tx, Event, float], Awaitable[str | None]]:
-    """Decide, inside the publish transaction, whether ``event`` starts a run of ``flow``
-    (and resume the subject's run from its own subject, for ``resuming`` names).
+    """Decide, inside the publish transaction, whether ``event`` starts a run of ``flow``.
 
     Returns the new run's id, or ``None``: the event is of another domain or
     does not start the flow; the subject already has an active run;
@@ -116,8 +133,6 @@ def start_rule(
     async def admit(tx: Tx, event: Event, now: float) -> str | None:
         if event.domain != domain:
             return None
-        if event.name in resuming:
-            await resume_in_own_subject(tx, flow, event, now)
         if starts is not None and event.name not in starts:
             return None
         subject = event.subject

@@ -46,7 +46,7 @@ from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
 from parkway.replay.state import LATER, Park
-from parkway.replay.writes import Outcome, Writes
+from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord
 
 log = logging.getLogger("parkway.replay")
@@ -173,22 +173,6 @@ class Machine(Composites):
         """Let go of the workflow's coroutines (their ``finally`` blocks run)."""
         for branch in self._branches():
             _close(branch)
-
-    def take_writes(self) -> Writes:
-        """The writes to commit now; the machine buffers anew after them."""
-        writes, self.writes = self.writes, self._new_writes()
-        return writes
-
-    @property
-    def may_hold_deliveries(self) -> bool:
-        """Whether a message may have reached the run that it did not take: one of its
-        message waits did not end with a delivery (it is pending, or timed out). A
-        wait that took its delivery cannot have another: its subscription went
-        with the first."""
-        return any(
-            (e.kind == "message" and e.state != "done") or e.kind == "first"
-            for e in self.entries.values()
-        )
 
     # -- what ctx.now()/uuid()/random() call -------------------------------------------------
 
@@ -474,24 +458,6 @@ class Machine(Composites):
 
     def _close_branch(self, branch: Branch) -> None:
         _close(branch)
-
-    # -- endings -----------------------------------------------------------------------------
-
-    def _completed(self, value: Any) -> Outcome:
-        try:
-            data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
-        except SerializationError as exc:
-            return self._failed(exc)
-        return Outcome(RunStatus.COMPLETED.value, output=data)
-
-    def _failed(self, exc: BaseException) -> Outcome:
-        return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
-
-    def _new_writes(self) -> Writes:
-        return Writes(
-            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
-            delivered=self.delivered,
-        )  # fmt: skip
 
 
 def _await(future: asyncio.Future[Any]) -> Op:

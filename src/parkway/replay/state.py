@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
-from parkway.errors import NonDeterminismError
+from parkway.errors import NonDeterminismError, SerializationError
 from parkway.events import Event
 from parkway.models import RunStatus, error_dict, rebuild_error
 from parkway.registry import Registry, WorkflowDef
 from parkway.replay.branch import Branch, Op, Pending
-from parkway.replay.writes import Writes
+from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
 
 # A subscription's safety-net lifetime beyond its wait's timeout, and without one.
@@ -46,6 +46,7 @@ class MachineState:
     next_pos: int
     writes: Writes
     consumed_tasks: set[int]
+    claimed: frozenset[int]
     delivered: set[int]
     park_status: str
     held: NonDeterminismError | None
@@ -161,3 +162,37 @@ class MachineState:
     def _backing_off(self) -> None:
         """The run waits on a retry's backoff: it stays ``running`` meanwhile."""
         self.park_status = RunStatus.RUNNING.value
+
+    # -- what is decided ---------------------------------------------------------------
+
+    def take_writes(self) -> Writes:
+        """The writes to commit now; the machine buffers anew after them."""
+        writes, self.writes = self.writes, self._new_writes()
+        return writes
+
+    @property
+    def may_hold_deliveries(self) -> bool:
+        """Whether a message may have reached the run that it did not take: one of its
+        message waits did not end with a delivery (it is pending, or timed out). A
+        wait that took its delivery cannot have another: its subscription went
+        with the first."""
+        return any(
+            (e.kind == "message" and e.state != "done") or e.kind == "first"
+            for e in self.entries.values()
+        )
+
+    def _completed(self, value: Any) -> Outcome:
+        try:
+            data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
+        except SerializationError as exc:
+            return self._failed(exc)
+        return Outcome(RunStatus.COMPLETED.value, output=data)
+
+    def _failed(self, exc: BaseException) -> Outcome:
+        return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
+
+    def _new_writes(self) -> Writes:
+        return Writes(
+            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
+            delivered=self.delivered,
+        )  # fmt: skip

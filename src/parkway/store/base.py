@@ -1,4 +1,4 @@
-"""The storage protocol every backend implements, and the records it moves.
+"""The storage protocol every backend implements (the records it moves: :mod:`parkway.store.records`).
 
 The engine holds all workflow logic; a store offers atomic transactions over a
 handful of primitive operations (runs, journal, tasks, mailbox) plus the
@@ -14,229 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from parkway.errors import LeaseLostError
-from parkway.models import RunStatus
-
-
-@dataclass
-class RunRecord:
-    """One row of ``runs``. JSON columns hold encoded bytes."""
-
-    id: str
-    workflow: str
-    version: str
-    status: str
-    input: bytes | None
-    output: bytes | None
-    error: bytes | None
-    domain: str
-    subject: str | None
-    parent_id: str | None
-    trigger: bytes | None
-    generation: int
-    created_at: float
-    updated_at: float
-    lease_owner: str | None = None
-    lease_until: float | None = None
-
-
-@dataclass
-class JournalEntry:
-    """One operation of a run at ``pos``; ``state`` is ``done``, ``error``,
-    ``pending`` or ``withdrawn`` (a wait that lost: ``ctx.first``, a failed gather).
-
-    ``branch``: the ``ctx.gather`` branch (or update handler) the operation belongs
-    to (``None``: the workflow's own line). ``seq``: the order in which its result
-    was applied, where that is not ``pos`` (a wait answered after later operations
-    of other branches were journaled); replay applies entries in that order.
-    """
-
-    pos: int
-    kind: str
-    name: str
-    state: str
-    value: bytes | None
-    deadline: float | None
-    at: float
-    branch: str | None = None
-    seq: int | None = None
-
-
-@dataclass
-class NewTask:
-    """A task to insert: wakes ``run_id`` at ``due_at`` (``pos``: the wait it targets)."""
-
-    run_id: str
-    due_at: float
-    kind: str
-    pos: int | None = None
-    payload: bytes | None = None
-
-
-@dataclass
-class TaskRecord:
-    """A stored task."""
-
-    id: int
-    run_id: str
-    due_at: float
-    kind: str
-    pos: int | None
-    payload: bytes | None
-
-
-@dataclass
-class SignalRecord:
-    """A signal buffered in a run's mailbox, consumed in ``id`` order per name."""
-
-    id: int
-    run_id: str
-    name: str
-    payload: bytes | None
-    at: float
-
-
-@dataclass
-class EventRecord:
-    """One published event in the event log."""
-
-    id: str
-    name: str
-    domain: str
-    subject: str | None
-    payload: bytes | None
-    published_at: float
-
-
-@dataclass
-class SubscriptionRecord:
-    """A parked wait, indexed so a publish finds it by key rather than by scanning.
-
-    ``subject`` is the subject waited on or ``"*"``; ``shape``/``digest`` index
-    the match (see :mod:`parkway.matching`); ``wait`` labels the wait for people.
-    """
-
-    run_id: str
-    pos: int
-    kind: str
-    domain: str
-    name: str
-    subject: str
-    shape: str
-    digest: str
-    match: bytes | None
-    wait: str
-    expires_at: float
-    created_at: float
-    # The wait's own deadline (its timeout), if any: past it, the timeout wins.
-    deadline: float | None = None
-
-
-@dataclass
-class MessageRecord:
-    """A buffered message (``status`` ``buffered``) or a dead letter (``expired``)."""
-
-    id: int
-    name: str
-    key: str
-    payload: bytes | None
-    message_id: str | None
-    status: str
-    reason: str | None
-    received_at: float
-    expires_at: float
-
-
-@dataclass
-class LoadedRun:
-    """What a worker reads to advance a run: the row, its due tasks and its journal.
-
-    ``journal`` is empty for a run that has ended (nothing is replayed then).
-    ``signals`` is its mailbox when a signal task is among ``tasks`` (read with
-    the rest, to save the advance a read), else ``None``.
-    """
-
-    run: RunRecord
-    tasks: list[TaskRecord]
-    journal: list[JournalEntry]
-    signals: list[SignalRecord] | None = None
-
-
-@dataclass
-class Lease:
-    """What :meth:`Tx.lease_run` got, known once its transaction has committed.
-
-    ``taken``: whether the run is leased now (``None``: not known, say because
-    the commit's reply was lost: its worker loads the run to see). ``loaded``:
-    what advancing it needs, when taken and known.
-    """
-
-    run_id: str
-    taken: bool | None = None
-    loaded: LoadedRun | None = None
-
-
-@dataclass
-class Sent:
-    """What :meth:`Tx.send_signal` found: the run's status (``None``: no such run).
-
-    ``known``: whether ``status`` is known yet. A store may send the signal with
-    its transaction's ``COMMIT`` (one round trip), so it is known once that has
-    committed, and not before.
-    """
-
-    status: str | None = None
-    known: bool = False
-
-
-@dataclass
-class MessageDelivery:
-    """What :meth:`FusedTx.deliver_message` did, known once its transaction has
-    committed (``known``; see :class:`Sent`).
-
-    ``outcome``: ``"delivered"`` (to ``run_id``), ``"duplicate"`` (its message id
-    was seen), or ``None``: no run waits for it (nothing was written). ``lease``:
-    the run's lease, when one was asked for and it was delivered.
-    """
-
-    outcome: str | None = None
-    run_id: str | None = None
-    known: bool = False
-    lease: Lease | None = None
-
-
-@dataclass
-class EventDelivery:
-    """What :meth:`FusedTx.deliver_event` did, known once its transaction has committed
-    (``known``; see :class:`Sent`).
-
-    ``outcome``: ``"published"`` (recorded, and delivered to ``waits``: one
-    ``(run id, wait)`` per wait it took, in the order a publish takes them),
-    ``"duplicate"`` (its id was seen), or ``None``: declined, nothing written
-    (the caller publishes the usual way, in a transaction of its own). ``lease``:
-    the first run's lease, when one was asked for and a wait was taken.
-    """
-
-    outcome: str | None = None
-    waits: list[tuple[str, str]] = field(default_factory=list)
-    known: bool = False
-    lease: Lease | None = None
-
-
-# The kind of a task that carries a message to the run waiting for it: its own,
-# so that one a run can no longer take (its wait timed out, it ended) is buffered
-# again instead of dropped.
-MESSAGE_TASK = "message"
-
-# Statuses of a run that has ended (no journal to replay).
-ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
-
-# The capability of a store whose transactions are :class:`FusedTx`: the senders'
-# fast paths (a delivery and its lease) are one statement there, not several.
-FUSED = "fused"
+from parkway.store.records import (
+    ENDED,
+    FUSED,
+    MESSAGE_TASK,
+    EventDelivery,
+    EventRecord,
+    JournalEntry,
+    Lease,
+    LoadedRun,
+    MessageDelivery,
+    MessageRecord,
+    NewTask,
+    RunRecord,
+    Sent,
+    SignalRecord,
+    SubscriptionRecord,
+    TaskRecord,
+)
 
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
@@ -622,3 +420,31 @@ class ComposedTx:
             return None
         await tx.delete_subscription(wait.run_id, wait.pos)
         return wait
+
+
+__all__ = [
+    "ENDED",
+    "FUSED",
+    "MESSAGE_TASK",
+    "RUN_MUTABLE",
+    "ComposedTx",
+    "EventDelivery",
+    "EventRecord",
+    "FusedTx",
+    "JournalEntry",
+    "Lease",
+    "LoadedRun",
+    "MessageDelivery",
+    "MessageRecord",
+    "NewTask",
+    "RunRecord",
+    "Sent",
+    "SignalRecord",
+    "Store",
+    "SubscriptionRecord",
+    "TaskRecord",
+    "Tx",
+    "load_in",
+    "load_in_transaction",
+    "reads_mailbox",
+]

@@ -1,0 +1,214 @@
+"""What the commands share: parameter types, loading APP, running a client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+import orjson
+
+from parkway.durations import to_seconds
+from parkway.engine import Engine
+from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.models import RunStatus
+
+T = TypeVar("T")
+
+STATUSES = [s.value for s in RunStatus]
+
+if TYPE_CHECKING:  # click.ParamType is generic only since click 8.4
+    _ParamType = click.ParamType[Any]
+else:
+    _ParamType = click.ParamType
+
+
+# -- parameter types -------------------------------------------------------------------------
+
+
+class AppType(_ParamType):
+    """``module:attribute`` naming a :class:`parkway.Engine`; converts to the engine."""
+
+    name = "APP"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Engine):
+            return value
+        return load_app(str(value), lambda message: self.fail(message, param, ctx))
+
+
+class JSONType(_ParamType):
+    """A JSON document given on the command line."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            self.fail(
+                f"{value!r} is not valid JSON ({exc}); a string needs quotes: '\"text\"'",
+                param,
+                ctx,
+            )
+
+
+class DurationType(_ParamType):
+    """Seconds, or a duration such as ``500ms``, ``10s``, ``2m``."""
+
+    name = "DURATION"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            seconds = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else to_seconds(text)
+        except InvalidDurationError:
+            self.fail(f"{value!r} is not a duration; use seconds or 500ms, 10s, 2m", param, ctx)
+        if seconds < 0 or (seconds == 0 and not self.allow_zero):
+            self.fail(f"{value!r} must be longer than zero", param, ctx)
+        return seconds
+
+
+APP = AppType()
+JSON = JSONType()
+DURATION = DurationType()
+TTL = DurationType(allow_zero=True)
+
+
+def load_app(spec: str, fail: Callable[[str], Any]) -> Engine:
+    """Import ``module:attribute`` (dots allowed in both) and return the Engine it names."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        fail(f"{spec!r} is not of the form module:attribute (for example myapp:engine)")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            fail(f"cannot import module {module_name!r} of {spec!r}: no such module in {cwd}")
+        fail(f"importing module {module_name!r} of {spec!r} failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        fail(f"importing module {module_name!r} of {spec!r} failed: {type(exc).__name__}: {exc}")
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            fail(f"module {module_name!r} has no attribute {attr!r} (from {spec!r})")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Engine):
+        fail(f"{spec!r} is not a parkway Engine (it is of type {type(obj).__name__})")
+    engine: Engine = obj
+    return engine
+
+
+# -- plumbing --------------------------------------------------------------------------------
+
+
+def run(coro: Coroutine[Any, Any, T], *, wait_for_threads: bool = True) -> T:
+    """Run ``coro``; a ParkwayError becomes a one-line error and exit code 1.
+
+    ``wait_for_threads=False`` does not wait, at the end, for threads still
+    running sync steps (``asyncio.run`` would, for as long as they take).
+    """
+    if wait_for_threads:
+        try:
+            return asyncio.run(coro)
+        except ParkwayError as exc:
+            raise click.ClickException(str(exc)) from exc
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    except ParkwayError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        try:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the default executor down without waiting
+
+
+def print_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+
+
+def engine_for(ctx: click.Context, app: Engine | None, *, existing_db: bool = False) -> Engine:
+    """The app's engine (retargeted by ``--url``), or a bare client engine on ``--url``."""
+    url: str | None = ctx.obj.get("url")
+    try:
+        engine = app if app is not None else Engine(url, worker=False)
+        if app is not None and url is not None:
+            _retarget(engine, url)
+    except ParkwayError as exc:  # a malformed or unsupported url
+        raise click.ClickException(str(exc)) from exc
+    if existing_db:
+        _require_database(engine.url)
+    return engine
+
+
+def _retarget(engine: Engine, url: str) -> None:
+    if engine.is_open:
+        raise click.UsageError("--url cannot change an engine that is already open")
+    engine.configure(url=url)
+
+
+def _require_database(url: str) -> None:
+    """Reading commands must not create an empty database by mistake (wrong folder, typo)."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and url != prefix + ":memory:":
+        path = url[len(prefix) :]
+        if path and not os.path.exists(path):
+            raise click.ClickException(
+                f"no parkway database at {path!r} (url {url}); "
+                "pass --url, set PARKWAY_URL, or run from the folder that holds it"
+            )
+
+
+def as_client(
+    ctx: click.Context,
+    app: Engine | None,
+    action: Callable[[Engine], Coroutine[Any, Any, Any]],
+    *,
+    existing_db: bool = False,
+) -> None:
+    """Run ``action`` on the engine opened as a client only; print its result as JSON."""
+    engine = engine_for(ctx, app, existing_db=existing_db)
+
+    async def go() -> Any:
+        async with _client(engine):
+            return await action(engine)
+
+    print_json(run(go()))
+
+
+@contextlib.asynccontextmanager
+async def _client(engine: Engine) -> AsyncIterator[Engine]:
+    """Open ``engine`` as a client only (no worker) for the duration of one command."""
+    engine.run_worker = False
+    await engine.open()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+def redact(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)

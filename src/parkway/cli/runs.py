@@ -1,0 +1,125 @@
+"""``parkway start``, ``signal``, ``runs`` and ``show``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from parkway.cli.common import APP, DURATION, JSON, STATUSES, as_client, print_json
+from parkway.cli.group import cli
+from parkway.engine import Engine
+from parkway.errors import ParkwayError, UnknownWorkflowError
+
+
+@cli.command()
+@click.argument("workflow")
+@click.argument("input", metavar="JSON", type=JSON, default="null")
+@click.option("--id", "run_id", help="Run id (default: random); an existing id returns that run.")
+@click.option("--subject", help="The business entity the run is about, e.g. client:5.")
+@click.option("--domain", help="The run's domain (default: 'default').")
+@click.option(
+    "--app",
+    type=APP,
+    help="module:attribute of the Engine that defines WORKFLOW (without it: --url/PARKWAY_URL, "
+    "and a worker that has WORKFLOW validates the input).",
+)
+@click.option("--wait", is_flag=True, help="Wait for the run to finish (a worker must be running).")
+@click.option("--timeout", type=DURATION, default=None, help="With --wait: give up after it.")
+@click.pass_context
+def start(
+    ctx: click.Context,
+    workflow: str,
+    input: Any,
+    run_id: str | None,
+    subject: str | None,
+    domain: str | None,
+    app: Engine | None,
+    wait: bool,
+    timeout: float | None,
+) -> None:
+    """Start a run of WORKFLOW with input JSON and print it.
+
+    With --app, the engine's registration decides the version and validates the
+    input here; without it, the run goes to the store of --url/PARKWAY_URL and
+    the worker that first runs it takes its latest version and validates it.
+    """
+
+    async def action(engine: Engine) -> dict[str, Any]:
+        if app is not None and workflow not in engine.workflows():
+            # With the app, its registration decides: a typo is refused here, not
+            # left as a run no worker of the app can advance.
+            raise UnknownWorkflowError(workflow, engine.workflows())
+        # (Without the app, a client engine: it starts the workflow by name.)
+        handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+        if wait:
+            try:
+                await handle.result(timeout=timeout)
+            except ParkwayError as exc:
+                print_json((await handle.info()).to_dict())
+                raise exc
+        return (await handle.info()).to_dict()
+
+    # Without the app, the run goes to a store that must exist already: a typo in the
+    # folder or the url must not start a run in a fresh database nobody works on.
+    as_client(ctx, app, action, existing_db=app is None)
+
+
+@cli.command("signal")
+@click.argument("run_id", metavar="RUN")
+@click.argument("name")
+@click.argument("payload", metavar="JSON", type=JSON, default="null")
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def signal_(ctx: click.Context, run_id: str, name: str, payload: Any, app: Engine | None) -> None:
+    """Send signal NAME with payload JSON to run RUN."""
+
+    async def action(engine: Engine) -> dict[str, Any]:
+        await engine.signal(run_id, name, payload)
+        info = await engine.get_run(run_id)
+        return {"run": run_id, "signal": name, "payload": payload, "status": info.status.value}
+
+    as_client(ctx, app, action, existing_db=True)
+
+
+@cli.command()
+@click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--status", type=click.Choice(STATUSES), help="Only runs in this status.")
+@click.option("--subject", help="Only runs about this subject.")
+@click.option("--domain", help="Only runs in this domain.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    workflow: str | None,
+    status: str | None,
+    subject: str | None,
+    domain: str | None,
+    limit: int,
+    app: Engine | None,
+) -> None:
+    """List runs, newest first, as JSON."""
+
+    async def action(engine: Engine) -> list[dict[str, Any]]:
+        found = await engine.list_runs(
+            workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
+        )
+        return [r.to_dict() for r in found]
+
+    as_client(ctx, app, action, existing_db=True)
+
+
+@cli.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def show(ctx: click.Context, run_id: str, app: Engine | None) -> None:
+    """Show run RUN and its history as JSON."""
+
+    async def action(engine: Engine) -> dict[str, Any]:
+        info = await engine.get_run(run_id)
+        history = await engine.history(run_id)
+        return {**info.to_dict(), "history": [e.to_dict() for e in history]}
+
+    as_client(ctx, app, action, existing_db=True)

@@ -1,0 +1,192 @@
+"""``parkway worker`` and ``parkway serve``: an APP's worker (and HTTP API) until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+
+import click
+
+from parkway.cli.common import APP, DURATION, engine_for, redact, run
+from parkway.cli.group import cli
+from parkway.engine import Engine
+from parkway.errors import ParkwayError
+
+
+@cli.command()
+@click.argument("app", type=APP)
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+@click.option("--lease", type=DURATION, default=None,
+              help="Seconds a worker owns a run before another may take it over "
+                   "(renewed while alive; default: the engine's, 30).")  # fmt: skip
+@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+              help="Seconds in-flight runs get to finish on shutdown.")  # fmt: skip
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)  # fmt: skip
+@click.pass_context
+def worker(
+    ctx: click.Context,
+    app: Engine,
+    concurrency: int | None,
+    lease: float | None,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Run APP's worker until SIGTERM or SIGINT, then stop gracefully.
+
+    In-flight runs finish (up to --grace) or are released for another worker.
+    A second signal stops at once; the runs then move on once their lease expires.
+    """
+    engine = _working_engine(ctx, app, log_level, concurrency)
+    if lease is not None:
+        engine.configure(lease=lease)
+    code = 0
+    try:
+        message = f"stopped ({run(_work(engine, grace), wait_for_threads=False)})"
+    except _Forced as exc:
+        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    _exit("worker", message, code)
+
+
+def _working_engine(
+    ctx: click.Context, app: Engine, log_level: str, concurrency: int | None
+) -> Engine:
+    """APP's engine set to run its worker here (``worker`` and ``serve``), with logging on."""
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )  # fmt: skip
+    engine = engine_for(ctx, app)
+    engine.configure(worker=True, concurrency=concurrency)
+    return engine
+
+
+def _exit(command: str, message: str, code: int) -> None:
+    """Report how ``command`` stopped and leave, without waiting for stuck step threads."""
+    stuck = _busy_threads()
+    if stuck:
+        message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
+    click.echo(f"parkway {command}: {message}, pid {os.getpid()}", err=True)
+    if stuck:
+        # A sync step past the grace period must not hold the process: Python would
+        # join its thread at exit. Its run was released (or its lease will expire).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _busy_threads(settle: float = 0.2) -> list[threading.Thread]:
+    """Threads still running a step; idle executor threads exit once the loop is closed."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in others:
+        thread.join(settle / max(1, len(others)))
+    return [t for t in others if t.is_alive()]
+
+
+class _Forced(Exception):
+    """A second stop signal arrived during the graceful shutdown."""
+
+
+async def _work(engine: Engine, grace: float) -> str:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+    main = asyncio.current_task()
+
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum.name)
+        if stop.is_set() and main is not None:
+            main.cancel()
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await engine.open()
+    click.echo(
+        f"parkway worker: started on {redact(engine.url)} (pid {os.getpid()}, "
+        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)",
+        err=True,
+    )
+    try:
+        await stop.wait()
+        await engine.close(grace=grace)
+    except asyncio.CancelledError:
+        raise _Forced(" then ".join(received)) from None
+    return received[0]
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("app", type=APP)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free port, printed at start).")  # fmt: skip
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+@click.option("--grace", type=DURATION, default=30.0, show_default=True,
+              help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info", show_default=True)  # fmt: skip
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    app: Engine,
+    host: str,
+    port: int,
+    concurrency: int | None,
+    grace: float,
+    log_level: str,
+) -> None:
+    """Serve APP's JSON API and dashboard over HTTP, with its worker, until SIGTERM or SIGINT.
+
+    Routes are described at /openapi.json; the dashboard is at /. With
+    PARKWAY_API_TOKEN set, every route but /healthz needs
+    `Authorization: Bearer <token>`. Needs the http extra: pip install 'parkway[http]'.
+    """
+    missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
+    if missing:
+        raise click.ClickException(
+            f"parkway serve needs the http extra ({', '.join(missing)} not installed): "
+            "pip install 'parkway[http]'"
+        )
+    from parkway.http.server import ForcedStopError, bind
+    from parkway.http.server import serve as serve_http
+
+    engine = _working_engine(ctx, app, log_level, concurrency)
+    try:
+        sock = bind(host, port)
+    except ParkwayError as exc:
+        raise click.ClickException(str(exc)) from exc
+    auth = "token required" if os.environ.get("PARKWAY_API_TOKEN") else "no token required"
+
+    def listening(url: str) -> None:
+        click.echo(
+            f"parkway serve: listening on {url} ({auth}), store {redact(engine.url)}, "
+            f"pid {os.getpid()}",
+            err=True,
+        )
+
+    code = 0
+    try:
+        coro = serve_http(engine, sock, grace=grace, log_level=log_level, on_listening=listening)
+        message = f"stopped ({run(coro, wait_for_threads=False)})"
+    except ForcedStopError as exc:
+        code, message = 1, f"stopped at once ({exc}); leases expire on their own"
+    _exit("serve", message, code)
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True

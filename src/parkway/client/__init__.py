@@ -1,0 +1,1 @@
+"""The client operations :class:`parkway.Engine` offers, by what they act on."""

@@ -1,0 +1,177 @@
+"""The engine's client operations on runs: start, read, signal, cancel, await."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from parkway import _json
+from parkway.client.base import (
+    Facade,
+    check_id,
+    check_name,
+    check_optional_str,
+    encode_input,
+    name_of,
+    status_value,
+)
+from parkway.core import runs, transitions
+from parkway.core import signals as core_signals
+from parkway.errors import InvalidArgumentError
+from parkway.handle import RunHandle
+from parkway.models import HistoryEntry, RunInfo, RunStatus
+from parkway.registry import LATEST, WorkflowDef
+
+
+class RunOperations(Facade):
+    """Starting, reading, signalling, cancelling and awaiting runs."""
+
+    async def start(
+        self,
+        workflow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        id: str | None = None,
+        subject: str | None = None,
+        domain: str | None = None,
+    ) -> RunHandle:
+        """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
+
+        An engine that runs no worker (``worker=False``, a client) and does not
+        register ``workflow`` starts it by name: the worker that first runs it
+        takes the latest version it has and validates the input then (a rejected
+        input fails the run with ``InvalidInputError``).
+
+        Raises:
+            UnknownWorkflowError: No workflow has that name, and this engine runs
+                a worker (a typo must not become a run nobody advances).
+            InvalidInputError: The input was rejected or is not JSON-serialisable.
+        """
+        self._require_open()
+        run_id = check_id(id)
+        check_optional_str(subject, "subject")
+        check_optional_str(domain, "domain")
+        wf = self._workflow_to_start(workflow)
+        if wf is None:  # a client starting a workflow by name (see above)
+            name = name_of(workflow)
+            version, encode = LATEST, lambda: _json.dumps(input, f"the input of workflow {name!r}")
+        else:
+            name, version = wf.name, wf.version
+            encode = functools.partial(encode_input, wf, input)
+        await runs.start(self._rt, name, version, run_id, encode, subject=subject, domain=domain)
+        return RunHandle(self, run_id)
+
+    def _workflow_to_start(self, workflow: str | Callable[..., Any]) -> WorkflowDef | None:
+        """The registered workflow to start, or ``None`` for a client that starts an
+        unregistered one by name."""
+        name = name_of(workflow)
+        registry = self._rt.registry
+        if self.run_worker or registry.get(name, LATEST) is not None:
+            return registry.latest(name)  # (raises UnknownWorkflowError)
+        return None
+
+    def handle(self, run_id: str) -> RunHandle:
+        """A handle on an existing run (not checked until used)."""
+        return RunHandle(self, run_id)
+
+    async def get_run(self, run_id: str) -> RunInfo:
+        """The run's :class:`RunInfo`.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        return runs.info(await runs.record(self._rt, run_id))
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: RunStatus | str | None = None,
+        subject: str | None = None,
+        domain: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        """Runs, newest first, filtered by any of the arguments.
+
+        Internal runs (the engine's own helpers, named ``parkway.*``) are listed
+        only when asked for by their own name.
+        """
+        self._require_open()
+        wanted = status_value(status)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}")
+        async with self._rt.store.transaction(readonly=True) as tx:
+            records = await tx.list_runs(
+                workflow=workflow, status=wanted, subject=subject,
+                domain=domain, parent_id=None, limit=limit,
+            )  # fmt: skip
+        return [runs.info(r) for r in records]
+
+    async def history(self, run_id: str) -> list[HistoryEntry]:
+        """The run's journal (current generation), in order.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        return await runs.history(self._rt, run_id)
+
+    async def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for run ``run_id`` to finish and return its output (see ``RunHandle.result``)."""
+        self._require_open()
+        return await runs.wait_result(self._rt, run_id, timeout)
+
+    async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
+        """Send a signal to a run; it waits in the run's mailbox until consumed.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunClosedError: The run has finished.
+        """
+        self._require_open()
+        check_name(name, "signal name")
+        data = _json.dumps(payload, f"the payload of signal {name!r}")
+        await core_signals.signal(self._rt, run_id, name, data)
+
+    async def signal_with_start(
+        self,
+        workflow: str | Callable[..., Any],
+        id: str,
+        signal: str,
+        payload: Any = None,
+        *,
+        input: Any = None,
+    ) -> RunHandle:
+        """Signal run ``id``, starting it first (with ``input``) if it does not exist.
+
+        Both happen in one transaction, so the signal is never lost to a race
+        with the run's start.
+
+        Raises:
+            RunClosedError: The run exists and has finished.
+        """
+        self._require_open()
+        if not isinstance(id, str) or not id:
+            raise InvalidArgumentError(f"signal_with_start needs a run id, got {id!r}")
+        check_name(signal, "signal name")
+        data = _json.dumps(payload, f"the payload of signal {signal!r}")
+        wf = self._workflow_to_start(workflow)
+        if wf is None:  # a client, as in start()
+            name = name_of(workflow)
+            input_data = _json.dumps(input, f"the input of workflow {name!r}")
+            start = (name, LATEST, input_data)
+        else:
+            start = (wf.name, wf.version, encode_input(wf, input))
+        await core_signals.signal(self._rt, id, signal, data, start=start)
+        return RunHandle(self, id)
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run and its active children; a finished run is left as it is.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        await transitions.cancel_run(self._rt, run_id)

@@ -1,4 +1,4 @@
-"""The storage protocol every backend implements (the records it moves: :mod:`parkway.store.records`).
+"""The storage protocol every backend implements (its records: :mod:`parkway.store.records`).
 
 The engine holds all workflow logic; a store offers atomic transactions over a
 handful of primitive operations (runs, journal, tasks, mailbox) plus the

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from parkway.errors import ParkwayError
+from parkway.errors import InvalidArgumentError
 
 NO_SHAPE = ""
 
@@ -29,12 +29,12 @@ def check_match(match: Any) -> dict[str, Any] | None:
     if match is None:
         return None
     if not isinstance(match, dict):
-        raise ParkwayError(
+        raise InvalidArgumentError(
             f"match must be a dict of payload keys to expected values, got {type(match).__name__}"
         )
     for key in match:
         if not isinstance(key, str) or not key:
-            raise ParkwayError(f"match keys must be non-empty strings, got {key!r}")
+            raise InvalidArgumentError(f"match keys must be non-empty strings, got {key!r}")
     return match
 
 

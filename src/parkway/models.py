@@ -11,6 +11,7 @@ from typing import Any
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     DuplicateSubscriptionError,
+    InvalidArgumentError,
     NonDeterminismError,
     ParkwayError,
     RunCancelledError,
@@ -161,14 +162,13 @@ class Retry:
     _delays: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from parkway.errors import ParkwayError
 
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ParkwayError(
+            raise InvalidArgumentError(
                 f"Retry.max_attempts must be a whole number >= 1, got {self.max_attempts!r}"
             )
         if not isinstance(self.factor, int | float) or self.factor < 1:
-            raise ParkwayError(f"Retry.factor must be a number >= 1, got {self.factor!r}")
+            raise InvalidArgumentError(f"Retry.factor must be a number >= 1, got {self.factor!r}")
         base = to_seconds(self.backoff, "Retry.backoff")
         cap = to_seconds(self.max_backoff, "Retry.max_backoff")
         object.__setattr__(self, "_delays", (base, cap))

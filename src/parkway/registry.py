@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from parkway.errors import (
     DuplicateWorkflowError,
     InvalidInputError,
-    ParkwayError,
+    InvalidWorkflowError,
     UnknownWorkflowError,
 )
 
@@ -164,16 +164,18 @@ class Registry:
 
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
-            raise ParkwayError(f"workflow name must be a non-empty string, got {wf.name!r}")
+            raise InvalidWorkflowError(f"workflow name must be a non-empty string, got {wf.name!r}")
         if wf.name.startswith(INTERNAL_PREFIX) and not wf.internal:
-            raise ParkwayError(
+            raise InvalidWorkflowError(
                 f"workflow name {wf.name!r}: names starting with {INTERNAL_PREFIX!r} are "
                 "reserved for parkway's own runs"
             )
         if not isinstance(wf.version, str) or not wf.version:
-            raise ParkwayError(f"workflow version must be a non-empty string, got {wf.version!r}")
+            raise InvalidWorkflowError(
+                f"workflow version must be a non-empty string, got {wf.version!r}"
+            )
         if not inspect.iscoroutinefunction(wf.fn):
-            raise ParkwayError(
+            raise InvalidWorkflowError(
                 f"workflow {wf.name!r} must be an `async def` function taking (ctx, input); "
                 "plain functions are welcome as steps"
             )

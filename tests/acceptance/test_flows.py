@@ -1,4 +1,4 @@
-"""JSON flows (DESIGN, "Flows (JSON)"): graphs of nodes run by the durable core.
+"""JSON flows (docs/flows.md): graphs of nodes run by the durable core.
 
 The running example is back-in-stock: an ``order.create`` for ``client:5``
 starts the flow, which parks on a ``product.update`` of the ordered product
@@ -50,7 +50,7 @@ def flow(
 
 
 def back_in_stock(**options: Any) -> dict[str, Any]:
-    """The flow of DESIGN, with an email that uses the trigger and the resuming event."""
+    """The flow of the README, with an email that uses the trigger and the resuming event."""
     return flow(
         "back-in-stock",
         [

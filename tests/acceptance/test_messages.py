@@ -682,7 +682,7 @@ async def test_a_message_id_is_forgotten_after_event_retention(make_engine, cloc
 async def test_a_message_id_stays_a_duplicate_while_buffered_past_event_retention(
     make_engine, clock
 ) -> None:
-    # DESIGN: "A repeated message_id while the first is buffered -> duplicate", whatever
+    # The contract: "A repeated message_id while the first is buffered -> duplicate", whatever
     # the retention: the first copy is still there to be consumed.
     engine = await make_engine(event_retention="1h")
     await engine.correlate(SCORE, "APP-001", 1, message_id="cb-1", ttl="1d")

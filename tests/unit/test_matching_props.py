@@ -1,6 +1,6 @@
 """Property tests of the match rule and of the subscription index, against a reference.
 
-The reference rule (DESIGN, ``wait_for_event(match=...)``): a payload satisfies a
+The reference rule (README, ``wait_for_event(match=...)``): a payload satisfies a
 ``match`` when every key of the match is in the payload and the values are
 JSON-equal: numbers by value (``1 == 1.0``), booleans apart from numbers,
 objects and arrays structurally.

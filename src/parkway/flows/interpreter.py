@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from parkway.errors import FlowDefinitionError, ParkwayError
+from parkway.errors import FlowDefinitionError, InvalidArgumentError
 from parkway.flows import starting, templates
 from parkway.flows.loader import FlowDefinition, load
 from parkway.flows.nodes import FlowContext, NodeModel, SubscriptionRequest
@@ -151,7 +151,7 @@ def _exit(flow: FlowDefinition, model: NodeModel, handle: str | None) -> str | N
     if not model.handles:
         return flow.next(model.id, None)
     if handle not in model.handles:
-        raise ParkwayError(
+        raise FlowDefinitionError(
             f"flow {flow.id!r}: node {model.id!r} ({model.type}) left by {handle!r}, "
             f"which is not one of its handles {list(model.handles)}"
         )
@@ -191,14 +191,14 @@ def register_action(
     """Register ``handler`` under ``name`` for Action nodes.
 
     Raises:
-        ParkwayError: ``name`` is empty or taken, or ``handler`` is not callable.
+        InvalidArgumentError: ``name`` is empty or taken, or ``handler`` is not callable.
     """
     if not isinstance(name, str) or not name:
-        raise ParkwayError(f"an action name must be a non-empty string, got {name!r}")
+        raise InvalidArgumentError(f"an action name must be a non-empty string, got {name!r}")
     if not callable(handler):
-        raise ParkwayError(f"action {name!r} needs a function, got {handler!r}")
+        raise InvalidArgumentError(f"action {name!r} needs a function, got {handler!r}")
     if name in actions:
-        raise ParkwayError(f"an action named {name!r} is already registered")
+        raise InvalidArgumentError(f"an action named {name!r} is already registered")
     actions[name] = handler
 
 

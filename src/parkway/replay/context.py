@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, overload
 
 from parkway.durations import Duration, to_seconds
-from parkway.errors import ParkwayError
+from parkway.errors import InvalidArgumentError
 from parkway.events import Event, PublishResult, check_message
 from parkway.matching import check_match
 from parkway.models import Retry
@@ -131,9 +131,9 @@ class WorkflowContext:
             StepFailedError: The last attempt failed.
         """
         if not callable(fn):
-            raise ParkwayError(f"ctx.step needs a function, got {fn!r}")
+            raise InvalidArgumentError(f"ctx.step needs a function, got {fn!r}")
         if retry is not None and not isinstance(retry, Retry):
-            raise ParkwayError(f"retry must be a parkway.Retry, got {retry!r}")
+            raise InvalidArgumentError(f"retry must be a parkway.Retry, got {retry!r}")
         step_name = name or getattr(fn, "__qualname__", None) or repr(fn)
         return await StepCmd(fn, args, kwargs, step_name, retry)
 
@@ -144,7 +144,7 @@ class WorkflowContext:
     async def sleep_until(self, when: datetime) -> None:
         """Park until ``when`` (a naive datetime is taken as UTC)."""
         if not isinstance(when, datetime):
-            raise ParkwayError(f"ctx.sleep_until needs a datetime, got {when!r}")
+            raise InvalidArgumentError(f"ctx.sleep_until needs a datetime, got {when!r}")
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         await SleepCmd(until=when.timestamp())
@@ -171,7 +171,7 @@ class WorkflowContext:
             WaitTimeoutError: ``timeout`` passed first.
         """
         if not isinstance(name, str) or not name:
-            raise ParkwayError(f"signal name must be a non-empty string, got {name!r}")
+            raise InvalidArgumentError(f"signal name must be a non-empty string, got {name!r}")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await SignalCmd(name, seconds)
 
@@ -205,14 +205,16 @@ class WorkflowContext:
             WaitTimeoutError: ``timeout`` passed first.
         """
         if not isinstance(name, str) or not name.strip():
-            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
+            raise InvalidArgumentError(f"event name must be a non-empty string, got {name!r}")
         check_match(match)
         if subject is not None and (not isinstance(subject, str) or not subject):
-            raise ParkwayError(f"subject must be a non-empty string or '*', got {subject!r}")
+            raise InvalidArgumentError(
+                f"subject must be a non-empty string or '*', got {subject!r}"
+            )
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         ttl_seconds = None if ttl is None else to_seconds(ttl, "ttl")
         if ttl_seconds is not None and ttl_seconds <= 0:
-            raise ParkwayError(f"ttl must be positive, got {ttl!r}")
+            raise InvalidArgumentError(f"ttl must be positive, got {ttl!r}")
         return await EventCmd(name, match, subject, seconds, bool(since_start), ttl_seconds)
 
     async def wait_for_message(
@@ -244,7 +246,7 @@ class WorkflowContext:
         engine's extractor's, else this run's.
         """
         if not isinstance(name, str) or not name.strip():
-            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
+            raise InvalidArgumentError(f"event name must be a non-empty string, got {name!r}")
         result: PublishResult = await PublishCmd(name, payload, id, subject)
         return result
 
@@ -281,5 +283,7 @@ def _workflow_name(workflow: str | Callable[..., Any]) -> str:
         return workflow
     name = getattr(workflow, "__parkway_workflow__", None)
     if not isinstance(name, str):
-        raise ParkwayError(f"{workflow!r} is not a registered workflow (nor a workflow name)")
+        raise InvalidArgumentError(
+            f"{workflow!r} is not a registered workflow (nor a workflow name)"
+        )
     return name

@@ -18,14 +18,11 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from parkway.errors import WaitTimeoutError
 from parkway.flows import conditions, templates
-from parkway.flows.nodes import FlowContext, LoadChecks, NodeModel, SubscriptionRequest
-
-if TYPE_CHECKING:
-    from parkway.flows.interpreter import FlowRun
+from parkway.flows.nodes import FlowContext, LoadChecks, NodeModel, NodeRun, SubscriptionRequest
 
 log = logging.getLogger("parkway.flows")
 
@@ -136,11 +133,11 @@ class Trigger(NodeModel):
             return None
         return SubscriptionRequest(event, subject, ttl, match=context.resolve(extra) or None)
 
-    async def start(self, run: FlowRun) -> str | None:
+    async def start(self, run: NodeRun) -> str | None:
         run.update_state(self.id, {"resolvedBy": "trigger"})
         return None
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         request = self.get_subscription(run.context(self.id))
         if request is None:
             await run.park(self.id, self.timeout())
@@ -165,11 +162,11 @@ class TriggerOrTimeout(Trigger):
     def timeout(self) -> float | None:
         return _ms(self, "duration") / 1000.0
 
-    async def start(self, run: FlowRun) -> str | None:
+    async def start(self, run: NodeRun) -> str | None:
         run.update_state(self.id, {"waitEndsAt": run.now_ms(), "resolvedBy": "trigger"})
         return "trigger"
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         started = run.now_ms()
         run.update_state(self.id, {"waitStartsAt": started})
         try:
@@ -190,7 +187,7 @@ class Wait(NodeModel):
         super().validate(checks)
         _duration_ms(self, checks, "duration")
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         duration = _ms(self, "duration")
         started = run.now_ms()
         run.update_state(self.id, {"waitStartsAt": started})
@@ -244,7 +241,7 @@ class Action(NodeModel):
                 )
             )
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         params = run.resolve(self.params)
         if self.data.get("params") is not None:  # omega-flow: only an Action with params
             run.update_state(self.id, {"resolvedParams": copy.deepcopy(params)})
@@ -282,7 +279,7 @@ class Condition(NodeModel):
                 yield f"{rule.field}.fact", rule.fact
             yield from templates.walk(rule.value, f"{rule.field}.value")
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         result = conditions.evaluate(self.groups, run.scope())
         run.update_state(self.id, {"conditionResult": result})
         return "true" if result else "false"
@@ -293,7 +290,7 @@ class Exit(NodeModel):
 
     ends_flow = True
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         return None
 
 

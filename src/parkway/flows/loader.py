@@ -22,20 +22,9 @@ from parkway.durations import to_seconds
 from parkway.errors import FlowDefinitionError, InvalidDurationError
 from parkway.flows import templates
 from parkway.flows.builtin import default_node_models
-from parkway.flows.nodes import LoadChecks, NodeModel
+from parkway.flows.nodes import FlowNode, LoadChecks, NodeModel
 
 FREQUENCIES = ("one_time", "every_rematch")
-
-
-@dataclass(frozen=True)
-class FlowNode:
-    """One node of a definition, as written (extras dropped)."""
-
-    flow_id: str
-    id: str
-    type: str
-    data: dict[str, Any]
-    params: dict[str, Any]
 
 
 @dataclass(frozen=True)

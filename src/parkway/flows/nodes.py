@@ -12,17 +12,76 @@ deterministic: a run is replayed from its first node on every resume, and only
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from parkway.errors import FlowDefinitionError
 from parkway.flows import templates
 from parkway.flows.templates import Scope
 
 if TYPE_CHECKING:
-    from parkway.flows.interpreter import FlowRun
-    from parkway.flows.loader import FlowNode
+    from parkway.replay.context import WorkflowContext
+
+
+@dataclass(frozen=True)
+class FlowNode:
+    """One node of a definition, as written (extras dropped)."""
+
+    flow_id: str
+    id: str
+    type: str
+    data: dict[str, Any]
+    params: dict[str, Any]
+
+
+class NodeRun(Protocol):
+    """What a node type sees of the run it executes in (the interpreter's
+    :class:`parkway.flows.FlowRun`): every effect goes through its ``ctx``.
+
+    Attributes:
+        ctx: The run's workflow context.
+        trigger: The starting event's payload.
+        event: The payload of the event that last resumed the run.
+        state: Named Action results, by node id.
+    """
+
+    ctx: WorkflowContext
+    trigger: Any
+    event: Any
+    state: dict[str, Any]
+
+    def scope(self) -> Scope:
+        """What templates resolve against now."""
+        ...
+
+    def resolve(self, value: Any) -> Any:
+        """``value`` with its placeholders resolved."""
+        ...
+
+    def update_state(self, node_id: str, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into node ``node_id``'s state."""
+        ...
+
+    def now_ms(self) -> int:
+        """Engine time in epoch milliseconds, the same on every replay."""
+        ...
+
+    def context(self, node_id: str) -> FlowContext:
+        """A snapshot of the run for node ``node_id``."""
+        ...
+
+    async def wait_for(self, request: SubscriptionRequest, *, timeout: float | None = None) -> Any:
+        """Park until ``request``'s event arrives; return its payload."""
+        ...
+
+    async def park(self, node_id: str, timeout: float | None) -> None:
+        """Park without a subscription: only ``timeout`` moves the run on."""
+        ...
+
+    async def call_action(self, node_id: str, name: str, params: dict[str, Any]) -> Any:
+        """Call action handler ``name`` as a durable step; return its result."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -178,7 +237,7 @@ class NodeModel:
         event = self.params.get("event")
         return None if event is None else (event,)
 
-    async def start(self, run: FlowRun) -> str | None:
+    async def start(self, run: NodeRun) -> str | None:
         """Carry a run through this node when the run starts here (``run.trigger`` is
         the starting event); return the handle to leave by (``None``: unnamed).
 
@@ -190,7 +249,7 @@ class NodeModel:
         """The event this node waits for, resolved for this run; ``None``: it does not wait."""
         return None
 
-    async def execute(self, run: FlowRun) -> str | None:
+    async def execute(self, run: NodeRun) -> str | None:
         """Carry the run through this node; return the handle to leave by (``None``: unnamed).
 
         The default waits for :meth:`get_subscription`'s event, if any.

@@ -1,0 +1,158 @@
+"""The layers of parkway's code, and the imports between them (docs/ARCHITECTURE.md).
+
+Each module may import only modules of its own layer or of the layers below
+it, and no module imports itself back through others (no import cycle). Every
+import counts: at the top, inside functions, and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import parkway
+
+SRC = Path(parkway.__file__).parent
+
+# Lowest first. A module's layer is that of the longest prefix naming it.
+LAYERS: list[tuple[str, list[str]]] = [
+    (
+        "ground",
+        [
+            "parkway._json",
+            "parkway.errors",
+            "parkway.durations",
+            "parkway.models",
+            "parkway.events",
+            "parkway.matching",
+            "parkway.limits",
+        ],
+    ),
+    ("store", ["parkway.store"]),
+    ("definitions", ["parkway.registry", "parkway.clock"]),
+    ("replay", ["parkway.replay"]),
+    ("core", ["parkway.core"]),
+    ("worker", ["parkway.worker"]),
+    ("flows", ["parkway.flows"]),
+    ("face", ["parkway.client", "parkway.handle", "parkway.engine", "parkway.testing"]),
+    ("package", ["parkway"]),
+    ("tools", ["parkway.cli", "parkway.http", "parkway.demo", "parkway.__main__"]),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank >= 0, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def imports_of(module: str) -> set[str]:
+    """The parkway modules ``module`` imports, wherever the import statement is."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # (``from x import y``: module x.y, or attribute y of x.)
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name.startswith("parkway") and name != module:
+                found.add(name)
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = [
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
+        f"({LAYERS[layer_of(target)][0]})"
+        for module, targets in GRAPH.items()
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    # Tarjan's strongly connected components: any of more than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+def test_the_command_line_and_http_api_never_reach_the_store() -> None:
+    tools = [m for m in MODULES if layer_of(m) == len(LAYERS) - 1]
+    reaching = {
+        module: sorted(t for t in GRAPH[module] if t.startswith("parkway.store"))
+        for module in tools
+    }
+    assert {m: t for m, t in reaching.items() if t} == {}
+
+
+def test_the_check_sees_imports_under_type_checking_and_in_functions() -> None:
+    # (The check itself: parkway.flows.interpreter imports the runtime only for types.)
+    assert "parkway.core.runtime" in GRAPH["parkway.flows.interpreter"]
+    assert "parkway.models" in GRAPH["parkway.store.records"]

@@ -1,4 +1,4 @@
-"""``{{...}}`` templates in flow params: the rules of docs/flows.md, example by example and as properties."""
+"""``{{...}}`` templates in flow params: the rules of docs/flows.md, by example and property."""
 
 from __future__ import annotations
 

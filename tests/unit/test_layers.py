@@ -99,8 +99,7 @@ def test_every_module_is_in_a_layer() -> None:
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
     upward = [
-        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
-        f"({LAYERS[layer_of(target)][0]})"
+        f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} ({LAYERS[layer_of(target)][0]})"
         for module, targets in GRAPH.items()
         for target in sorted(targets)
         if layer_of(target) > layer_of(module)

@@ -1,0 +1,424 @@
+"""The replay machine on hand-written journals: no store, no worker, no event loop work.
+
+The machine is driven here the way the worker's driver does it: each request
+it makes is answered at once (steps are plain functions), and what it decided
+is read from its writes and its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from parkway.errors import StepFailedError, WorkflowUsageError
+from parkway.events import Event
+from parkway.registry import Registry, WorkflowDef
+from parkway.replay.machine import Machine
+from parkway.replay.requests import (
+    Flush,
+    ReadMailbox,
+    ReadRun,
+    Request,
+    RunStep,
+    StepResult,
+)
+from parkway.replay.writes import Outcome
+from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord
+
+T0 = 1_000_000.0
+
+
+def run(**fields: Any) -> RunRecord:
+    values: dict[str, Any] = dict(
+        id="r", workflow="wf", version="1", status="running", input=b"null", output=None,
+        error=None, domain="default", subject=None, parent_id=None, trigger=None,
+        generation=0, created_at=T0, updated_at=T0,
+    )  # fmt: skip
+    values.update(fields)
+    return RunRecord(**values)
+
+
+def entry(pos: int, kind: str, name: str, value: Any, **fields: Any) -> JournalEntry:
+    values: dict[str, Any] = dict(
+        pos=pos, kind=kind, name=name, state="done", value=orjson.dumps(value), deadline=None,
+        at=T0,
+    )  # fmt: skip
+    values.update(fields)
+    return JournalEntry(**values)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def machine(
+    fn: Any,
+    journal: list[JournalEntry] | None = None,
+    *,
+    tasks: list[TaskRecord] | None = None,
+    signals: list[SignalRecord] | None = None,
+    clock: Clock | None = None,
+    registry: Registry | None = None,
+) -> Machine:
+    def prepare(event: Event) -> tuple[Event, bytes]:
+        return event, orjson.dumps(event.payload)
+
+    return Machine(
+        WorkflowDef("wf", "1", fn), run(), list(journal or []), list(tasks or []),
+        registry=registry or Registry(), clock=clock or Clock(), prepare_event=prepare,
+        event_retention=86400.0, signals=signals,
+    )  # fmt: skip
+
+
+def answer(request: Request) -> Any:
+    """What the driver would answer (steps run at once, reads find nothing)."""
+    if isinstance(request, RunStep):
+        cmd = request.cmd
+        try:
+            return StepResult(value=cmd.fn(*cmd.args, **cmd.kwargs))
+        except Exception as exc:
+            return StepResult(error=exc)
+    if isinstance(request, ReadMailbox):
+        return []
+    if isinstance(request, Flush):
+        return {}
+    return None
+
+
+def drive(m: Machine, *, order: str = "asked") -> tuple[Outcome, list[Request]]:
+    """Run ``m`` to its outcome, answering every request; the requests it made.
+
+    ``order="reversed"``: requests out at the same time are answered last first
+    (branches whose steps finish in the other order).
+    """
+    asked: list[Request] = []
+    m.start()
+    while m.outcome is None:
+        requests = m.take_requests()
+        assert requests, "the machine waits on nothing"
+        asked.extend(request for _, request in requests)
+        if order == "reversed":
+            requests.reverse()
+        for token, request in requests:
+            m.resume(token, answer(request))
+    return m.outcome, asked
+
+
+def steps_of(asked: list[Request]) -> list[str]:
+    return [r.cmd.name for r in asked if isinstance(r, RunStep)]
+
+
+def one(x: int) -> int:
+    return x + 1
+
+
+def two(x: int) -> int:
+    return x * 2
+
+
+async def two_steps(ctx: Any, _input: Any) -> int:
+    a = await ctx.step(one, 1, name="one")
+    return int(await ctx.step(two, a, name="two"))
+
+
+# -- steps and the journal ---------------------------------------------------------------------
+
+
+def test_a_fresh_run_asks_for_each_step_and_journals_its_result() -> None:
+    m = machine(two_steps)
+    outcome, asked = drive(m)
+    assert (outcome.status, outcome.output) == ("completed", b"4")
+    assert steps_of(asked) == ["one", "two"]
+    journal = m.take_writes().journal
+    assert [(e.pos, e.kind, e.name, e.state, e.value) for e in journal.values()] == [
+        (0, "step", "one", "done", b"2"),
+        (1, "step", "two", "done", b"4"),
+    ]
+
+
+def test_a_journaled_step_is_not_asked_for_again() -> None:
+    m = machine(two_steps, [entry(0, "step", "one", 2)])
+    outcome, asked = drive(m)
+    assert outcome.output == b"4"
+    assert steps_of(asked) == ["two"]
+
+
+def test_a_step_the_journal_has_as_failed_raises_again_on_replay() -> None:
+    error = {"type": "StepFailedError", "message": "x", "args": ["one", 1, "ValueError", "no"]}
+    journal = [entry(0, "step", "one", error, state="error")]
+
+    async def catches(ctx: Any, _input: Any) -> str:
+        try:
+            await ctx.step(one, 1, name="one")
+        except StepFailedError as exc:
+            return f"{exc.step}:{exc.error_type}"
+        return "no"
+
+    outcome, asked = drive(machine(catches, journal))
+    assert (outcome.output, asked) == (b'"one:ValueError"', [])
+
+
+def test_a_different_operation_at_a_position_holds_the_run() -> None:
+    m = machine(two_steps, [entry(0, "step", "other", 2)])
+    outcome, asked = drive(m)
+    assert outcome.status == "held" and asked == []
+    assert outcome.error is not None and outcome.error["args"][1] == 0
+    assert not m.take_writes()
+
+
+def test_a_journal_longer_than_the_code_holds_the_run() -> None:
+    journal = [
+        entry(0, "step", "one", 2),
+        entry(1, "step", "two", 4),
+        entry(2, "sleep", "sleep", None),
+    ]
+    outcome, _ = drive(machine(two_steps, journal))
+    assert outcome.status == "held"
+    assert outcome.error is not None and outcome.error["args"][1:] == [
+        2, "sleep 'sleep'", "the workflow returning",
+    ]  # fmt: skip
+
+
+# -- waits -------------------------------------------------------------------------------------
+
+
+async def waits_for_go(ctx: Any, _input: Any) -> Any:
+    return await ctx.wait_for_signal("go")
+
+
+def test_a_signal_wait_reads_the_mailbox_only_when_it_was_not_given() -> None:
+    outcome, asked = drive(machine(waits_for_go))
+    assert outcome.status == "parked" and asked == [ReadMailbox()]
+    outcome, asked = drive(machine(waits_for_go, signals=[]))
+    assert outcome.status == "parked" and asked == []
+
+
+def test_a_parked_signal_wait_takes_its_signal_when_it_came() -> None:
+    m = machine(waits_for_go, signals=[])
+    drive(m)
+    [pending] = m.take_writes().journal.values()
+    assert (pending.kind, pending.state) == ("signal", "pending")
+    signal = SignalRecord(7, "r", "go", b'{"v": 1}', T0)
+    m = machine(waits_for_go, [pending], signals=[signal])
+    outcome, _ = drive(m)
+    assert outcome.output == b'{"v":1}'
+    writes = m.take_writes()
+    assert writes.consumed_signals == [7]
+    assert writes.journal[0].state == "done"
+
+
+def test_a_sleep_parks_with_a_timer_and_ends_once_its_time_came() -> None:
+    async def sleeps(ctx: Any, _input: Any) -> str:
+        await ctx.sleep(60)
+        return "woke"
+
+    clock = Clock()
+    m = machine(sleeps, clock=clock)
+    outcome, _ = drive(m)
+    writes = m.take_writes()
+    assert outcome.status == "parked"
+    assert [(t.kind, t.due_at, t.pos) for t in writes.tasks] == [("timer", T0 + 60, 0)]
+    clock.now = T0 + 60
+    outcome, _ = drive(machine(sleeps, list(writes.journal.values()), clock=clock))
+    assert outcome.output == b'"woke"'
+
+
+def test_a_publish_asks_for_a_commit_and_returns_what_it_recorded() -> None:
+    async def publishes(ctx: Any, _input: Any) -> Any:
+        result = await ctx.publish("order.paid", {"id": 1})
+        return result.event_id
+
+    m = machine(publishes)
+    m.start()
+    [(token, request)] = m.take_requests()
+    assert isinstance(request, Flush)
+    [(pos, event, _payload, branch)] = m.take_writes().publishes
+    assert (pos, event.name, event.id, branch) == (0, "order.paid", "r:0:0", None)
+    recorded = {"started": [], "resumed": [], "deliveries": [], "duplicate": False,
+                "touched": 0, "event_id": "r:0:0"}  # fmt: skip
+    m.resume(token, {0: entry(0, "publish", "order.paid", recorded)})
+    assert m.outcome is not None and m.outcome.output == b'"r:0:0"'
+
+
+def test_a_child_result_reads_the_child_row() -> None:
+    async def awaits_child(ctx: Any, _input: Any) -> Any:
+        return await ctx.child("kid", 1)
+
+    registry = Registry()
+    registry.add(WorkflowDef("kid", "1", awaits_child))
+    m = machine(awaits_child, registry=registry)
+    outcome, asked = drive(m)  # (the child started in this advance is read from the writes)
+    assert outcome.status == "parked" and asked == []
+    writes = m.take_writes()
+    [child] = writes.runs
+    assert child.id == "r/0"
+    again = machine(awaits_child, list(writes.journal.values()))
+    again.start()
+    [(token, request)] = again.take_requests()
+    assert request == ReadRun("r/0")
+    again.resume(token, child)  # still pending: the parent parks again
+    assert again.outcome is not None and again.outcome.status == "parked"
+
+
+def test_asyncio_gather_over_ctx_operations_names_ctx_gather() -> None:
+    async def wrong(ctx: Any, _input: Any) -> Any:
+        return await asyncio.gather(ctx.step(one, 1), ctx.step(two, 1))
+
+    with pytest.raises(WorkflowUsageError, match=r"ctx\.gather"):
+        asyncio.run(_await_in_tasks(wrong))
+
+
+async def _await_in_tasks(fn: Any) -> Any:
+    # The machine hands the asyncio future to its driver: await it as the driver would.
+    m = machine(fn)
+    m.start()
+    while m.outcome is None:
+        for token, request in m.take_requests():
+            await asyncio.wait([request.future])  # type: ignore[union-attr]
+            m.resume(token, None)
+    assert m.outcome.error is not None
+    raise WorkflowUsageError(m.outcome.error["message"])
+
+
+# -- gather ------------------------------------------------------------------------------------
+
+
+async def fetch_three(ctx: Any, _input: Any) -> list[int]:
+    async def branch(x: int) -> int:
+        first = await ctx.step(one, x, name=f"one-{x}")
+        return int(await ctx.step(two, first, name=f"two-{x}"))
+
+    return list(await ctx.gather(branch(1), ctx.step(one, 10, name="one-10"), branch(3)))
+
+
+def test_gather_asks_for_every_branch_step_at_once_and_answers_in_argument_order() -> None:
+    m = machine(fetch_three)
+    m.start()
+    first = [r.cmd.name for _, r in m.take_requests() if isinstance(r, RunStep)]
+    assert first == ["one-1", "one-10", "one-3"]
+
+
+@pytest.mark.parametrize("order", ["asked", "reversed"])
+def test_gather_replays_the_same_whatever_order_its_branches_finished(order: str) -> None:
+    m = machine(fetch_three)
+    outcome, asked = drive(m, order=order)
+    assert outcome.output == b"[4,11,8]"
+    journal = list(m.take_writes().journal.values())
+    branches = {(e.branch, e.name) for e in journal if e.kind == "step"}
+    assert branches == {
+        ("0.0", "one-1"), ("0.0", "two-1"), ("0.1", "one-10"), ("0.2", "one-3"), ("0.2", "two-3"),
+    }  # fmt: skip
+    # Replay: nothing is asked again, the same result comes out.
+    again, asked = drive(machine(fetch_three, journal))
+    assert (again.output, steps_of(asked)) == (b"[4,11,8]", [])
+
+
+def test_a_gather_parked_on_a_wait_replays_its_done_steps_without_running_them() -> None:
+    async def step_and_wait(ctx: Any, _input: Any) -> list[Any]:
+        return list(await ctx.gather(ctx.step(one, 1, name="one"), ctx.wait_for_signal("go")))
+
+    m = machine(step_and_wait, signals=[])
+    outcome, asked = drive(m)
+    assert outcome.status == "parked" and steps_of(asked) == ["one"]
+    journal = list(m.take_writes().journal.values())
+    signal = SignalRecord(1, "r", "go", b'"yes"', T0)
+    outcome, asked = drive(machine(step_and_wait, journal, signals=[signal]))
+    assert (outcome.output, steps_of(asked)) == (b'[2,"yes"]', [])
+
+
+def test_the_first_exception_of_a_gather_withdraws_the_waiting_branches() -> None:
+    def fails() -> None:
+        raise ValueError("boom")
+
+    async def one_fails(ctx: Any, _input: Any) -> str:
+        try:
+            await ctx.gather(ctx.wait_for_signal("never"), ctx.step(fails, name="fails"))
+        except StepFailedError as exc:
+            return exc.error_message
+        return "no"
+
+    m = machine(one_fails, signals=[])
+    outcome, _ = drive(m)
+    assert outcome.output == b'"boom"'
+    journal = m.take_writes().journal
+    states = {e.kind: e.state for e in journal.values()}
+    assert states == {"gather": "done", "signal": "withdrawn", "step": "error"}
+
+
+def test_return_exceptions_returns_them_in_place() -> None:
+    def fails() -> None:
+        raise ValueError("boom")
+
+    async def keeps_going(ctx: Any, _input: Any) -> list[str]:
+        results = await ctx.gather(
+            ctx.step(one, 1, name="one"), ctx.step(fails, name="fails"), return_exceptions=True
+        )
+        return [type(r).__name__ for r in results]
+
+    outcome, _ = drive(machine(keeps_going))
+    assert outcome.output == b'["int","StepFailedError"]'
+
+
+# -- first -------------------------------------------------------------------------------------
+
+
+async def pay_or_give_up(ctx: Any, _input: Any) -> Any:
+    return list(await ctx.first(paid=ctx.wait_for_signal("paid"), late=ctx.sleep(60)))
+
+
+def test_first_takes_an_input_already_there_and_registers_nothing() -> None:
+    m = machine(pay_or_give_up, signals=[SignalRecord(3, "r", "paid", b"5", T0)])
+    outcome, _ = drive(m)
+    assert outcome.output == b'["paid",5]'
+    writes = m.take_writes()
+    assert writes.consumed_signals == [3] and writes.tasks == []
+
+
+def test_first_parks_on_all_its_waits_then_the_earliest_wins() -> None:
+    clock = Clock()
+    m = machine(pay_or_give_up, signals=[], clock=clock)
+    outcome, _ = drive(m)
+    writes = m.take_writes()
+    assert outcome.status == "parked"
+    [first] = writes.journal.values()
+    assert (first.kind, first.name, first.state) == ("first", "paid,late", "pending")
+    [timer] = writes.tasks
+    assert (timer.kind, timer.due_at) == ("timer", T0 + 60)
+    # The timer and a signal both there: the one that came first wins; the signal stays.
+    clock.now = T0 + 61
+    late_signal = SignalRecord(4, "r", "paid", b"5", T0 + 61)
+    m = machine(pay_or_give_up, [first], signals=[late_signal], clock=clock)
+    outcome, _ = drive(m)
+    assert outcome.output == b'["late",null]'
+    writes = m.take_writes()
+    assert writes.consumed_signals == []
+    assert sorted(writes.finished_waits) == sorted(
+        member["pos"] for member in orjson.loads(first.value)["members"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("waits", "match"),
+    [({}, "at least one wait"), ({"x": 1}, "unawaited wait"), ({"s": "step"}, "must be a wait")],
+)
+def test_first_refuses_what_is_not_a_wait(waits: dict[str, Any], match: str) -> None:
+    async def wrong(ctx: Any, _input: Any) -> Any:
+        given = {k: (ctx.step(one, 1) if v == "step" else v) for k, v in waits.items()}
+        try:
+            await ctx.first(**given)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "no"
+
+    outcome, asked = drive(machine(wrong))
+    assert asked == [] and outcome.output is not None
+    assert orjson.loads(outcome.output).startswith("InvalidArgumentError") and match in str(
+        outcome.output
+    )

@@ -422,3 +422,17 @@ def test_first_refuses_what_is_not_a_wait(waits: dict[str, Any], match: str) -> 
     assert orjson.loads(outcome.output).startswith("InvalidArgumentError") and match in str(
         outcome.output
     )
+
+
+def test_a_long_journal_replays_without_recursion() -> None:
+    async def counts(ctx: Any, _input: Any) -> None:
+        total = 0
+        while True:
+            total += await ctx.wait_for_signal("add")
+
+    journal = [entry(pos, "signal", "add", 1) for pos in range(5000)]
+    m = machine(counts, journal, signals=[])
+    outcome, asked = drive(m)
+    assert outcome.status == "parked" and asked == []
+    [pending] = m.take_writes().journal.values()
+    assert (pending.pos, pending.state) == (5000, "pending")

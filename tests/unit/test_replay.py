@@ -436,3 +436,89 @@ def test_a_long_journal_replays_without_recursion() -> None:
     assert outcome.status == "parked" and asked == []
     [pending] = m.take_writes().journal.values()
     assert (pending.pos, pending.state) == (5000, "pending")
+
+
+# -- patch markers and wait_until --------------------------------------------------------------
+
+
+async def patched_flow(ctx: Any, _input: Any) -> list[str]:
+    done = [str(await ctx.step(one, 1, name="one"))]
+    if ctx.patched("extra"):
+        done.append(str(await ctx.step(two, 1, name="extra")))
+    done.append(str(await ctx.step(two, 5, name="two")))
+    return done
+
+
+def test_a_patch_runs_the_new_branch_for_a_new_run_and_journals_its_marker() -> None:
+    m = machine(patched_flow)
+    outcome, asked = drive(m)
+    assert outcome.output == b'["2","2","10"]' and steps_of(asked) == ["one", "extra", "two"]
+    kinds = [(e.kind, e.name) for e in m.take_writes().journal.values()]
+    assert kinds == [("step", "one"), ("patch", "extra"), ("step", "extra"), ("step", "two")]
+
+
+def test_a_run_past_the_patch_point_without_its_marker_replays_the_old_branch() -> None:
+    old = [entry(0, "step", "one", 2), entry(1, "step", "two", 10)]
+    outcome, asked = drive(machine(patched_flow, old))
+    assert (outcome.output, asked) == (b'["2","10"]', [])
+
+
+def test_a_run_that_stopped_at_the_patch_point_takes_the_new_branch() -> None:
+    outcome, asked = drive(machine(patched_flow, [entry(0, "step", "one", 2)]))
+    assert outcome.output == b'["2","2","10"]' and steps_of(asked) == ["extra", "two"]
+
+
+def test_a_deprecated_patch_still_replays_runs_that_journaled_its_marker() -> None:
+    async def deprecated(ctx: Any, _input: Any) -> int:
+        await ctx.step(one, 1, name="one")
+        ctx.deprecate_patch("extra")
+        await ctx.step(two, 1, name="extra")
+        return int(await ctx.step(two, 5, name="two"))
+
+    marked = [entry(0, "step", "one", 2), entry(1, "patch", "extra", True)]
+    outcome, asked = drive(machine(deprecated, marked))
+    assert outcome.output == b"10" and steps_of(asked) == ["extra", "two"]
+    m = machine(deprecated)
+    drive(m)
+    assert "patch" not in {e.kind for e in m.take_writes().journal.values()}
+
+
+def test_wait_until_waits_for_another_branch_to_change_the_state() -> None:
+    async def waits_for_flag(ctx: Any, _input: Any) -> list[Any]:
+        state = {"ready": False}
+
+        async def setter() -> str:
+            await ctx.step(one, 1, name="work")
+            state["ready"] = True
+            return "set"
+
+        async def waiter() -> str:
+            await ctx.wait_until(lambda: state["ready"])
+            return "saw it"
+
+        return list(await ctx.gather(waiter(), setter()))
+
+    m = machine(waits_for_flag)
+    outcome, _ = drive(m)
+    assert outcome.output == b'["saw it","set"]'
+    journal = list(m.take_writes().journal.values())
+    again, asked = drive(machine(waits_for_flag, journal))
+    assert (again.output, asked) == (b'["saw it","set"]', [])
+
+
+def test_wait_until_times_out() -> None:
+    async def never(ctx: Any, _input: Any) -> str:
+        try:
+            await ctx.wait_until(lambda: False, timeout=5)
+        except Exception as exc:
+            return type(exc).__name__
+        return "no"
+
+    clock = Clock()
+    m = machine(never, clock=clock)
+    outcome, _ = drive(m)
+    writes = m.take_writes()
+    assert outcome.status == "parked" and [t.due_at for t in writes.tasks] == [T0 + 5]
+    clock.now = T0 + 5
+    outcome, _ = drive(machine(never, list(writes.journal.values()), clock=clock))
+    assert outcome.output == b'"WaitTimeoutError"'

@@ -35,6 +35,7 @@ from parkway.replay.commands import (
     MessageCmd,
     SignalCmd,
     SleepCmd,
+    WaitUntilCmd,
 )
 from parkway.replay.ops import Operations
 from parkway.replay.requests import ReadHolder, ReadMailbox
@@ -121,6 +122,51 @@ class Composites(Operations):
         self._close_branch(branch)
 
     def _close_branch(self, branch: Branch) -> None:
+        raise NotImplementedError
+
+    # -- wait_until ----------------------------------------------------------------------------
+
+    def _wait_until(self, op: Pending, cmd: WaitUntilCmd) -> None:
+        """Answer once ``cmd.predicate()`` holds (checked now, and whenever the run is
+        quiet again); else park, with a timer if it has a timeout."""
+        entry = op.entry
+        now = self.clock_now()
+        deadline, timeout = self._deadline(entry, cmd.timeout, now)
+        if cmd.predicate():
+            self._resolve(op, "wait_until", b"null")
+            return None
+        if deadline is not None and now >= deadline:
+            error = WaitTimeoutError("ctx.wait_until", timeout or 0.0)
+            raise self._fail_op(op, "wait_until", error, entry is not None)
+        if entry is None:
+            self._park(op, "wait_until", {"timeout": timeout}, deadline)
+        self._conditions.append(op)
+        raise Park
+
+    def _check_conditions(self) -> bool:
+        """Answer the ``wait_until``s whose predicate holds now; whether any did."""
+        moved = False
+        for op in list(self._conditions):
+            self._conditions.remove(op)
+            if op.branch.withdrawn or op.branch.done:
+                continue
+            try:
+                holds = op.cmd.predicate()  # type: ignore[attr-defined]
+            except Exception as exc:
+                self._unpark(op)
+                self._answer(op, None, exc)
+                moved = True
+                continue
+            if holds:
+                self._unpark(op)
+                self._resolve(op, "wait_until", b"null")
+                self._answer(op, None, None)
+                moved = True
+            else:
+                self._conditions.append(op)
+        return moved
+
+    def _unpark(self, op: Pending) -> None:
         raise NotImplementedError
 
     # -- first -------------------------------------------------------------------------------

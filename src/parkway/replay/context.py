@@ -27,6 +27,7 @@ from parkway.replay.commands import (
     SleepCmd,
     StartChildCmd,
     StepCmd,
+    WaitUntilCmd,
 )
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ class SideValues(Protocol):
 
     def clock_now(self) -> float:
         """Engine time."""
+        ...
+
+    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
+        """Whether the code after patch ``change_id`` runs (see ``ctx.patched``)."""
         ...
 
 
@@ -164,6 +169,57 @@ class WorkflowContext:
     def random(self) -> float:
         """A random float in [0, 1), the same on every replay."""
         return float(self._sides.side("random", _random.random))
+
+    def patched(self, change_id: str) -> bool:
+        """Whether this run takes the new branch of a change made to deployed code.
+
+        ``True`` when the run executes this point for the first time (the choice
+        is journaled, so it stays ``True`` on replay); ``False`` when it replays a
+        journal that was written past this point without the marker (a run that
+        was already past the change when it was deployed). It lets deployed code
+        change in place, without a new ``version=``::
+
+            if ctx.patched("fraud-check"):
+                await ctx.step(check_fraud, order)
+            await ctx.step(charge, order)
+
+        Remove the old branch once no run that predates the change is left, and
+        keep ``ctx.deprecate_patch("fraud-check")`` at that point until then.
+
+        Raises:
+            InvalidArgumentError: ``change_id`` is not a non-empty string.
+        """
+        _check_change_id(change_id)
+        return self._sides.patched(change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Mark where patch ``change_id`` was, once only its new branch is left: runs
+        that journaled the marker there still replay (it is consumed), new runs
+        journal nothing."""
+        _check_change_id(change_id)
+        self._sides.patched(change_id, deprecated=True)
+
+    async def wait_until(
+        self, predicate: Callable[[], Any], *, timeout: Duration | None = None
+    ) -> None:
+        """Park until ``predicate()`` (a sync function over the workflow's own
+        variables) is true.
+
+        It is checked when the run reaches the wait, and again whenever the run's
+        state may have changed while it waits: after an update handler, or when
+        another branch of a gather moved on.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` passed first.
+            InvalidArgumentError: ``predicate`` is not callable.
+        """
+        if not callable(predicate) or inspect.iscoroutinefunction(predicate):
+            raise InvalidArgumentError(
+                f"ctx.wait_until needs a plain function returning a bool, got {predicate!r}",
+                field="predicate",
+            )
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        await WaitUntilCmd(predicate, seconds)
 
     async def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> Any:
         """Park until a signal called ``name`` reaches this run; return its payload.
@@ -370,6 +426,14 @@ def _wait_command(name: str, wait: Any) -> Command:
             field=name,
         )
     return command
+
+
+def _check_change_id(change_id: Any) -> None:
+    if not isinstance(change_id, str) or not change_id.strip():
+        raise InvalidArgumentError(
+            f"a patch's change id must be a non-empty string, got {change_id!r}",
+            field="change_id",
+        )
 
 
 def _close_all(coroutines: list[Any]) -> None:

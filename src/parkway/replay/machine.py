@@ -41,7 +41,7 @@ from parkway.models import RunStatus, error_dict
 from parkway.registry import Registry, WorkflowDef
 from parkway.replay import commands
 from parkway.replay.branch import ROOT, Branch, Op, Pending
-from parkway.replay.commands import Command, ContinueAsNew, FirstCmd, GatherCmd
+from parkway.replay.commands import Command, ContinueAsNew, FirstCmd, GatherCmd, WaitUntilCmd
 from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
@@ -114,6 +114,7 @@ class Machine(Composites):
         self._requests: list[tuple[Pending, Request]] = []
         self._outstanding = 0
         self._withdrawn_paths: list[str] = []
+        self._conditions: list[Pending] = []
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()
@@ -185,6 +186,21 @@ class Machine(Composites):
         value = produce()
         self._record_new(branch, "value", name, "done", _json.dumps(value))
         return value
+
+    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
+        branch = self._branch_now()
+        if branch.index < len(branch.entries):  # replaying: the journal decides
+            entry = branch.entries[branch.index]
+            if entry.kind == "patch" and entry.name == change_id:
+                branch.index += 1
+                self._applied.add(entry.pos)
+                return True
+            return False
+        if deprecated:
+            return True
+        self._record_new(branch, "patch", change_id, "done", b"true")
+        branch.index += 1
+        return True
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -440,12 +456,18 @@ class Machine(Composites):
             return self._gather(op, cmd)
         if isinstance(cmd, FirstCmd):
             return self._first(op, cmd)
+        if isinstance(cmd, WaitUntilCmd):
+            return self._wait_until(op, cmd)
         return self._live_plain(op)
 
     def _when_quiet(self) -> bool:
-        """Every branch waits on an input: whether anything could still go on now
-        (nothing can yet: no operation acts on a quiet run)."""
-        return False
+        """Every branch waits on an input: whether anything goes on after all (a
+        ``wait_until`` whose predicate now holds)."""
+        return self._check_conditions()
+
+    def _unpark(self, op: Pending) -> None:
+        if op in self._parked:
+            self._parked.remove(op)
 
     def _forget(self, op: Pending) -> None:
         """``op`` will never be answered (its branch was withdrawn)."""

@@ -54,6 +54,7 @@ class MachineState:
     _by_branch: dict[str, list[JournalEntry]]
     _ready: Any
     _withdrawn_paths: list[str]
+    _conditions: list[Pending]  # wait_until's parked, checked when the run is quiet
 
     # The scheduler's side, which operations call.
     def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:

@@ -93,6 +93,15 @@ async def shape_resume(bench: Bench, n: int) -> dict[str, Any]:
         for run_id in ("s0", "deep"):
             info = await engine.get_run(run_id)
             assert info.status == "parked", info
+    # Each resume journals one entry: fewer means some signals did not resume the run
+    # (an advance that failed and was left to a retry, say), and its figure is not a
+    # resume's. (Its steps, the signals taken and the wait it is parked on.)
+    expected = {"s0": 2, "deep": depth + 1 + n + restarts + 1}
+    if journals != expected:
+        raise RuntimeError(
+            f"journal lengths {journals}, expected {expected}: not every signal resumed "
+            "its run (see the engine's log above)"
+        )
     out: dict[str, Any] = {
         "depth": depth,
         "build_s": round(build, 3),

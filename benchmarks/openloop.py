@@ -24,7 +24,7 @@ The release is timed by a Linux ``timerfd`` on the event loop (its wake-ups are
 ~30 µs late): asyncio's own timers sleep in whole milliseconds when the loop is
 idle (``epoll_wait``), which made every message up to ~0.9 ms late and counted
 that in its latency; a clock thread instead contended with the engine for the GIL
-at every release and doubled the p99 it measured. Without ``timerfd`` the loop's
+at every release and raised the p99 it measured two- to sixfold. Without ``timerfd`` the loop's
 timers are used (``"release": "loop"`` in the figures).
 
 A target run, once resumed, runs one async step that records the time it ran

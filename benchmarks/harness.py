@@ -8,6 +8,7 @@ database on the PostgreSQL server named by ``--pg-url``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import sqlite3
@@ -77,6 +78,17 @@ class Bench:
 
             self.pg_database = f"parkway_bench_{os.getpid()}"
             with psycopg.connect(pg_admin, autocommit=True) as conn:
+                # A shape killed outright (its runner stopped, say) left its database
+                # behind: one named after a process that no longer exists is dropped,
+                # unless someone is connected to it (then it is not a leftover).
+                names = conn.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE 'parkway\\_bench\\_%'"
+                ).fetchall()
+                for (name,) in names:
+                    pid = name.rpartition("_")[2]
+                    if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute(f"DROP DATABASE IF EXISTS {name}")
                 conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database}")
                 conn.execute(f"CREATE DATABASE {self.pg_database}")
             base, _, _ = pg_admin.rpartition("/")

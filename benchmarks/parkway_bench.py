@@ -2,7 +2,7 @@
 
 Run from the project root::
 
-    python -m benchmarks.parkway_bench --shape SHAPE [--n N] [--db sqlite|memory]
+    python -m benchmarks.parkway_bench --shape SHAPE [--n N] [--db sqlite|memory|postgres]
 
 Each invocation is a fresh process (so peak RSS is the shape's own) on a fresh
 database in a new temporary folder. The shapes match ``benchmarks.peers.dbos_bench``
@@ -10,15 +10,27 @@ so that ``benchmarks.run`` can print ratios from one invocation.
 
 Shapes
 ------
-``steps3`` (N=1000)
+``steps3`` (N=1000, ``--steps async|sync``)
     N workflows of 3 trivial steps each, started one by one from this process (the
     in-process worker runs them as they come); clock from the first start to the last
-    result: ``wf_per_s``.
-``park`` (N=10000)
-    N runs started and parked on ``wait_for_signal``; clock until the engine is idle
+    result: ``wf_per_s``. The steps are ``async def`` functions, or with ``--steps
+    sync`` plain ``def`` ones (which the engine runs in a thread each).
+``park`` (N=10000, ``--wait signal|event|message``)
+    N runs started and parked on ``wait_for_signal`` (or ``wait_for_event("order.paid",
+    match={"order_id": i})``, or ``wait_for_message``); clock until the engine is idle
     (every run parked): ``runs_per_s``, ``peak_rss_mb``, ``threads`` and
     ``bytes_per_run`` (database + WAL after a TRUNCATE checkpoint, minus the empty
-    schema, over N).
+    schema, over N); on SQLite also ``per_run``: what each table and index grew by
+    per run, from the ``dbstat`` virtual table (``pages``: bytes of b-tree pages,
+    ``payload``: bytes of the records in them, ``cells``: entries).
+``resume`` (N=200, ``--depth 5000 --restarts 10``)
+    signal -> resumed -> parked again, at journal depth 0 and at ``--depth``,
+    interleaved; then the first resume at depth after each of ``--restarts`` engine
+    restarts: see ``benchmarks.resume``.
+``openloop`` (N=10000 parked runs, ``--seconds 10 --rates 0.5,0.8 --capacity-n 10000``)
+    messages correlated at fixed times, at fractions of the capacity measured first,
+    by 4 senders; latency from each scheduled send to its run's committed resume
+    (p50/p99/p999): see ``benchmarks.openloop``.
 ``wake`` (N=1000)
     N parked runs; one at a time: signal, then wait for the run's result (it returns
     right after the wait). ``p50_ms``/``p99_ms``.
@@ -56,23 +68,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
-import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from parkway import Engine
+from benchmarks.harness import (
+    DEFAULT_PG_ADMIN,
+    Bench,
+    Workers,
+    db_bytes,
+    latency,
+    percentile,
+    process_figures,
+    table_bytes,
+)
+from benchmarks.openloop import shape_openloop
+from benchmarks.resume import shape_resume
 
 DEFAULT_N = {
     "steps3": 1000,
+    "resume": 200,
+    "openloop": 10000,
     "park": 10000,
     "wake": 1000,
     "xwake": 1000,
@@ -83,98 +104,40 @@ DEFAULT_N = {
 }
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), like the DBOS harness."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+def _sync_a(i: int) -> int:
+    return i + 1
 
 
-def latency(values_s: Sequence[float]) -> dict[str, Any]:
-    ms = [v * 1000 for v in values_s]
-    return {
-        "p50_ms": round(percentile(ms, 0.5), 3),
-        "p99_ms": round(percentile(ms, 0.99), 3),
-        "mean_ms": round(sum(ms) / len(ms), 3),
-        "n_measured": len(ms),
-    }
+def _sync_b(x: int) -> dict[str, int]:
+    return {"x": x * 2}
 
 
-def process_figures() -> dict[str, Any]:
-    return {
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "threads": threading.active_count(),
-    }
+def _sync_c(d: dict[str, int]) -> int:
+    return d["x"] + 1
 
 
-def db_bytes(path: Path) -> int:
-    if not path.exists():
-        return 0
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+async def _async_a(i: int) -> int:
+    return i + 1
 
 
-class Bench:
-    def __init__(self, db: str, folder: Path, pg_admin: str) -> None:
-        self.path = folder / "bench.db"
-        self.url = "memory://" if db == "memory" else f"sqlite:///{self.path}"
-        self.pg_admin, self.pg_database = pg_admin, ""
-        self._pg: Any = None  # count_completed's connection
-        if db == "postgres":
-            # A fresh database on the server, dropped at the end (see close()).
-            import psycopg
+async def _async_b(x: int) -> dict[str, int]:
+    return {"x": x * 2}
 
-            self.pg_database = f"parkway_bench_{os.getpid()}"
-            with psycopg.connect(pg_admin, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database}")
-                conn.execute(f"CREATE DATABASE {self.pg_database}")
-            base, _, _ = pg_admin.rpartition("/")
-            self.url = f"{base}/{self.pg_database}"
 
-    def close(self) -> None:
-        if self._pg is not None:
-            self._pg.close()
-        if self.pg_database:
-            import psycopg
+async def _async_c(d: dict[str, int]) -> int:
+    return d["x"] + 1
 
-            with psycopg.connect(self.pg_admin, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database} WITH (FORCE)")
 
-    def engine(self, **options: Any) -> Engine:
-        return Engine(self.url, **options)
-
-    def count_completed(self) -> int:
-        """How many runs have completed, by one cheap query on a connection of its own."""
-        query = "SELECT count(*) FROM {}runs WHERE status = 'completed'"
-        if self.pg_database:
-            import psycopg
-
-            if self._pg is None:
-                self._pg = psycopg.connect(self.url, autocommit=True)
-            row = self._pg.execute(query.format("parkway.")).fetchone()
-        else:
-            with sqlite3.connect(self.path) as conn:
-                row = conn.execute(query.format("")).fetchone()
-        return int(row[0]) if row else 0
+STEP_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
+    "sync": (_sync_a, _sync_b, _sync_c),  # `def` steps: the engine runs each in a thread
+    "async": (_async_a, _async_b, _async_c),  # `async def` steps, on the worker's loop
+}
 
 
 async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
     engine = bench.engine()
-
-    async def step_a(i: int) -> int:
-        return i + 1
-
-    async def step_b(x: int) -> dict[str, int]:
-        return {"x": x * 2}
-
-    async def step_c(d: dict[str, int]) -> int:
-        return d["x"] + 1
+    kind = getattr(bench.options, "steps", "async")
+    step_a, step_b, step_c = STEP_FUNCTIONS[kind]
 
     @engine.workflow()
     async def steps3(ctx: Any, i: int) -> int:
@@ -188,18 +151,37 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
         results = [await h.result(timeout=600) for h in handles]
         seconds = time.perf_counter() - t0
     assert results == [(i + 1) * 2 + 1 for i in range(n)]
-    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3)}
+    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind}
+
+
+PARKERS: dict[str, Callable[[Any, int], Coroutine[Any, Any, Any]]] = {}
+
+
+async def _park_signal(ctx: Any, i: int) -> Any:
+    return await ctx.wait_for_signal("go")
+
+
+async def _park_event(ctx: Any, i: int) -> Any:
+    # What the issue's "event wait with a match" is: one match field, an integer.
+    return await ctx.wait_for_event("order.paid", match={"order_id": i})
+
+
+async def _park_message(ctx: Any, i: int) -> Any:
+    return await ctx.wait_for_message("score", f"APP-{i}")
+
+
+PARKERS.update(signal=_park_signal, event=_park_event, message=_park_message)
 
 
 async def shape_park(bench: Bench, n: int) -> dict[str, Any]:
     engine = bench.engine()
-
-    @engine.workflow()
-    async def parker(ctx: Any, i: int) -> Any:
-        return await ctx.wait_for_signal("go")
+    wait = getattr(bench.options, "wait", "signal")
+    engine.workflow("parker")(PARKERS[wait])
 
     async with engine:
+        sqlite = bench.url.startswith("sqlite")
         baseline = db_bytes(bench.path)
+        empty = table_bytes(bench.path) if sqlite else {}
         t0 = time.perf_counter()
         for i in range(n):
             await engine.start("parker", i, id=f"p{i}")
@@ -208,10 +190,29 @@ async def shape_park(bench: Bench, n: int) -> dict[str, Any]:
         parked = len(await engine.list_runs(status="parked", limit=n + 1))
         figures = process_figures()
     total = db_bytes(bench.path)
-    out = {"runs_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "parked": parked}
+    out = {
+        "runs_per_s": round(n / seconds, 1),
+        "seconds": round(seconds, 3),
+        "parked": parked,
+        "wait": wait,
+    }
     out.update(figures)
-    if bench.url.startswith("sqlite"):
+    if sqlite:
         out.update(db_bytes=total, bytes_per_run=round((total - baseline) / n, 1))
+        out["per_run"] = per_run_bytes(empty, table_bytes(bench.path), n)
+    return out
+
+
+def per_run_bytes(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]], n: int
+) -> dict[str, dict[str, float]]:
+    """What each table and index grew by, per parked run (pages, and records in them)."""
+    out = {}
+    for name, figures in sorted(after.items()):
+        empty = before.get(name, {})
+        grown = {k: (v - empty.get(k, 0)) / n for k, v in figures.items()}
+        if any(grown.values()):
+            out[name] = {k: round(v, 2) for k, v in grown.items()}
     return out
 
 
@@ -406,42 +407,6 @@ async def loan(ctx, i):
 """
 
 
-class Workers:
-    """``parkway worker`` processes on an app module written next to the database.
-
-    This process is a client only: its engine knows the workflow by name (for
-    ``start``) and leaves running it to the workers.
-    """
-
-    def __init__(self, bench: Bench, module: str, source: str, workflow: str) -> None:
-        self.folder = bench.path.parent
-        self.module = module
-        (self.folder / f"{module}.py").write_text(source.format(url=bench.url))
-        self.client = bench.engine(worker=False)
-
-        async def elsewhere(ctx: Any, input: Any) -> Any:
-            raise AssertionError("runs in the worker processes")
-
-        self.client.workflow(workflow)(elsewhere)
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self, count: int) -> None:
-        for _ in range(count):
-            self.processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "parkway", "worker", f"{self.module}:engine"],
-                    cwd=self.folder,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            process.wait(timeout=60)
-
-
 XWAKE_VIA = {"signal": "parker", "publish": "payer", "correlate": "loan"}
 # correlate: messages one sender keeps in flight in the second half.
 INFLIGHT = 16
@@ -450,14 +415,15 @@ INFLIGHT = 16
 async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
     if bench.url.startswith("memory"):
         return {"available": False, "reason": "xwake needs a shared store (sqlite, postgres)"}
-    workflow = XWAKE_VIA[VIA]
+    via = bench.options.via
+    workflow = XWAKE_VIA[via]
     workers = Workers(bench, "xwake_app", XWAKE_APP, workflow)
     engine = workers.client
 
     async def wake(i: int) -> None:
-        if VIA == "signal":
+        if via == "signal":
             await engine.signal(f"x{i}", "go")
-        elif VIA == "publish":
+        elif via == "publish":
             published = await engine.publish("order.paid", {"order_id": i})
             assert published.resumed == [f"x{i}"], published
         else:
@@ -481,7 +447,7 @@ async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
                 samples.append(resumed_at - t0)
         finally:
             workers.stop()
-    return {"via": VIA, **latency(samples)}
+    return {"via": via, **latency(samples)}
 
 
 SCALE_APP = """
@@ -519,7 +485,7 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
     async with engine:
         for i in range(n):
             await engine.start("steps3", i, id=f"s{i}")
-        workers.start(WORKERS)
+        workers.start(bench.options.workers)
         try:
             # Clocked from the first completion (the workers are up) to the last,
             # counted by a query that costs the workers' two cores next to nothing
@@ -540,13 +506,16 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
             n = n - first
         finally:
             workers.stop()
-    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "workers": WORKERS}
+    return {
+        "wf_per_s": round(n / seconds, 1),
+        "seconds": round(seconds, 3),
+        "workers": bench.options.workers,
+    }
 
-
-WORKERS = 1
-VIA = "signal"
 
 SHAPES = {
+    "resume": shape_resume,
+    "openloop": shape_openloop,
     "scale": shape_scale,
     "xwake": shape_xwake,
     "steps3": shape_steps3,
@@ -565,21 +534,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "memory", "postgres"], default="sqlite")
     parser.add_argument(
         "--pg-url",
-        default=os.environ.get(
-            "PARKWAY_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-        ),
+        default=os.environ.get("PARKWAY_BENCH_POSTGRES_URL", DEFAULT_PG_ADMIN),
         help="admin URL of the PostgreSQL server (a fresh database is made on it)",
     )
     parser.add_argument("--workers", type=int, default=1, help="scale: worker processes")
     parser.add_argument(
         "--via", choices=sorted(XWAKE_VIA), default="signal", help="xwake: what wakes the run"
     )
+    parser.add_argument(
+        "--steps",
+        choices=sorted(STEP_FUNCTIONS),
+        default="async",
+        help="steps3: `def` steps (sync) or `async def` steps",
+    )
+    parser.add_argument(
+        "--wait", choices=sorted(PARKERS), default="signal", help="park: what the runs wait on"
+    )
+    parser.add_argument(
+        "--depth", type=int, default=5000, help="resume: journal entries of the deep run"
+    )
+    parser.add_argument(
+        "--restarts", type=int, default=10, help="resume: restarts, one deep resume after each"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="openloop: seconds of offered load per rate"
+    )
+    parser.add_argument(
+        "--rates",
+        default="0.5,0.8",
+        help="openloop: offered rates, as fractions of the capacity measured first",
+    )
+    parser.add_argument(
+        "--capacity-n", type=int, default=10000, help="openloop: messages of the capacity phase"
+    )
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
-    global WORKERS, VIA
-    WORKERS, VIA = args.workers, args.via
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:
-        bench = Bench(args.db, Path(folder), args.pg_url)
+        bench = Bench(args.db, Path(folder), args.pg_url, args)
         try:
             figures = asyncio.run(SHAPES[args.shape](bench, n))
         finally:

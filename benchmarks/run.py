@@ -1,67 +1,30 @@
 """Run every benchmark shape on parkway and, where installed, on DBOS; print one table.
 
-    python -m benchmarks.run [--quick] [--no-peers] [--peers restate] [--repeat K] [--write FILE]
+    python -m benchmarks.run [--quick] [--no-peers] [--peers restate] [--repeat K]
+        [--postgres] [--pg-rtt 0.5,2 [--pg-delay netem|proxy]] [--write FILE]
 
 Each shape runs in its own fresh process (``benchmarks.parkway_bench`` and
 ``benchmarks.peers.dbos_bench``), so peak RSS and threads are the shape's own.
 Ratios compare figures measured in this same invocation. ``--write`` also saves
 the table as Markdown (used for docs/performance.md). ``--peers restate`` adds a Restate
 column, measured by ``benchmarks.peers.restate_bench`` (see benchmarks/peers/README.md).
+``--postgres`` adds a table on the local PostgreSQL server, ``--pg-rtt`` one on the
+same server across a network with those round trips (see ``benchmarks.netpg``).
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
-# How many times each shape runs (--repeat); its figures are the medians.
-REPEAT = 1
-
-
-def run_json(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
-    """Run ``python -m module args`` REPEAT times; its figures, each the median of the runs.
-
-    (A figure's median is taken on its own: the runs need not agree on anything
-    else. A run that failed is left out; if all did, the last one's reason stays.)
-    """
-    results = [run_once(module, args, timeout) for _ in range(REPEAT)]
-    good = [r for r in results if r.get("available", True)]
-    if not good:
-        return results[-1]
-    merged = dict(good[-1])
-    for key, value in merged.items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values = sorted(r[key] for r in good if isinstance(r.get(key), int | float))
-            whole = all(isinstance(v, int) for v in values)  # (counts stay counts)
-            merged[key] = statistics.median_low(values) if whole else statistics.median(values)
-    merged["runs"] = len(good)
-    return merged
-
-
-def run_once(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
-    """Run ``python -m module args`` and parse its one line of JSON."""
-    command = [sys.executable, "-m", module, *args]
-    print(f"$ {' '.join(command[1:])}", file=sys.stderr, flush=True)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"available": False, "reason": f"timed out after {timeout:g}s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = done.stderr.strip().splitlines()[-3:]
-        return {"available": False, "reason": f"exit {done.returncode}: {' | '.join(tail)}"}
-    result: dict[str, Any] = orjson.loads(lines[-1])
-    return result
+from benchmarks import measure
+from benchmarks.measure import fmt, run_json
+from benchmarks.tables import net_table, postgres_table, shape_args
 
 
 @dataclass
@@ -71,103 +34,83 @@ class Row:
     key: str
     target: str
     better: str = "lower"  # "higher" or "lower": how the ratio is read
-    check: Callable[[float, float | None], bool] | None = None
+    # The DBOS figure the row compares with: its key (default: ``key``), and the key
+    # naming the variant it came from, printed next to it.
+    peer_key: str | None = None
+    peer_variant: str | None = None
+    peer_shape: str | None = None
 
 
-def fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if value < 100 else f"{value:,.0f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
+# Full-size N per table key; --quick takes each's quick figure (a smoke run).
+SIZES: dict[str, tuple[int, int]] = {
+    "steps3": (1000, 100),
+    "steps3sync": (1000, 100),
+    "park": (10000, 1000),
+    "parkevent": (10000, 1000),
+    "wake": (1000, 100),
+    "xwake": (1000, 100),
+    "xpublish": (1000, 100),
+    "xcorrelate": (1000, 100),
+    "publish": (100000, 10000),
+    "subjects": (10000, 1000),
+    "correlate": (10000, 1000),
+    "resume": (200, 30),
+    "openloop": (10000, 1000),
+}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
-    parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
-    parser.add_argument("--write", help="also write the Markdown table to this file")
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="run every shape (ours and the peers') this many times; report medians",
-    )
-    parser.add_argument(
-        "--postgres",
-        action="store_true",
-        help="also measure on PostgreSQL (127.0.0.1:5432 or PARKWAY_BENCH_POSTGRES_URL): "
-        "3-step workflows with 1, 2 and 4 worker processes, wake-ups across processes, "
-        "and DBOS on the same server",
-    )
-    parser.add_argument(
-        "--peers",
-        choices=("restate",),
-        action="append",
-        default=[],
-        help="also measure this peer, in a column of its own",
-    )
-    args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error("--repeat must be 1 or more")
-    global REPEAT
-    REPEAT = args.repeat
-
-    n = {
-        "steps3": 1000,
-        "park": 10000,
-        "wake": 1000,
-        "xwake": 1000,
-        "xpublish": 1000,
-        "xcorrelate": 1000,
-        "publish": 100000,
-        "subjects": 10000,
-        "correlate": 10000,
-    }
-    if args.quick:
-        n = {k: max(100, v // 10) for k, v in n.items()}
-    peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 50}
-
-    started = time.time()
-    ours: dict[str, dict[str, Any]] = {}
-    for key, count in n.items():
-        ours[key] = run_json(
-            "benchmarks.parkway_bench", [*shape_args(key), "--n", str(count)], 1800
-        )
-    peer: dict[str, dict[str, Any]] = {}
-    if not args.no_peers:
-        for shape, count in peer_n.items():
-            # DBOS in WAL mode (its fastest SQLite set-up, as ours); for park and wake
-            # its async variant (its best, and no OS thread per run), then shut down.
-            extra = ["--sqlite-journal", "wal"]
-            if shape in ("park", "wake"):
-                extra += ["--variant", "async", "--finish", "shutdown"]
-            if shape == "wake":
-                extra += ["--max-seconds", "120"]
-            peer[shape] = run_json(
-                "benchmarks.peers.dbos_bench",
-                ["--shape", shape, "--n", str(count), "--db", "sqlite", *extra],
-                1800,
-            )
-    restate: dict[str, dict[str, Any]] = {}
-    if "restate" in args.peers:
-        for shape in ("steps3", "park", "wake"):
-            # Its server and SDK process on this machine, best of its protocols; then shut down.
-            extra = ["--finish", "shutdown"] if shape in ("park", "wake") else []
-            restate[shape] = run_json(
-                "benchmarks.peers.restate_bench",
-                ["--shape", shape, "--n", str(n[shape]), *extra],
-                2400,
-            )
-
-    rows = [
-        Row("steps3", f"{n['steps3']:,} workflows × 3 steps", "wf_per_s", "≥ 10× DBOS", "higher"),
+def rows(n: dict[str, int], quick: bool) -> list[Row]:
+    steps = f"{n['steps3']:,} workflows × 3 steps"
+    depth = 5000
+    return [
+        Row(
+            "steps3sync",
+            f"{steps}, `def` steps: wf/s, against DBOS's best with sync steps",
+            "wf_per_s",
+            "≥ 10× DBOS's best",
+            "higher",
+            "sync_wf_per_s",
+            "sync_variant",
+            "steps3",
+        ),
+        Row(
+            "steps3sync",
+            "the same, against DBOS's best overall",
+            "wf_per_s",
+            "≥ 10× DBOS's best",
+            "higher",
+            "wf_per_s",
+            "variant",
+            "steps3",
+        ),
+        Row(
+            "steps3",
+            f"{steps}, `async def` steps: wf/s, against DBOS's best with async steps",
+            "wf_per_s",
+            "",
+            "higher",
+            "async_wf_per_s",
+            "async_variant",
+        ),
+        Row(
+            "steps3",
+            "the same, against DBOS's best overall",
+            "wf_per_s",
+            "≥ 15× DBOS's best",
+            "higher",
+            "wf_per_s",
+            "variant",
+        ),
         Row("park", f"park {n['park']:,} runs on a wait", "runs_per_s", "≥ 20× DBOS", "higher"),
         Row("park", "peak RSS, MB (whole process)", "peak_rss_mb", "≤ 150", "lower"),
         Row("park", "threads while parked", "threads", "no thread per run", "lower"),
         Row("park", "bytes on disk per parked run", "bytes_per_run", "≤ 500", "lower"),
+        Row(
+            "parkevent",
+            "bytes on disk per parked run, an event wait with a match",
+            "bytes_per_run",
+            "≤ 500",
+        ),
         Row("wake", "signal → resumed, p50 ms", "p50_ms", "≤ 5 (≤ 1.5)", "lower"),
         Row("wake", "signal → resumed, p99 ms", "p99_ms", "≤ 50 (≤ 10)", "lower"),
         Row("xwake", "across processes: signal → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
@@ -219,16 +162,146 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
         Row("correlate", "correlate → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
         Row("correlate", "correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
+        *resume_rows(depth),
+        *openloop_rows(n["openloop"], quick),
     ]
+
+
+def resume_rows(depth: int) -> list[Row]:
+    return [
+        Row(
+            "resume",
+            "resume at journal depth 0 (signal → parked again), p50 ms",
+            "shallow_p50_ms",
+            "",
+        ),
+        Row("resume", "the same, p99 ms", "shallow_p99_ms", ""),
+        Row("resume", f"resume at journal depth {depth:,}, p50 ms", "deep_p50_ms", ""),
+        Row("resume", "the same, p99 ms", "deep_p99_ms", ""),
+        Row("resume", f"resume at depth {depth:,} / at depth 0 (p50)", "ratio_p50", "≤ 1.5"),
+        Row(
+            "resume",
+            f"first resume at depth {depth:,} after a restart, p50 ms",
+            "restart_p50_ms",
+            "≤ today's (no cache)",
+        ),
+    ]
+
+
+def openloop_rows(background: int, quick: bool) -> list[Row]:
+    seconds = 2 if quick else 10
+    return [
+        Row(
+            "openloop",
+            f"open loop, {background:,} runs parked: capacity, 4 senders: msgs/s",
+            "capacity_per_s",
+            "",
+        ),
+        Row("openloop", f"at 50 % of it for {seconds} s: msgs/s offered", "r50_offered_per_s", ""),
+        Row("openloop", "the same, scheduled send → resume committed, p50 ms", "r50_p50_ms", ""),
+        Row("openloop", "the same, p99 ms", "r50_p99_ms", "≤ 10"),
+        Row("openloop", "the same, p99.9 ms", "r50_p999_ms", ""),
+        Row("openloop", "at 80 %: msgs/s offered", "r80_offered_per_s", ""),
+        Row("openloop", "the same, p50 ms", "r80_p50_ms", ""),
+        Row("openloop", "the same, p99 ms", "r80_p99_ms", "≤ 50"),
+        Row("openloop", "the same, p99.9 ms", "r80_p999_ms", ""),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
+    parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
+    parser.add_argument("--write", help="also write the Markdown table to this file")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every shape (ours and the peers') this many times; report medians",
+    )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also measure on PostgreSQL (127.0.0.1:5432 or PARKWAY_BENCH_POSTGRES_URL): "
+        "3-step workflows with 1, 2 and 4 worker processes, wake-ups across processes, "
+        "resumes at depth, the open loop, and DBOS on the same server",
+    )
+    parser.add_argument(
+        "--pg-rtt",
+        metavar="MS[,MS...]",
+        help="also measure PostgreSQL across a network with these round trips (ms), "
+        "e.g. 0.5,2: a network namespace, a veth pair and a proxy (benchmarks.netpg)",
+    )
+    parser.add_argument(
+        "--pg-delay",
+        choices=("netem", "proxy"),
+        default="netem",
+        help="--pg-rtt: the delay from tc netem on the veth pair (default), or held by "
+        "the proxy itself (where the kernel has no netem)",
+    )
+    parser.add_argument(
+        "--peers",
+        choices=("restate",),
+        action="append",
+        default=[],
+        help="also measure this peer, in a column of its own",
+    )
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be 1 or more")
+    rtts: list[float] = []
+    if args.pg_rtt:
+        try:
+            rtts = [float(x) for x in args.pg_rtt.split(",") if x.strip()]
+        except ValueError:
+            parser.error(f"--pg-rtt takes round trips in ms such as 0.5,2, not {args.pg_rtt!r}")
+        if not rtts or any(r <= 0 for r in rtts):
+            parser.error("--pg-rtt: each round trip must be more than 0 ms")
+    measure.REPEAT = args.repeat
+
+    n = {key: quick if args.quick else full for key, (full, quick) in SIZES.items()}
+    peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 50}
+
+    started = time.time()
+    ours: dict[str, dict[str, Any]] = {}
+    for key, count in n.items():
+        ours[key] = run_json(
+            "benchmarks.parkway_bench", [*shape_args(key, args.quick), "--n", str(count)], 1800
+        )
+    peer: dict[str, dict[str, Any]] = {}
+    if not args.no_peers:
+        for shape, count in peer_n.items():
+            # DBOS in WAL mode (its fastest SQLite set-up, as ours); for park and wake
+            # its async variant (its best, and no OS thread per run), then shut down.
+            extra = ["--sqlite-journal", "wal"]
+            if shape in ("park", "wake"):
+                extra += ["--variant", "async", "--finish", "shutdown"]
+            if shape == "wake":
+                extra += ["--max-seconds", "120"]
+            peer[shape] = run_json(
+                "benchmarks.peers.dbos_bench",
+                ["--shape", shape, "--n", str(count), "--db", "sqlite", *extra],
+                1800,
+            )
+    restate: dict[str, dict[str, Any]] = {}
+    if "restate" in args.peers:
+        for shape in ("steps3", "park", "wake"):
+            # Its server and SDK process on this machine, best of its protocols; then shut down.
+            extra = ["--finish", "shutdown"] if shape in ("park", "wake") else []
+            restate[shape] = run_json(
+                "benchmarks.peers.restate_bench",
+                ["--shape", shape, "--n", str(n[shape]), *extra],
+                2400,
+            )
 
     lines = [
         f"Measured {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M} UTC on "
         f"{platform.machine()} ({_cpus()} CPUs), Python {platform.python_version()}, "
         "SQLite backend, one process per shape"
-        + (f", each figure the median of {REPEAT} runs" if REPEAT > 1 else "")
+        + (f", each figure the median of {args.repeat} runs" if args.repeat > 1 else "")
         + ("" if args.no_peers else f"; DBOS {_dbos_version()} on SQLite (WAL) in the same run")
         + (f"; Restate {_restate_version(restate)}" if restate else "")
-        + (" (quick run: N/10)" if args.quick else "")
+        + (" (quick run: smaller N)" if args.quick else "")
         + ".",
         "",
         "| shape | parkway | DBOS | ratio | target |",
@@ -239,21 +312,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             "| shape | parkway | DBOS | ratio | Restate | ratio | target |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
-    for row in rows:
-        mine = ours.get(row.shape, {})
-        theirs = peer.get(row.shape, {})
-        value = mine.get(row.key) if mine.get("available", True) else None
-        other = theirs.get(row.key) if theirs.get("available") else None
-        ratio = _ratio(row, value, other)
+    for row in rows(n, args.quick):
+        mine = measure.value(ours.get(row.shape, {}), row.key)
+        theirs = peer.get(row.peer_shape or row.shape, {})
+        peer_key = row.peer_key or row.key
+        other = theirs.get(peer_key) if theirs.get("available") else None
+        shown = measure.with_variant(theirs, peer_key, row.peer_variant) if other else fmt(None)
+        ratio = measure.ratio(mine, other, row.better == "higher")
         if restate:
-            res = restate.get(row.shape, {})
+            res = restate.get(row.peer_shape or row.shape, {})
             third = res.get(row.key) if res.get("available") else None
             lines.append(
-                f"| {row.label} | {fmt(value)} | {fmt(other)} | {ratio} | {fmt(third)} "
-                f"| {_ratio(row, value, third)} | {row.target} |"
+                f"| {row.label} | {fmt(mine)} | {shown} | {ratio} | {fmt(third)} "
+                f"| {measure.ratio(mine, third, row.better == 'higher')} | {row.target} |"
             )
             continue
-        lines.append(f"| {row.label} | {fmt(value)} | {fmt(other)} | {ratio} | {row.target} |")
+        lines.append(f"| {row.label} | {fmt(mine)} | {shown} | {ratio} | {row.target} |")
+    notes = _notes(ours, peer, restate, args.repeat)
+    if args.postgres:
+        lines += ["", *postgres_table(args)]
+    if rtts:
+        lines += ["", *net_table(args, rtts)]
+    table = "\n".join(lines + (["", *notes] if notes else []))
+    print(table)
+    if args.write:
+        with open(args.write, "w", encoding="utf-8") as out:
+            out.write(table + "\n")
+    return 0
+
+
+def _notes(
+    ours: dict[str, dict[str, Any]],
+    peer: dict[str, dict[str, Any]],
+    restate: dict[str, dict[str, Any]],
+    repeat: int,
+) -> list[str]:
     notes = []
     for name, results in (("parkway", ours), ("DBOS", peer), ("Restate", restate)):
         for shape, result in results.items():
@@ -264,27 +357,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"- DBOS wake measured over {peer['wake'].get('n_measured')} runs: on SQLite it "
             "polls for notifications once a second by design."
         )
-    for shape in ("steps3", "park"):
-        variant = peer.get(shape, {}).get("variant")
-        if variant:
-            notes.append(f"- DBOS {shape}: best of its variants ({variant}).")
+    steps3 = peer.get("steps3", {})
+    if steps3.get("available") and isinstance(steps3.get("variants"), dict):
+        each = ", ".join(
+            f"{name} {fmt(result.get('wf_per_s'))}"
+            for name, result in steps3["variants"].items()
+            if isinstance(result, dict)
+        )
+        notes.append(
+            f"- DBOS steps3, wf/s by variant{' (the last run)' if repeat > 1 else ''}: {each}; "
+            "sync steps: start, queue, direct (the workflow function called directly, one "
+            "call after the other); async steps: async, direct_async."
+        )
+    if peer.get("park", {}).get("variant"):
+        notes.append(f"- DBOS park: best of its variants ({peer['park']['variant']}).")
+    resume = ours.get("resume", {})
+    if resume.get("available", True) and resume.get("deep_journal"):
+        notes.append(
+            f"- resume: journals of {fmt(resume.get('shallow_journal'))} and "
+            f"{fmt(resume.get('deep_journal'))} entries at the end; the restart figure is "
+            f"the p50 of {resume.get('restarts')} restarts (a new engine on the same file)."
+        )
+    loop = ours.get("openloop", {})
+    if loop.get("available", True) and loop.get("capacity_per_s"):
+        notes.append(
+            "- open loop: capacity = 4 senders correlating as fast as each can; then "
+            "sends at fixed times, latency from each scheduled time to its run's commit "
+            f"(released by {loop.get('r50_release', '?')}); senders' lag p99 "
+            f"{fmt(loop.get('r50_send_lag_p99_ms'))} / {fmt(loop.get('r80_send_lag_p99_ms'))} ms."
+        )
     if restate:
         notes += _restate_notes(restate)
-    if args.postgres:
-        lines += ["", *postgres_table(args)]
-    table = "\n".join(lines + (["", *notes] if notes else []))
-    print(table)
-    if args.write:
-        with open(args.write, "w", encoding="utf-8") as out:
-            out.write(table + "\n")
-    return 0
-
-
-def _ratio(row: Row, value: Any, other: Any) -> str:
-    if isinstance(value, int | float) and isinstance(other, int | float) and value and other:
-        r = value / other if row.better == "higher" else other / value
-        return f"{r:,.1f}×"
-    return ""
+    return notes
 
 
 def _restate_version(results: dict[str, dict[str, Any]]) -> str:
@@ -314,102 +418,6 @@ def _restate_notes(results: dict[str, dict[str, Any]]) -> list[str]:
                 f"{result.get('park_point')}."
             )
     return notes
-
-
-# Table rows measured by a shape with options: key -> parkway_bench arguments.
-VARIANTS = {
-    "xpublish": ["--shape", "xwake", "--via", "publish"],
-    "xcorrelate": ["--shape", "xwake", "--via", "correlate"],
-}
-
-
-def shape_args(key: str) -> list[str]:
-    return VARIANTS.get(key, ["--shape", key])
-
-
-def postgres_table(args: argparse.Namespace) -> list[str]:
-    """parkway and DBOS on one local PostgreSQL server, in this same invocation."""
-    n = 200 if args.quick else 2000
-
-    def ours(key: str, *extra: str) -> dict[str, Any]:
-        return run_json(
-            "benchmarks.parkway_bench",
-            [*shape_args(key), "--db", "postgres", *extra],
-            1800,
-        )
-
-    scale = {k: ours("scale", "--n", str(n), "--workers", str(k)) for k in (1, 2, 4)}
-    steps3 = ours("steps3", "--n", str(n // 2))
-    # The targets are over 1,000 runs; each wake waits for the previous one's end.
-    wakes = "100" if args.quick else "1000"
-    wake = ours("wake", "--n", wakes)
-    xwake = ours("xwake", "--n", wakes)
-    xpublish = ours("xpublish", "--n", wakes)
-    xcorrelate = ours("xcorrelate", "--n", wakes)
-    correlate = ours("correlate", "--n", str(n))
-    publish = ours("publish", "--n", str(n * 5))
-    dbos: dict[str, dict[str, Any]] = {}
-    if not args.no_peers:
-        for shape, count in (("steps3", n // 2), ("wake", int(wakes))):
-            extra = ["--variant", "async", "--finish", "shutdown"] if shape == "wake" else []
-            dbos[shape] = run_json(
-                "benchmarks.peers.dbos_bench",
-                ["--shape", shape, "--n", str(count), "--db", "postgres", *extra],
-                1800,
-            )
-
-    def value(result: dict[str, Any], key: str) -> Any:
-        return result.get(key) if result.get("available", True) else None
-
-    def ratio(mine: Any, theirs: Any, higher: bool) -> str:
-        if isinstance(mine, int | float) and isinstance(theirs, int | float) and mine and theirs:
-            return f"{(mine / theirs if higher else theirs / mine):,.1f}×"
-        return ""
-
-    def pair(result: dict[str, Any], first: str = "p50_ms", second: str = "p99_ms") -> str:
-        return f"{fmt(value(result, first))} / {fmt(value(result, second))}"
-
-    d_steps = value(dbos.get("steps3", {}), "wf_per_s")
-    d_wake = dbos.get("wake", {})
-    rows = [
-        "PostgreSQL 15 on the same machine (fsync on), one fresh database per shape:",
-        "",
-        "| shape | parkway | DBOS | ratio | target |",
-        "|---|---:|---:|---:|---|",
-        f"| {n // 2:,} workflows × 3 steps, started and run in one process: wf/s | "
-        f"{fmt(value(steps3, 'wf_per_s'))} | {fmt(d_steps)} | "
-        f"{ratio(value(steps3, 'wf_per_s'), d_steps, True)} | ≥ 10× DBOS |",
-    ]
-    for k, result in scale.items():
-        rows.append(
-            f"| {n:,} workflows × 3 steps, run by {k} worker process{'es' if k > 1 else ''}"
-            f": wf/s | {fmt(value(result, 'wf_per_s'))} | {fmt(d_steps)} ¹ | "
-            f"{ratio(value(result, 'wf_per_s'), d_steps, True)} | ≥ 10× DBOS |"
-        )
-    rows += [
-        f"| signal → resumed, in-process, p50 / p99 ms | {pair(wake)} | {pair(d_wake)} | "
-        f"{ratio(value(wake, 'p50_ms'), value(d_wake, 'p50_ms'), False)} | ≤ 1.5 / 10 |",
-        f"| signal → resumed, across processes, p50 / p99 ms | {pair(xwake)} | | "
-        "| ≤ 5 / 50 (≤ 1.5 / 10) |",
-        f"| publish → resumed, across processes, p50 / p99 ms | {pair(xpublish)} | | "
-        "| ≤ 5 / 50 (≤ 1.5 / 10) |",
-        f"| correlate → resumed, across processes, p50 / p99 ms | {pair(xcorrelate)} | | "
-        "| ≤ 1.5 / 10 |",
-        f"| publish → resumed, {n * 5:,} parked waiters, p50 / p99 ms | "
-        f"{pair(publish, 'wake_p50_ms', 'wake_p99_ms')} | | | ≤ 1.5 / 10 |",
-        f"| publish cost, {n * 5:,} non-matching waiters / none | "
-        f"{fmt(value(publish, 'ratio'))} | | | ≤ 1.5 |",
-        f"| correlate {n:,} parked runs, one sender, one at a time: msgs/s | "
-        f"{fmt(value(correlate, 'msgs_per_s'))} | | | ≥ 2,000 |",
-        "| the same, one sender with 16 messages in flight: msgs/s | "
-        f"{fmt(value(correlate, 'msgs_per_s_inflight'))} | | | ≥ 2,000 |",
-        f"| correlate → resumed, p50 / p99 ms | {pair(correlate)} | | | ≤ 1.5 / 10 |",
-        "",
-        "¹ DBOS's figure is its in-process one (started and run in one process, its best "
-        "variant); the worker-process rows run workflows started beforehand by a client "
-        "process, from the first completion to the last.",
-    ]
-    return rows
 
 
 def _cpus() -> int:

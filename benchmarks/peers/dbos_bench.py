@@ -43,9 +43,14 @@ under ``variants``. Pin one with ``--variant``.
 * ``steps3``: ``start`` (sync workflows, ``DBOS.start_workflow`` in a loop, then
   ``get_result``), ``queue`` (``Queue.enqueue`` on a queue with no concurrency limit, polled
   every ``--queue-poll`` s, 0.05 by default instead of DBOS's 1 s; the queue is registered
-  and its worker given time to start before the clock starts) and ``async`` (async workflows,
-  ``await DBOS.start_workflow_async`` in a loop, then ``asyncio.gather`` of the results).
-  Best = highest ``wf_per_s``.
+  and its worker given time to start before the clock starts), ``direct`` (the sync
+  ``@DBOS.workflow()`` function called directly, one call after the other: DBOS runs it in
+  the calling thread, durably, its fastest way here), ``async`` (async workflows,
+  ``await DBOS.start_workflow_async`` in a loop, then ``asyncio.gather`` of the results) and
+  ``direct_async`` (the async workflow function awaited directly, one after the other).
+  Best = highest ``wf_per_s``; the best of the sync variants (``start``, ``queue``,
+  ``direct``: ``def`` steps) and of the async ones (``async def`` steps) are reported too,
+  as ``sync_variant``/``sync_wf_per_s`` and ``async_variant``/``async_wf_per_s``.
 * ``park`` / ``wake``: ``sync`` (``DBOS.recv`` in a sync workflow: DBOS runs every sync
   workflow on its own executor thread, unbounded by default, so each parked run holds an OS
   thread) and ``async`` (``await DBOS.recv_async`` in an async workflow on one event loop).
@@ -89,9 +94,17 @@ from typing import Any, TextIO
 SHAPES = ("steps3", "park", "wake")
 DEFAULT_N = {"steps3": 1000, "park": 10000, "wake": 1000}
 VARIANTS: dict[str, tuple[str, ...]] = {
-    "steps3": ("start", "queue", "async"),
+    "steps3": ("start", "queue", "direct", "async", "direct_async"),
     "park": ("sync", "async"),
     "wake": ("sync", "async"),
+}
+# steps3: the kind of steps (and workflow) each variant runs, for the best of each kind.
+STEP_KIND = {
+    "start": "sync",
+    "queue": "sync",
+    "direct": "sync",
+    "async": "async",
+    "direct_async": "async",
 }
 # The figure each shape's best variant is chosen on, and whether higher is better.
 PRIMARY: dict[str, tuple[str, bool]] = {
@@ -522,6 +535,29 @@ def steps3_async(ctx: Context) -> dict[str, Any]:
     return asyncio.run(run())
 
 
+def steps3_direct(ctx: Context) -> dict[str, Any]:
+    """The workflow function called directly, one call after the other (DBOS runs it
+    in the calling thread, durably: its fastest way to run workflows here)."""
+    n = ctx.args.n
+    t0 = time.perf_counter()
+    results = [ctx.wfs.steps3(i) for i in range(n)]
+    seconds = time.perf_counter() - t0
+    return steps3_figures(n, results, seconds, seconds)
+
+
+def steps3_direct_async(ctx: Context) -> dict[str, Any]:
+    """The async workflow function awaited directly, one call after the other."""
+    n = ctx.args.n
+
+    async def run() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        results = [await ctx.wfs.steps3_async(i) for i in range(n)]
+        seconds = time.perf_counter() - t0
+        return steps3_figures(n, results, seconds, seconds)
+
+    return asyncio.run(run())
+
+
 def steps3_figures(n: int, results: list[int], seconds: float, started: float) -> dict[str, Any]:
     wrong = sum(1 for i, r in enumerate(results) if r != expected_steps3(i))
     if wrong:
@@ -671,6 +707,8 @@ RUNNERS: dict[tuple[str, str], Callable[[Context], dict[str, Any]]] = {
     ("steps3", "start"): steps3_start,
     ("steps3", "queue"): steps3_queue,
     ("steps3", "async"): steps3_async,
+    ("steps3", "direct"): steps3_direct,
+    ("steps3", "direct_async"): steps3_direct_async,
     ("park", "sync"): park_sync,
     ("park", "async"): park_async,
     ("wake", "sync"): wake_sync,
@@ -835,9 +873,19 @@ def run_best(args: argparse.Namespace, out: Output) -> int:
         )
         return 1
     best = (max if higher else min)(ok, key=lambda v: float(ok[v][metric]))
+    by_kind: dict[str, Any] = {}
+    if args.shape == "steps3":
+        # The best of each kind of steps, so that ratios compare like with like.
+        for kind in ("sync", "async"):
+            same = {v: r for v, r in ok.items() if STEP_KIND[v] == kind}
+            if same:
+                top = max(same, key=lambda v: float(same[v][metric]))
+                by_kind[f"{kind}_variant"] = top
+                by_kind[f"{kind}_{metric}"] = same[top][metric]
     out.emit(
         {
             **variants[best],
+            **by_kind,
             "variant": best,
             "selected_by": f"{'max' if higher else 'min'} {metric}",
             "variants": {

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
+from parkway import limits
 from parkway.commands import (
     ChildResultCmd,
     ContinueAsNew,
@@ -171,8 +172,7 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        if not isinstance(name, str) or not name:
-            raise ParkwayError(f"signal name must be a non-empty string, got {name!r}")
+        limits.name(name, "signal name")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await SignalCmd(name, seconds)
 
@@ -205,13 +205,9 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        from parkway.matching import check_match
-
-        if not isinstance(name, str) or not name.strip():
-            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
-        check_match(match)
-        if subject is not None and (not isinstance(subject, str) or not subject):
-            raise ParkwayError(f"subject must be a non-empty string or '*', got {subject!r}")
+        limits.name(name, "event name")
+        limits.match(match)
+        limits.subject(subject)
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         ttl_seconds = None if ttl is None else to_seconds(ttl, "ttl")
         if ttl_seconds is not None and ttl_seconds <= 0:
@@ -248,8 +244,9 @@ class WorkflowContext:
         The event is in this run's domain; its subject is ``subject``, else the
         engine's extractor's, else this run's.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise ParkwayError(f"event name must be a non-empty string, got {name!r}")
+        limits.name(name, "event name")
+        limits.optional_identifier(id, "event id", field="id")
+        limits.subject(subject)
         result: PublishResult = await PublishCmd(name, payload, id, subject)
         return result
 
@@ -263,6 +260,7 @@ class WorkflowContext:
     ) -> ChildHandle:
         """Start a child run (exactly once); ``await handle.result()`` waits for it."""
         name = _workflow_name(workflow)
+        limits.optional_identifier(id, "child run id", field="id")
         child_id: str = await StartChildCmd(name, input, id)
         return ChildHandle(child_id)
 
@@ -283,7 +281,7 @@ class WorkflowContext:
 
 def _workflow_name(workflow: str | Callable[..., Any]) -> str:
     if isinstance(workflow, str):
-        return workflow
+        return limits.name(workflow, "workflow name", field="workflow")
     name = getattr(workflow, "__parkway_workflow__", None)
     if not isinstance(name, str):
         raise ParkwayError(f"{workflow!r} is not a registered workflow (nor a workflow name)")

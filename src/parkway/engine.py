@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from parkway import _json, accumulate, flows, messages
+from parkway import _json, accumulate, flows, limits, messages
 from parkway.clock import Clock, SystemClock
 from parkway.committer import Committer
 from parkway.durations import Duration, to_seconds
@@ -107,6 +107,10 @@ class Engine:
             raise ParkwayError("lease must be longer than zero")
         self.concurrency = concurrency
         self.run_worker = worker
+        # Made a client (worker=False): it may start workflows it does not register
+        # (see _starts_by_name). The CLI opens an app's engine without its worker for
+        # one command; that engine stays what its app made it.
+        self._client = not worker
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._store: Store = open_store(resolved)
         self._store_url = resolved
@@ -156,6 +160,7 @@ class Engine:
 
         def register(fn: F) -> F:
             wf_name = name if name is not None else getattr(fn, "__name__", None)
+            limits.name(wf_name, "workflow name", field="name")
             events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
             for event_name in events:
                 if not isinstance(event_name, str) or not event_name.strip():
@@ -319,11 +324,23 @@ class Engine:
             InvalidInputError: The input was rejected or is not JSON-serialisable.
         """
         self._require_open()
-        wf = self._registry.latest(_name_of(workflow))
+        name = _name_of(workflow)
+        if self._starts_by_name(name):
+            return await self._start_unregistered(
+                name, input, id=id, subject=subject, domain=domain
+            )
+        wf = self._registry.latest(name)
         return await self._start_run(
             wf.name, wf.version, lambda: _encode_input(wf, input),
             id=id, subject=subject, domain=domain,
         )  # fmt: skip
+
+    def _starts_by_name(self, name: str) -> bool:
+        """Whether a start of ``name`` goes to the store by name alone: this engine is a
+        client (no worker) that does not register it, and a worker elsewhere will pin
+        its version and validate its input. An engine that works and does not know the
+        name refuses it (a typo must not become a run nobody can advance)."""
+        return self._client and not self.run_worker and self._registry.get(name, LATEST) is None
 
     async def _start_unregistered(
         self,
@@ -339,7 +356,7 @@ class Engine:
         takes the latest version it has and validates the input (a rejected input
         fails the run with ``InvalidInputError``)."""
         self._require_open()
-        _check_name(workflow, "workflow name")
+        limits.name(workflow, "workflow name", field="workflow")
         return await self._start_run(
             workflow, LATEST, lambda: _json.dumps(input, f"the input of workflow {workflow!r}"),
             id=id, subject=subject, domain=domain,
@@ -356,9 +373,9 @@ class Engine:
         domain: str | None,
     ) -> RunHandle:
         """The run, with ``encode()`` as its input, and its start task (unless the id exists)."""
-        run_id = _check_id(id)
-        _check_optional_str(subject, "subject")
-        _check_optional_str(domain, "domain")
+        run_id = uuid.uuid4().hex if id is None else limits.identifier(id)
+        limits.subject(subject)
+        limits.domain(domain)
         record = self._new_run(workflow, version, run_id, encode(), domain=domain, subject=subject)
         with self._handing_over() as hand_over:
             async with self._store.transaction() as tx:
@@ -423,8 +440,10 @@ class Engine:
         """
         self._require_open()
         status_value = _status(status)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ParkwayError(f"limit must be a whole number >= 1, got {limit!r}")
+        limit = limits.row_limit(limit)
+        limits.optional_reference(workflow, "workflow name", field="workflow")
+        limits.optional_reference(subject, "subject", field="subject")
+        limits.optional_reference(domain, "domain", field="domain")
         async with self._store.transaction(readonly=True) as tx:
             records = await tx.list_runs(
                 workflow=workflow, status=status_value, subject=subject,
@@ -439,6 +458,7 @@ class Engine:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
+        limits.reference(run_id)
         async with self._store.transaction(readonly=True) as tx:
             if await tx.get_run(run_id) is None:
                 raise RunNotFoundError(run_id)
@@ -462,7 +482,8 @@ class Engine:
             RunClosedError: The run has finished.
         """
         self._require_open()
-        _check_name(name, "signal name")
+        limits.reference(run_id)
+        limits.name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
         with self._handing_over() as hand_over:
             async with self._store.transaction() as tx:
@@ -500,16 +521,21 @@ class Engine:
         with the run's start.
         """
         self._require_open()
-        wf = self._registry.latest(_name_of(workflow))
-        if not isinstance(id, str) or not id:
-            raise ParkwayError(f"signal_with_start needs a run id, got {id!r}")
-        _check_name(signal, "signal name")
+        name = _name_of(workflow)
+        wf = None if self._starts_by_name(name) else self._registry.latest(name)
+        limits.identifier(id)
+        limits.name(signal, "signal name", field="signal")
         data = _json.dumps(payload, f"the payload of signal {signal!r}")
-        input_data = _encode_input(wf, input)
+        if wf is None:  # (see _starts_by_name)
+            version, input_data = LATEST, _json.dumps(input, f"the input of workflow {name!r}")
+        else:
+            version, input_data = wf.version, _encode_input(wf, input)
         async with self._store.transaction() as tx:
             run = await tx.get_run(id)
             if run is None:
-                await self._insert_run(tx, wf, id, input_data)
+                record = self._new_run(name, version, id, input_data)
+                await tx.insert_run(record)
+                await tx.add_tasks([NewTask(id, record.created_at, "start")])
             elif run.status in TERMINAL:
                 raise RunClosedError(id, run.status, f"signal {signal!r}")
             await self._push_signal(tx, id, signal, data)
@@ -523,6 +549,7 @@ class Engine:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
+        limits.reference(run_id)
         now = self._clock.now()
         async with self._store.transaction() as tx:
             run = await tx.get_run(run_id)
@@ -560,6 +587,7 @@ class Engine:
             event = name
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
+        limits.optional_identifier(event.id, "event id", field="id")
         event, data = prepare(self, event)
         if not self._paused_workflows and not self._registry.subscribers(event.name):
             # Nothing to start and no flow disabled: one store operation, which a
@@ -581,6 +609,8 @@ class Engine:
     ) -> list[SubscriptionInfo]:
         """Live subscriptions (one per waiting run), oldest first."""
         self._require_open()
+        limits.optional_reference(run_id, "run id", field="run_id")
+        limits.optional_reference(name, "name", field="name")
         async with self._store.transaction(readonly=True) as tx:
             subs = await tx.list_subscriptions(run_id=run_id, name=name)
         out = []
@@ -617,8 +647,7 @@ class Engine:
         """
         self._require_open()
         messages.check(name, key)
-        if message_id is not None and (not isinstance(message_id, str) or not message_id):
-            raise ParkwayError(f"message_id must be a non-empty string, got {message_id!r}")
+        limits.optional_identifier(message_id, "message_id", field="message_id")
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
         with self._handing_over() as hand_over:
@@ -736,6 +765,7 @@ class Engine:
         no receiver, ``CorrelationError`` is raised and the message stays as it was.
         """
         self._require_open()
+        limits.message_id(id)
         seconds = self.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         async with self._store.transaction() as tx:
             message = await tx.get_message(id)
@@ -753,6 +783,7 @@ class Engine:
     async def discard_message(self, id: int) -> None:
         """Delete a buffered message or dead letter for good."""
         self._require_open()
+        limits.message_id(id)
         async with self._store.transaction() as tx:
             if await tx.get_message(id) is None:
                 raise MessageNotFoundError(id)
@@ -793,6 +824,7 @@ class Engine:
 
     async def _record(self, run_id: str) -> RunRecord:
         self._require_open()
+        limits.reference(run_id)
         async with self._store.transaction(readonly=True) as tx:
             run = await tx.get_run(run_id)
         if run is None:
@@ -904,31 +936,11 @@ class Engine:
 
 def _name_of(workflow: str | Callable[..., Any]) -> str:
     if isinstance(workflow, str):
-        if not workflow:
-            raise ParkwayError("workflow name must not be empty")
-        return workflow
+        return limits.name(workflow, "workflow name", field="workflow")
     name = getattr(workflow, "__parkway_workflow__", None)
     if isinstance(name, str):
         return name
     raise ParkwayError(f"{workflow!r} is neither a workflow name nor a registered workflow")
-
-
-def _check_id(run_id: str | None) -> str:
-    if run_id is None:
-        return uuid.uuid4().hex
-    if not isinstance(run_id, str) or not run_id:
-        raise ParkwayError(f"run id must be a non-empty string, got {run_id!r}")
-    return run_id
-
-
-def _check_name(name: object, what: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise ParkwayError(f"{what} must be a non-empty string, got {name!r}")
-
-
-def _check_optional_str(value: object, what: str) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ParkwayError(f"{what} must be a non-empty string or None, got {value!r}")
 
 
 def _encode_input(wf: WorkflowDef, value: Any) -> bytes:

@@ -19,9 +19,13 @@ class ParkwayError(Exception):
 class InvalidDurationError(ParkwayError, ValueError):
     """A duration could not be understood."""
 
-    def __init__(self, value: object, field: str = "duration") -> None:
+    def __init__(
+        self, value: object, field: str = "duration", *, detail: str | None = None
+    ) -> None:
         super().__init__(
-            f"{field}: {value!r} is not a duration; use a timedelta, a number of seconds, "
+            f"{field}: {value!r} {detail}"
+            if detail
+            else f"{field}: {value!r} is not a duration; use a timedelta, a number of seconds, "
             'or a string such as "250ms", "10s", "1m", "2h", "1d" or "1w"'
         )
         self.value, self.field = value, field

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from parkway import _json
+from parkway import _json, limits
 from parkway.errors import InvalidInputError, ParkwayError, RoutingError, SerializationError
 from parkway.events import Delivery, Event, PublishResult
 from parkway.matching import payload_digest
@@ -36,12 +36,11 @@ def prepare(engine: Engine, event: Event) -> tuple[Event, bytes]:
         ParkwayError: A field is malformed (named in the message).
         RoutingError: The event extractor failed.
     """
-    if not isinstance(event.name, str) or not event.name.strip():
-        raise ParkwayError(f"event name must be a non-empty string, got {event.name!r}")
-    for field_name in ("id", "domain", "subject"):
-        value = getattr(event, field_name)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise ParkwayError(f"event {field_name} must be a non-empty string, got {value!r}")
+    limits.name(event.name, "event name")
+    # (Any length: the ids a run publishes under are composed from its own.)
+    limits.optional_reference(event.id, "event id", field="id")
+    limits.domain(event.domain, "event domain")
+    limits.subject(event.subject, "event subject")
     if event.subject == "*":
         raise ParkwayError("event subject '*' is reserved for wildcard waits; name a subject")
     payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")

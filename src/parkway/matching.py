@@ -19,23 +19,15 @@ from typing import Any
 
 import orjson
 
-from parkway.errors import ParkwayError
+from parkway import limits
 
 NO_SHAPE = ""
 
 
 def check_match(match: Any) -> dict[str, Any] | None:
-    """Validate a ``match`` argument (``None`` or a dict with string keys)."""
-    if match is None:
-        return None
-    if not isinstance(match, dict):
-        raise ParkwayError(
-            f"match must be a dict of payload keys to expected values, got {type(match).__name__}"
-        )
-    for key in match:
-        if not isinstance(key, str) or not key:
-            raise ParkwayError(f"match keys must be non-empty strings, got {key!r}")
-    return match
+    """Validate a ``match`` argument (``None`` or a dict with string keys); see
+    :func:`parkway.limits.match`."""
+    return limits.match(match)
 
 
 def shape_of(match: dict[str, Any] | None) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from parkway import _json
-from parkway.errors import CorrelationError, InvalidInputError, ParkwayError, SerializationError
+from parkway import _json, limits
+from parkway.errors import CorrelationError, InvalidInputError, SerializationError
 from parkway.store.base import (
     MESSAGE_TASK,
     MessageRecord,
@@ -85,15 +85,8 @@ class MessageInfo:
 
 def check(name: Any, key: Any) -> None:
     """Validate a message name and key at the edge."""
-    if not isinstance(name, str) or not name.strip():
-        raise ParkwayError(f"message name must be a non-empty string, got {name!r}")
-    if not isinstance(key, str):
-        raise ParkwayError(
-            f"message key must be a string (a business id such as 'APP-001'), "
-            f"got {type(key).__name__} {key!r}"
-        )
-    if not key.strip():
-        raise ParkwayError("message key must not be empty")
+    limits.name(name, "message name")
+    limits.key(key)
 
 
 def envelope(name: str, key: str, payload: bytes | None, message_id: str | None) -> bytes:

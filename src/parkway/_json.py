@@ -1,8 +1,10 @@
 """JSON encoding of everything parkway stores, with errors that name the path at fault.
 
-Nothing deeper than :data:`parkway.limits.MAX_DEPTH` is stored: the engine
-wraps stored values in envelopes of its own, and the encoder gives up at 254
-levels, so a value that passed would otherwise fail later, in the engine.
+A caller's value (a payload, an input, a result: what :func:`dumps` is given
+with a ``what`` naming it) nests at most :data:`parkway.limits.MAX_DEPTH`
+levels. The engine wraps such values in envelopes of its own (an event, a
+delivery, a journal entry) and the encoder gives up at 254 levels: a value
+that passed at 254 would fail later, inside the engine.
 """
 
 from __future__ import annotations
@@ -30,28 +32,40 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NATIVE = (datetime.date, datetime.time, uuid.UUID, enum.Enum)
 
 
-def dumps(value: Any, what: str = "value") -> bytes:
+def dumps(value: Any, what: str | None = None) -> bytes:
     """Encode ``value`` as JSON bytes, or raise :class:`SerializationError` naming the path.
+
+    Args:
+        value: What to encode.
+        what: What the value is, for the error (``"the payload of event 'x'"``): a
+            caller's value, held to ``MAX_DEPTH`` levels. Without it, a value of
+            the engine's own (an envelope around a caller's), held to the
+            encoder's 254.
 
     Raises:
         SerializationError: ``value`` holds something that is not JSON (a set, NaN,
             a key that is not a string, an integer outside 64 bits, a lone
-            surrogate), nests deeper than ``MAX_DEPTH`` levels, or refers to itself.
+            surrogate), nests too deep, or refers to itself.
     """
     try:
         encoded = orjson.dumps(value)
     except TypeError as exc:
-        path, detail = _find_bad(value)
-        raise SerializationError(what, path, detail or str(exc)) from exc
+        path, detail = _find_bad(value, limit=_ENCODER_DEPTH if what is None else MAX_DEPTH)
+        raise SerializationError(what or "value", path, detail or str(exc)) from exc
     # Fewer brackets than the limit cannot nest past it: most values stop here.
-    if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH and _too_deep(value):
-        path, detail = _find_bad(value)
+    if (
+        what is not None
+        and encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH
+        and _too_deep(value)
+    ):
+        path, detail = _find_bad(value, limit=MAX_DEPTH)
         raise SerializationError(what, path, detail or f"nested deeper than {MAX_DEPTH} levels")
     # orjson writes NaN/Infinity as null, which would silently change the value.
     if b"null" in encoded:
-        path, detail = _find_bad(value, nan_only=True)
+        # (It encoded: no deeper than the encoder's limit, and holds no cycle.)
+        path, detail = _find_bad(value, nan_only=True, limit=_ENCODER_DEPTH)
         if detail:
-            raise SerializationError(what, path, detail)
+            raise SerializationError(what or "value", path, detail)
     return encoded
 
 
@@ -75,7 +89,7 @@ def _too_deep(value: Any) -> bool:
     return False
 
 
-def _find_bad(root: Any, nan_only: bool = False) -> tuple[str, str]:
+def _find_bad(root: Any, nan_only: bool = False, limit: int = MAX_DEPTH) -> tuple[str, str]:
     """The path of the first value the encoder refuses, and why (``""``: none found).
 
     A walk with a stack of its own, not recursion: the value may nest 100,000
@@ -96,8 +110,8 @@ def _find_bad(root: Any, nan_only: bool = False) -> tuple[str, str]:
                 continue
             if id(child) in on_path:
                 return path, "the value contains itself (a reference cycle)"
-            if len(stack) >= MAX_DEPTH:
-                return path, f"nested deeper than {MAX_DEPTH} levels"
+            if len(stack) >= limit:
+                return path, f"nested deeper than {limit} levels"
             on_path.add(id(child))
             stack.append((_children(child, path), id(child)))
             break

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import orjson
 
+from parkway import limits
 from parkway.durations import to_seconds
 from parkway.engine import Engine
 from parkway.errors import InvalidDurationError, ParkwayError
@@ -81,16 +82,34 @@ class DurationType(_ParamType):
         if isinstance(value, float):
             return value
         text = str(value).strip()
-        try:
-            seconds = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else to_seconds(text)
+        try:  # (ASCII digits: \d would read "٣" as 3)
+            seconds = to_seconds(float(text) if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text) else text)
         except InvalidDurationError:
-            self.fail(f"{value!r} is not a duration; use seconds or 500ms, 10s, 2m", param, ctx)
+            self.fail(
+                f"{value!r} is not a duration of at most 100 years; use seconds or 500ms, 10s, 2m",
+                param,
+                ctx,
+            )
         if seconds < 0 or (seconds == 0 and not self.allow_zero):
             self.fail(f"{value!r} must be longer than zero", param, ctx)
         return seconds
 
 
+class MessageIdType(_ParamType):
+    """The id of a buffered message: a whole number in ASCII digits."""
+
+    name = "ID"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int):
+            return value
+        if not limits.ascii_digits(str(value)):  # (int() takes "٣" as 3)
+            self.fail(f"{value!r} is not a message id (a number)", param, ctx)
+        return int(value)
+
+
 APP = AppType()
+MESSAGE_ID = MessageIdType()
 JSON = JSONType()
 DURATION = DurationType()
 TTL = DurationType(allow_zero=True)
@@ -579,7 +598,7 @@ def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None
 
 
 @messages.command("retry")
-@click.argument("message_id", metavar="ID", type=int)
+@click.argument("message_id", metavar="ID", type=MESSAGE_ID)
 @click.option("--ttl", type=TTL, default=None, help="Buffer it again this long if unmatched.")
 @click.option("--app", type=APP, help="module:attribute of the Engine (needed to start runs).")
 @click.pass_context
@@ -595,7 +614,7 @@ def messages_retry(
 
 
 @messages.command("discard")
-@click.argument("message_id", metavar="ID", type=int)
+@click.argument("message_id", metavar="ID", type=MESSAGE_ID)
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
 @click.pass_context
 def messages_discard(ctx: click.Context, message_id: int, app: Engine | None) -> None:
@@ -659,6 +678,9 @@ def flows_validate(file: str, app: Engine | None) -> None:
               help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)  # fmt: skip
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests for this Host name (a DNS name the server is "
+              "reached by, behind a proxy say); '*' answers any. Repeatable.")  # fmt: skip
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -668,12 +690,15 @@ def serve(
     concurrency: int | None,
     grace: float,
     log_level: str,
+    allow_hosts: tuple[str, ...],
 ) -> None:
     """Serve APP's JSON API and dashboard over HTTP, with its worker, until SIGTERM or SIGINT.
 
     Routes are described at /openapi.json; the dashboard is at /. With
     PARKWAY_API_TOKEN set, every route but /healthz needs
-    `Authorization: Bearer <token>`. Needs the http extra: pip install 'parkway[http]'.
+    `Authorization: Bearer <token>`. Requests must name this server in their Host
+    header (its address, an IP address, localhost, or an --allow-host name), a guard
+    against DNS rebinding. Needs the http extra: pip install 'parkway[http]'.
     """
     missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
     if missing:
@@ -681,7 +706,7 @@ def serve(
             f"parkway serve needs the http extra ({', '.join(missing)} not installed): "
             "pip install 'parkway[http]'"
         )
-    from parkway.http.server import ForcedStopError, bind
+    from parkway.http.server import ForcedStopError, bind, exposure_warning, served_hosts
     from parkway.http.server import serve as serve_http
 
     engine = _working_engine(ctx, app, log_level, concurrency)
@@ -689,7 +714,11 @@ def serve(
         sock = bind(host, port)
     except ParkwayError as exc:
         raise click.ClickException(str(exc)) from exc
-    auth = "token required" if os.environ.get("PARKWAY_API_TOKEN") else "no token required"
+    token = os.environ.get("PARKWAY_API_TOKEN")
+    auth = "token required" if token else "no token required"
+    warning = exposure_warning(host, token)
+    if warning is not None:
+        click.echo(f"parkway serve: {warning}", err=True)
 
     def listening(url: str) -> None:
         click.echo(
@@ -700,7 +729,10 @@ def serve(
 
     code = 0
     try:
-        coro = serve_http(engine, sock, grace=grace, log_level=log_level, on_listening=listening)
+        coro = serve_http(
+            engine, sock, grace=grace, log_level=log_level, on_listening=listening,
+            allowed_hosts=served_hosts(host, allow_hosts),
+        )  # fmt: skip
         message = f"stopped ({_run(coro, wait_for_threads=False)})"
     except ForcedStopError as exc:
         code, message = 1, f"stopped at once ({exc}); leases expire on their own"

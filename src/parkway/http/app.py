@@ -9,23 +9,24 @@ rejected request writes nothing.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 import orjson
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from parkway import limits
 from parkway.engine import Engine
 from parkway.errors import (
     CorrelationError,
@@ -36,22 +37,29 @@ from parkway.errors import (
     ParkwayError,
     RunClosedError,
     RunNotFoundError,
+    SerializationError,
     StoreError,
     UnknownWorkflowError,
 )
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
-from parkway.http.schemas import MAX_BODY_BYTES
+from parkway.http.guards import (
+    PUBLIC_PATHS,
+    TOKEN_ENV,
+    DrainBody,
+    HostGuard,
+    TokenGuard,
+    json_media_error,
+)
+from parkway.limits import MAX_BODY_BYTES
+
+__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app"]
 
 log = logging.getLogger("parkway.http")
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[["Api", Request], Awaitable[Response]]
-
-TOKEN_ENV = "PARKWAY_API_TOKEN"
-# The only route open without the token: load balancers and orchestrators probe it.
-PUBLIC_PATHS = frozenset({"/healthz"})
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -117,8 +125,9 @@ def _parkway_error(exc: ParkwayError) -> Exception:
     if isinstance(exc, UnknownWorkflowError):
         return Invalid([_field_error(["body", "workflow"], str(exc), kind)])
     if isinstance(exc, InvalidInputError):
-        path = [p for p in (exc.field or "").split(".") if p and p != "$"]
-        return Invalid([_field_error(["body", "input", *path], str(exc), kind)])
+        if exc.workflow is None and exc.field and not exc.field.startswith("$"):
+            return Invalid([_field_error(["body", exc.field], str(exc), kind)])  # (a limit)
+        return Invalid([_field_error(["body", "input", *_json_path(exc.field)], str(exc), kind)])
     if isinstance(exc, InvalidDurationError):
         return Invalid([_field_error(["body", exc.field], str(exc), kind)])
     if isinstance(exc, StoreError):  # not the client's fault: try again later
@@ -136,15 +145,34 @@ def _parkway_error(exc: ParkwayError) -> Exception:
 # -- request parsing -------------------------------------------------------------------------
 
 
+def _json_path(path: str | None) -> list[str]:
+    """``$.guests[1].name`` as ``["guests[1]", "name"]`` (an error's ``loc``)."""
+    return [p for p in (path or "").removeprefix("$").split(".") if p]
+
+
+@contextlib.contextmanager
+def _json_at(*loc: str) -> Iterator[None]:
+    """A value of the request the engine cannot store is a 422 at ``loc`` (and its path)."""
+    try:
+        yield
+    except SerializationError as exc:
+        error = _field_error(["body", *loc, *_json_path(exc.path)], str(exc), type(exc).__name__)
+        raise Invalid([error]) from None
+
+
 async def read_body(request: Request) -> bytes:
-    """The request body, refused with 413 once it passes :data:`MAX_BODY_BYTES`.
+    """The request body, refused with 415 unless it is JSON, and with 413 once it
+    passes :data:`MAX_BODY_BYTES`.
 
     Both the announced ``Content-Length`` and the bytes actually streamed are
     checked: a chunked upload has no length to trust.
     """
+    refused = json_media_error(request.headers)
+    if refused is not None:
+        raise Problem(415, refused)
     length = request.headers.get("content-length")
     if length is not None:
-        if not length.isdigit():
+        if not limits.ascii_digits(length):
             raise Problem(400, f"Content-Length {length!r} is not a number of bytes")
         if int(length) > MAX_BODY_BYTES:
             raise _too_large()
@@ -196,12 +224,24 @@ def parse_query(request: Request, model: type[M]) -> M:
 
 def _message_id(request: Request) -> int:
     raw = request.path_params["message_id"]
-    if not raw.isdigit():
+    if not limits.ascii_digits(raw):  # (str.isdigit takes "٣" and "²")
         raise Invalid(
             [_field_error(["path", "message_id"], f"must be a message id (a number), got {raw!r}",
                           "int_parsing")]
         )  # fmt: skip
     return int(raw)
+
+
+def _path_param(request: Request, name: str, check: Callable[..., str], what: str) -> str:
+    """A path parameter, held to the engine's limits (422 naming it)."""
+    try:
+        return check(request.path_params[name], what)
+    except InvalidInputError as exc:
+        raise Invalid([_field_error(["path", name], str(exc), type(exc).__name__)]) from None
+
+
+def _run_id(request: Request) -> str:
+    return _path_param(request, "id", limits.reference, "run id")
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -220,25 +260,28 @@ class Api:
     async def publish(self, request: Request) -> Response:
         body = await parse_body(request, schemas.PublishRequest)
         self._require_open()
-        result = await self.engine.publish(
-            body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
-        )
+        with _json_at("payload"):
+            result = await self.engine.publish(
+                body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
+            )
         return json_response(result.to_dict())
 
     async def correlate(self, request: Request) -> Response:
         body = await parse_body(request, schemas.CorrelateRequest)
         self._require_open()
-        result = await self.engine.correlate(
-            body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
-        )
+        with _json_at("payload"):
+            result = await self.engine.correlate(
+                body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
+            )
         return json_response(result.to_dict())
 
     async def start(self, request: Request) -> Response:
         body = await parse_body(request, schemas.StartRequest)
         self._require_open()
-        handle = await self.engine.start(
-            body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
-        )
+        with _json_at("input"):  # (a client engine starts a name it does not know unchecked)
+            handle = await self.engine.start(
+                body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
+            )
         return json_response({"id": handle.id}, 201)
 
     async def list_runs(self, request: Request) -> Response:
@@ -251,26 +294,30 @@ class Api:
         return json_response([r.to_dict() for r in runs])
 
     async def get_run(self, request: Request) -> Response:
+        run_id = _run_id(request)
         self._require_open()
-        info = await self.engine.get_run(request.path_params["id"])
+        info = await self.engine.get_run(run_id)
         return json_response(info.to_dict())
 
     async def history(self, request: Request) -> Response:
+        run_id = _run_id(request)
         self._require_open()
-        entries = await self.engine.history(request.path_params["id"])
+        entries = await self.engine.history(run_id)
         return json_response([e.to_dict() for e in entries])
 
     async def signal(self, request: Request) -> Response:
+        run_id = _run_id(request)
+        name = _path_param(request, "name", limits.name, "signal name")
         payload = _json_value(await read_body(request), required=False)
         self._require_open()
-        run_id, name = request.path_params["id"], request.path_params["name"]
-        await self.engine.signal(run_id, name, payload)
+        with _json_at():
+            await self.engine.signal(run_id, name, payload)
         return json_response({"id": run_id, "signal": name}, 202)
 
     async def cancel(self, request: Request) -> Response:
+        run_id = _run_id(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
-        run_id = request.path_params["id"]
         await self.engine.cancel(run_id)
         return json_response({"id": run_id}, 202)
 
@@ -409,54 +456,76 @@ ROUTES: list[RouteSpec] = [
 ]  # fmt: skip
 
 
-# -- authentication --------------------------------------------------------------------------
+# -- the routes under /runs/{id} ------------------------------------------------------------
+
+RUN_PREFIX = "/runs/"
 
 
-class TokenGuard:
-    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`.
+class _AnyPath(Convertor[str]):
+    """A path parameter that may hold anything, newlines included (Starlette's ``path``
+    stops at one, and the request would be a misleading 404)."""
 
-    The dashboard page is answered 401 *with* its HTML: it holds no data, and it
-    is where an operator pastes the token that its own calls then send.
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("parkway_run_path", _AnyPath())
+
+
+def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
+    """Which ``/runs/{id}...`` route a request is for, and its decoded parameters.
+
+    Told apart on the raw path, before percent-decoding: a "/" in a run id sent
+    as ``%2F`` is part of the id, so every id is reachable on every route
+    (``/runs/a%2Fhistory`` is run ``a/history``, ``/runs/a/history`` the history
+    of run ``a``). A raw "/" is a separator, unless no route ends that way
+    (``/runs/orders/2026/7`` is run ``orders/2026/7``).
     """
+    scope = request.scope
+    raw: bytes = scope.get("raw_path") or quote(scope["path"]).encode()
+    root = scope.get("root_path", "").encode()
+    if root and raw.startswith(root):
+        raw = raw[len(root) :]
+    parts = raw.decode("latin-1")[len(RUN_PREFIX) :].split("/")
+    name: str | None = None
+    if method == "GET":
+        handler: Handler = Api.get_run
+        if len(parts) >= 2 and parts[-1] == "history":
+            handler, parts = Api.history, parts[:-1]
+    elif len(parts) >= 3 and parts[-2] == "signals":
+        handler, name, parts = Api.signal, parts[-1], parts[:-2]
+    elif len(parts) >= 2 and parts[-1] == "cancel":
+        handler, parts = Api.cancel, parts[:-1]
+    else:
+        raise Problem(405, "Method Not Allowed", headers={"Allow": "GET, HEAD"})
+    params = {"id": _decoded("id", "/".join(parts))}
+    if name is not None:
+        params["name"] = _decoded("name", name)
+    return handler, params
 
-    def __init__(self, app: ASGIApp, token: Callable[[], str | None]) -> None:
-        self.app, self.token = app, token
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
-            await self.app(scope, receive, send)
-            return
-        expected = self.token()
-        if not expected or _bearer_matches(scope, expected):
-            await self.app(scope, receive, send)
-            return
-        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
-            response = dashboard_response(status=401)
-        else:
-            response = _problem_response(
-                401,
-                "this server requires Authorization: Bearer <token> "
-                f"(the value of {TOKEN_ENV} where it runs)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        await response(scope, receive, send)
-
-
-def _bearer_matches(scope: Scope, expected: str) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, given = value.partition(b" ")
-            if scheme.lower() == b"bearer":
-                # Constant time, so that the token cannot be guessed byte by byte.
-                return hmac.compare_digest(given.strip(), expected.encode())
-            return False
-    return False
+def _decoded(param: str, raw: str) -> str:
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        message = f"{raw!r} is not UTF-8 once percent-decoded"
+        raise Invalid([_field_error(["path", param], message, "unicode")]) from None
 
 
 # -- the app ---------------------------------------------------------------------------------
 
 
-def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
+def create_app(
+    engine: Engine,
+    *,
+    api_token: str | None = None,
+    allowed_hosts: Collection[str] | None = None,
+) -> Starlette:
     """The HTTP API and dashboard over ``engine``, as an ASGI app.
 
     Args:
@@ -465,6 +534,10 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
         api_token: Require ``Authorization: Bearer <api_token>`` on every route
             but ``/healthz``. ``None`` reads ``PARKWAY_API_TOKEN`` on each request;
             an empty value means no token is required.
+        allowed_hosts: Answer only requests whose ``Host`` is one of these names,
+            an IP address or ``localhost`` (400 otherwise; ``"*"``: any), a guard
+            against DNS rebinding. ``None`` (the default): no check, for a server
+            or proxy in front that checks it. ``parkway serve`` passes its address.
     """
     api = Api(engine)
 
@@ -490,18 +563,29 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
             if opened:
                 await engine.close()
 
+    async def run_endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        handler, params = _run_route(method, request)
+        request.scope["path_params"] = params
+        return await handler(api, request)
+
     by_path: dict[str, dict[str, Handler]] = {}
     for spec in ROUTES:
-        by_path.setdefault(spec.path, {})[spec.method] = spec.handler
-    # A run id may hold "/" (message keys, event ids): it matches as a path, and the
-    # routes under /runs/{id}/... are tried before /runs/{id} itself.
-    ordered = sorted(by_path.items(), key=lambda item: item[0] == "/runs/{id}")
-    routes = [
-        Route(path.replace("{id}", "{id:path}"), bind(h), methods=list(h)) for path, h in ordered
-    ]
+        if not spec.path.startswith(RUN_PREFIX):
+            by_path.setdefault(spec.path, {})[spec.method] = spec.handler
+    routes = [Route(path, bind(h), methods=list(h)) for path, h in by_path.items()]
+    # Every /runs/{id}... route, told apart by _run_route (a run id may hold "/").
+    routes.append(
+        Route(RUN_PREFIX + "{rest:parkway_run_path}", run_endpoint, methods=["GET", "POST"])
+    )
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TokenGuard, token=token)],
+        middleware=[
+            # Outermost: every early answer, the guards' own too, waits for the body.
+            Middleware(DrainBody),
+            Middleware(HostGuard, allowed=allowed_hosts),
+            Middleware(TokenGuard, token=token),
+        ],
         exception_handlers={
             Problem: _on_problem,
             Invalid: _on_invalid,

@@ -10,22 +10,35 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import parkway
+from parkway import limits
 from parkway.http import schemas
 from parkway.http.app import ROUTES, Doc, RouteSpec
 
 _REF = "#/components/schemas/{model}"
 _STRING = {"type": "string"}
-# Path parameters that are not strings.
-PATH_TYPES: dict[str, dict[str, Any]] = {"message_id": {"type": "integer", "minimum": 0}}
+# Path parameters, as the routes take them (a run id may hold "/", sent as %2F).
+PATH_TYPES: dict[str, dict[str, Any]] = {
+    "message_id": {"type": "integer", "minimum": 0},
+    "id": {"type": "string", "minLength": 1, "pattern": limits.TEXT_PATTERN},
+    "name": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
+             "pattern": limits.NAME_PATTERN},
+}  # fmt: skip
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
+    400: ("The Host header names another server (parkway serve answers its own address, "
+          "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
+          schemas.ErrorOut),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
     404: ("No run (or message) with this id.", schemas.ErrorOut),
     409: ("The run has finished, or the message found no receiver and may not be buffered.",
           schemas.ErrorOut),
     413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
+    415: ("The body is not sent as Content-Type: application/json (a request without a "
+          "Content-Type is taken as JSON, unless a browser sent it).", schemas.ErrorOut),
     422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
     503: ("The engine or its store is not available.", schemas.ErrorOut),
 }  # fmt: skip
+# Routes that answer without the engine.
+_NO_ENGINE = frozenset({"/openapi.json", "/"})
 
 
 @functools.cache
@@ -67,14 +80,15 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
         "tags": list(route.tags),
         "responses": {str(code): _response(doc) for code, doc in route.responses.items()},
     }
+    path_params = re.findall(r"{(\w+)}", route.path)
     params = [
         {"name": name, "in": "path", "required": True, "schema": PATH_TYPES.get(name, _STRING)}
-        for name in re.findall(r"{(\w+)}", route.path)
+        for name in path_params
     ]
     if route.query is not None:
         model = components[route.query.__name__]
         for name, prop in model.get("properties", {}).items():
-            schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
+            schema = _query_schema(prop)
             params.append(
                 {"name": name, "in": "query", "required": False,
                  "description": prop.get("description", ""), "schema": schema}
@@ -82,6 +96,12 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
     if params:
         op["parameters"] = params
     errors = set(route.errors)
+    if path_params:
+        errors.add(422)
+    if route.method in ("POST", "DELETE"):  # a body, if any, is held to size and media type
+        errors |= {400, 413, 415}
+    if route.path not in _NO_ENGINE:
+        errors.add(503)
     if route.body is not None:
         op["requestBody"] = {
             "required": True,
@@ -101,11 +121,27 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
         op["security"] = []
     else:
         op["security"] = [{"bearer": []}]
-        errors.add(401)
+        errors |= {400, 401}
+    page = route.responses.get(200)
     for code in sorted(errors):
         description, model = _ERRORS[code]
-        op["responses"][str(code)] = _response(Doc(description, model))
+        doc = Doc(description, model)
+        if code == 401 and page is not None and page.media != "application/json":
+            doc = Doc(description, media=page.media)  # the page comes with its 401 too
+        op["responses"][str(code)] = _response(doc)
     return op
+
+
+def _query_schema(prop: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter's schema: a missing parameter is the null of its model."""
+    schema = {k: v for k, v in prop.items() if k not in ("description", "title", "default")}
+    choices = schema.pop("anyOf", None)
+    if choices is not None:
+        kept = [c for c in choices if c != {"type": "null"}]
+        schema.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+    if "default" in prop and prop["default"] is not None:
+        schema["default"] = prop["default"]
+    return schema
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:

@@ -248,10 +248,10 @@ def _run_id(request: Request) -> str:
 
 
 class Api:
-    """The route handlers, bound to one engine."""
+    """The route handlers, bound to one engine (``token``: the one required, if any)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, token: Callable[[], str | None] = lambda: None) -> None:
+        self.engine, self.token = engine, token
 
     def _require_open(self) -> None:
         if not self.engine._open:
@@ -363,7 +363,8 @@ class Api:
     async def openapi(self, request: Request) -> Response:
         from parkway.http.openapi import openapi_document
 
-        return json_response(openapi_document())
+        # (The token is read on each request, so is whether the document says it is needed.)
+        return json_response(openapi_document(token_required=bool(self.token())))
 
     async def dashboard(self, request: Request) -> Response:
         return dashboard_response()
@@ -539,10 +540,11 @@ def create_app(
             against DNS rebinding. ``None`` (the default): no check, for a server
             or proxy in front that checks it. ``parkway serve`` passes its address.
     """
-    api = Api(engine)
 
     def token() -> str | None:
         return api_token if api_token is not None else os.environ.get(TOKEN_ENV)
+
+    api = Api(engine, token)
 
     def bind(handlers: dict[str, Handler]) -> Callable[[Request], Awaitable[Response]]:
         # One endpoint per path, so that a wrong method gets 405 listing every allowed one.

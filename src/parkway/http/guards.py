@@ -196,8 +196,9 @@ def json_media_error(headers: Any) -> str | None:
     cross-site ``text/plain`` or form POST without asking first (no CORS
     preflight): refusing those keeps such a page from publishing, starting or
     cancelling anything on a server that needs no token. A request without a
-    ``Content-Type`` (curl, a script) is taken as JSON, unless a browser sent it
-    (it says where from: ``Origin``, ``Sec-Fetch-Site``).
+    ``Content-Type`` (a script's) is taken as JSON, unless a browser sent it (it
+    says where from: ``Origin``, ``Sec-Fetch-Site``), for a page can send a
+    body with none.
     """
     given = headers.get("content-type")
     if given is None:

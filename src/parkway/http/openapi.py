@@ -42,8 +42,14 @@ _NO_ENGINE = frozenset({"/openapi.json", "/"})
 
 
 @functools.cache
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of every route, request body and response."""
+def openapi_document(*, token_required: bool = True) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of every route, request body and response.
+
+    Args:
+        token_required: The server requires the bearer token (``PARKWAY_API_TOKEN``
+            is set): the routes name it as their security. Without it they need
+            none, and 401 stays documented (the token may be set later).
+    """
     models: set[type[BaseModel]] = {schemas.ErrorOut, schemas.ValidationErrorOut}
     for route in ROUTES:
         models.update(m for m in (route.body, route.query) if m is not None)
@@ -53,7 +59,8 @@ def openapi_document() -> dict[str, Any]:
     components: dict[str, Any] = top.get("$defs", {})
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, components)
+        operation = _operation(route, components, token_required)
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     for route in ROUTES:  # query models are described as parameters, not as schemas
         if route.query is not None:
             components.pop(route.query.__name__, None)
@@ -73,7 +80,9 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
+def _operation(
+    route: RouteSpec, components: dict[str, Any], token_required: bool
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": route.summary,
         "operationId": route.handler.__name__,
@@ -120,7 +129,7 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
     if route.public:
         op["security"] = []
     else:
-        op["security"] = [{"bearer": []}]
+        op["security"] = [{"bearer": []}] if token_required else []
         errors |= {400, 401}
     page = route.responses.get(200)
     for code in sorted(errors):

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,7 +36,7 @@ from parkway.limits import (
 )
 
 from .test_hostile import nested
-from .test_http import free_port, register, served_app
+from .test_http import Served, register, served_app
 from .test_http_errors import locs, nothing_written, refused
 
 
@@ -386,64 +383,20 @@ async def test_an_app_given_its_hosts_refuses_others(engine: Engine) -> None:
 # -- the real server -----------------------------------------------------------------------------
 
 
-class Serving:
-    """``parkway serve`` in a subprocess, with the given options."""
-
-    def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stderr_path = cwd / f"serve-{self.port}.stderr"
-        full_env = {
-            k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")
-        }
-        full_env.update(env or {})
-        command = [
-            *(sys.executable, "-m", "parkway", "serve", "approvals:engine"),
-            *("--port", str(self.port), "--grace", "5", "--log-level", "warning", *args),
-        ]
-        with self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                command, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"parkway serve exited with {self.proc.returncode}:\n{self.stderr}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"parkway serve did not answer /healthz within {timeout}s:\n{self.stderr}")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(timeout=20)
-
-
 @pytest.fixture
 def serving(tmp_path: Path) -> Iterator[Any]:
-    started: list[Serving] = []
+    started: list[Served] = []
     served_app(tmp_path)
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Serving:
-        server = Serving(tmp_path, *args, env=env)
+    def start(*args: str, env: dict[str, str] | None = None) -> Served:
+        server = Served(tmp_path, "approvals:engine", *args, env=env)
         started.append(server)
         server.wait_ready()
         return server
 
     yield start
     for server in started:
-        server.stop()
+        assert server.stop() == 0, server.stderr
         assert "Traceback" not in server.stderr, server.stderr
 
 

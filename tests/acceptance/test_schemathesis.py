@@ -24,8 +24,7 @@ from schemathesis.specs.openapi import checks  # noqa: E402
 
 from parkway.http.openapi import openapi_document  # noqa: E402
 
-from .test_hostile_http import Serving  # noqa: E402
-from .test_http import served_app  # noqa: E402
+from .test_http import Served, served_app  # noqa: E402
 
 TOKEN = "fuzz-t0ken"
 # Per mode and token: a few hundred requests in all, a few seconds each run.
@@ -43,23 +42,23 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serving]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
     """One server without a token, one with (``parkway serve`` on SQLite)."""
     servers = {}
     for name, env in (("open", {}), ("token", {"PARKWAY_API_TOKEN": TOKEN})):
         tmp = tmp_path_factory.mktemp(name)
         served_app(tmp)
-        servers[name] = Serving(tmp, env=env)
+        servers[name] = Served(tmp, "approvals:engine", env=env)
     try:
         for running in servers.values():
             running.wait_ready()
         yield servers
     finally:
         for running in servers.values():
-            running.stop()
+            running.kill()
 
 
-def fuzz(server: Serving, mode: GenerationMode, headers: dict[str, str]) -> list[int]:
+def fuzz(server: Served, mode: GenerationMode, headers: dict[str, str]) -> list[int]:
     """Send ``EXAMPLES`` generated requests; the statuses they got."""
     bearer = {"Authorization": f"Bearer {TOKEN}"}  # (the document is behind the token too)
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=bearer)
@@ -83,7 +82,7 @@ def fuzz(server: Serving, mode: GenerationMode, headers: dict[str, str]) -> list
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 @pytest.mark.parametrize("token", ["open", "token"])
 def test_every_response_is_documented_and_none_is_a_server_error(
-    server: dict[str, Serving], mode: GenerationMode, token: str
+    server: dict[str, Served], mode: GenerationMode, token: str
 ) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"} if token == "token" else {}
     statuses = fuzz(server[token], mode, headers)
@@ -93,13 +92,13 @@ def test_every_response_is_documented_and_none_is_a_server_error(
         assert sum(400 <= s < 500 for s in statuses) > len(statuses) // 2, sorted(set(statuses))
 
 
-def test_without_the_token_every_route_but_healthz_is_refused(server: dict[str, Serving]) -> None:
+def test_without_the_token_every_route_but_healthz_is_refused(server: dict[str, Served]) -> None:
     statuses = fuzz(server["token"], GenerationMode.POSITIVE, {})
     assert set(statuses) <= {200, 400, 401, 415, 422}, sorted(set(statuses))
     assert 401 in statuses
 
 
-def test_the_document_says_whether_the_token_is_needed(server: dict[str, Serving]) -> None:
+def test_the_document_says_whether_the_token_is_needed(server: dict[str, Served]) -> None:
     bearer = {"Authorization": f"Bearer {TOKEN}"}
     for name, required in (("open", False), ("token", True)):
         served = httpx.get(f"{server[name].url}/openapi.json", headers=bearer, timeout=10).json()

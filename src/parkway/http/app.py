@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+from typing import Any
+from urllib.parse import quote
 
-import orjson
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
@@ -28,220 +27,34 @@ from starlette.routing import Route
 
 from parkway import limits
 from parkway.engine import Engine
-from parkway.errors import (
-    CorrelationError,
-    DuplicateSubscriptionError,
-    InvalidDurationError,
-    InvalidInputError,
-    MessageNotFoundError,
-    ParkwayError,
-    RunClosedError,
-    RunNotFoundError,
-    SerializationError,
-    StoreError,
-    UnknownWorkflowError,
-)
+from parkway.errors import ParkwayError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
-from parkway.http.guards import (
-    PUBLIC_PATHS,
-    TOKEN_ENV,
-    DrainBody,
-    HostGuard,
-    TokenGuard,
-    json_media_error,
+from parkway.http.guards import PUBLIC_PATHS, TOKEN_ENV, DrainBody, HostGuard, TokenGuard
+from parkway.http.parsing import (
+    Invalid,
+    Problem,
+    decoded,
+    from_validation,
+    json_at,
+    json_response,
+    json_value,
+    message_id_param,
+    parkway_error,
+    parse_body,
+    parse_query,
+    path_param,
+    problem_response,
+    read_body,
+    run_id_param,
 )
-from parkway.limits import MAX_BODY_BYTES
 
 __all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app"]
 
 log = logging.getLogger("parkway.http")
 
-M = TypeVar("M", bound=BaseModel)
 Handler = Callable[["Api", Request], Awaitable[Response]]
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-
-class Problem(Exception):
-    """An error answered as ``{"detail": ..., "error": ...}`` with ``status``."""
-
-    def __init__(
-        self,
-        status: int,
-        detail: str,
-        error: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.error, self.headers = status, detail, error, headers
-
-
-class Invalid(Exception):
-    """422: the fields at fault, each ``{"loc": [...], "msg": ..., "type": ...}``."""
-
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
-        self.errors = errors
-
-
-def _field_error(loc: list[str | int], msg: str, type_: str) -> dict[str, Any]:
-    return {"loc": loc, "msg": msg, "type": type_}
-
-
-def _from_validation(where: str, exc: ValidationError) -> Invalid:
-    return Invalid(
-        [
-            # pydantic prefixes our validators' messages with "Value error, ": noise here.
-            _field_error([where, *e["loc"]], e["msg"].removeprefix("Value error, "), e["type"])
-            for e in exc.errors(include_url=False)
-        ]
-    )
-
-
-def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """``data`` as JSON (orjson: datetimes as ISO 8601, non-str keys refused)."""
-    return Response(orjson.dumps(data), status, headers, media_type="application/json")
-
-
-def _problem_response(status: int, detail: str, error: str | None = None,
-                      headers: dict[str, str] | None = None) -> Response:  # fmt: skip
-    return json_response({"detail": detail, "error": error}, status, headers)
-
-
-def _parkway_error(exc: ParkwayError) -> Exception:
-    """Translate an engine error into the HTTP answer it deserves."""
-    kind = type(exc).__name__
-    if isinstance(exc, RunNotFoundError):  # the engine's hint names the Python API
-        return Problem(404, f"no run with id {exc.run_id!r}; list runs with GET /runs", kind)
-    if isinstance(exc, MessageNotFoundError):
-        return Problem(404, str(exc), kind)
-    if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
-        return Problem(409, str(exc), kind)
-    # The request named something the engine does not know: the field is at fault,
-    # the route exists (so 422, not 404).
-    if isinstance(exc, UnknownWorkflowError):
-        return Invalid([_field_error(["body", "workflow"], str(exc), kind)])
-    if isinstance(exc, InvalidInputError):
-        if exc.workflow is None and exc.field and not exc.field.startswith("$"):
-            return Invalid([_field_error(["body", exc.field], str(exc), kind)])  # (a limit)
-        return Invalid([_field_error(["body", "input", *_json_path(exc.field)], str(exc), kind)])
-    if isinstance(exc, InvalidDurationError):
-        return Invalid([_field_error(["body", exc.field], str(exc), kind)])
-    if isinstance(exc, StoreError):  # not the client's fault: try again later
-        return Problem(503, str(exc), kind)
-    if type(exc) is ParkwayError and exc.__cause__ is not None:
-        # The engine validates with plain ParkwayErrors (raised `from None`); one that
-        # wraps another error is the store's (no connection, pool exhausted): not the
-        # client's fault.
-        return Problem(503, str(exc), kind)
-    # A malformed field the edge let through, an event the extractor cannot route,
-    # a payload that cannot be stored: the request is at fault.
-    return Invalid([_field_error(["body"], str(exc), kind)])
-
-
-# -- request parsing -------------------------------------------------------------------------
-
-
-def _json_path(path: str | None) -> list[str]:
-    """``$.guests[1].name`` as ``["guests[1]", "name"]`` (an error's ``loc``)."""
-    return [p for p in (path or "").removeprefix("$").split(".") if p]
-
-
-@contextlib.contextmanager
-def _json_at(*loc: str) -> Iterator[None]:
-    """A value of the request the engine cannot store is a 422 at ``loc`` (and its path)."""
-    try:
-        yield
-    except SerializationError as exc:
-        error = _field_error(["body", *loc, *_json_path(exc.path)], str(exc), type(exc).__name__)
-        raise Invalid([error]) from None
-
-
-async def read_body(request: Request) -> bytes:
-    """The request body, refused with 415 unless it is JSON, and with 413 once it
-    passes :data:`MAX_BODY_BYTES`.
-
-    Both the announced ``Content-Length`` and the bytes actually streamed are
-    checked: a chunked upload has no length to trust.
-    """
-    refused = json_media_error(request.headers)
-    if refused is not None:
-        raise Problem(415, refused)
-    length = request.headers.get("content-length")
-    if length is not None:
-        if not limits.ascii_digits(length):
-            raise Problem(400, f"Content-Length {length!r} is not a number of bytes")
-        if int(length) > MAX_BODY_BYTES:
-            raise _too_large()
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large() -> Problem:
-    return Problem(413, f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB)")
-
-
-def _json_value(raw: bytes, *, required: bool) -> Any:
-    if not raw.strip():
-        if required:
-            raise Invalid([_field_error(["body"], "a JSON object body is required", "missing")])
-        return None
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Invalid([_field_error(["body"], f"not valid JSON: {exc}", "json_invalid")]) from None
-
-
-async def parse_body(request: Request, model: type[M]) -> M:
-    """Read and validate a JSON body as ``model`` (422 naming the fields at fault)."""
-    data = _json_value(await read_body(request), required=True)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise _from_validation("body", exc) from None
-
-
-def parse_query(request: Request, model: type[M]) -> M:
-    """Validate the query string as ``model``; unknown and repeated parameters are refused."""
-    values: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        if key in values:
-            raise Invalid([_field_error(["query", key], "give this parameter once", "repeated")])
-        values[key] = value
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        raise _from_validation("query", exc) from None
-
-
-def _message_id(request: Request) -> int:
-    raw = request.path_params["message_id"]
-    if not limits.ascii_digits(raw):  # (str.isdigit takes "٣" and "²")
-        raise Invalid(
-            [_field_error(["path", "message_id"], f"must be a message id (a number), got {raw!r}",
-                          "int_parsing")]
-        )  # fmt: skip
-    return int(raw)
-
-
-def _path_param(request: Request, name: str, check: Callable[..., str], what: str) -> str:
-    """A path parameter, held to the engine's limits (422 naming it)."""
-    try:
-        return check(request.path_params[name], what)
-    except InvalidInputError as exc:
-        raise Invalid([_field_error(["path", name], str(exc), type(exc).__name__)]) from None
-
-
-def _run_id(request: Request) -> str:
-    return _path_param(request, "id", limits.reference, "run id")
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -260,7 +73,7 @@ class Api:
     async def publish(self, request: Request) -> Response:
         body = await parse_body(request, schemas.PublishRequest)
         self._require_open()
-        with _json_at("payload"):
+        with json_at("payload"):
             result = await self.engine.publish(
                 body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
             )
@@ -269,7 +82,7 @@ class Api:
     async def correlate(self, request: Request) -> Response:
         body = await parse_body(request, schemas.CorrelateRequest)
         self._require_open()
-        with _json_at("payload"):
+        with json_at("payload"):
             result = await self.engine.correlate(
                 body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
             )
@@ -278,7 +91,7 @@ class Api:
     async def start(self, request: Request) -> Response:
         body = await parse_body(request, schemas.StartRequest)
         self._require_open()
-        with _json_at("input"):  # (a client engine starts a name it does not know unchecked)
+        with json_at("input"):  # (a client engine starts a name it does not know unchecked)
             handle = await self.engine.start(
                 body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
             )
@@ -294,28 +107,28 @@ class Api:
         return json_response([r.to_dict() for r in runs])
 
     async def get_run(self, request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = run_id_param(request)
         self._require_open()
         info = await self.engine.get_run(run_id)
         return json_response(info.to_dict())
 
     async def history(self, request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = run_id_param(request)
         self._require_open()
         entries = await self.engine.history(run_id)
         return json_response([e.to_dict() for e in entries])
 
     async def signal(self, request: Request) -> Response:
-        run_id = _run_id(request)
-        name = _path_param(request, "name", limits.name, "signal name")
-        payload = _json_value(await read_body(request), required=False)
+        run_id = run_id_param(request)
+        name = path_param(request, "name", limits.name, "signal name")
+        payload = json_value(await read_body(request), required=False)
         self._require_open()
-        with _json_at():
+        with json_at():
             await self.engine.signal(run_id, name, payload)
         return json_response({"id": run_id, "signal": name}, 202)
 
     async def cancel(self, request: Request) -> Response:
-        run_id = _run_id(request)
+        run_id = run_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
         await self.engine.cancel(run_id)
@@ -334,19 +147,19 @@ class Api:
         return json_response([m.to_dict() for m in found])
 
     async def retry_message(self, request: Request) -> Response:
-        message_id = _message_id(request)
+        message_id = message_id_param(request)
         raw = await read_body(request)
-        data = _json_value(raw, required=False)
+        data = json_value(raw, required=False)
         try:
             body = schemas.RetryMessageRequest.model_validate({} if data is None else data)
         except ValidationError as exc:
-            raise _from_validation("body", exc) from None
+            raise from_validation("body", exc) from None
         self._require_open()
         result = await self.engine.retry_message(message_id, ttl=body.ttl)
         return json_response(result.to_dict())
 
     async def discard_message(self, request: Request) -> Response:
-        message_id = _message_id(request)
+        message_id = message_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
         await self.engine.discard_message(message_id)
@@ -504,18 +317,10 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
         handler, parts = Api.cancel, parts[:-1]
     else:
         raise Problem(405, "Method Not Allowed", headers={"Allow": "GET, HEAD"})
-    params = {"id": _decoded("id", "/".join(parts))}
+    params = {"id": decoded("id", "/".join(parts))}
     if name is not None:
-        params["name"] = _decoded("name", name)
+        params["name"] = decoded("name", name)
     return handler, params
-
-
-def _decoded(param: str, raw: str) -> str:
-    try:
-        return unquote(raw, errors="strict")
-    except UnicodeDecodeError:
-        message = f"{raw!r} is not UTF-8 once percent-decoded"
-        raise Invalid([_field_error(["path", param], message, "unicode")]) from None
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -602,7 +407,7 @@ def create_app(
 
 async def _on_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Problem)
-    return _problem_response(exc.status, exc.detail, exc.error, exc.headers)
+    return problem_response(exc.status, exc.detail, exc.error, exc.headers)
 
 
 async def _on_invalid(request: Request, exc: Exception) -> Response:
@@ -612,7 +417,7 @@ async def _on_invalid(request: Request, exc: Exception) -> Response:
 
 async def _on_parkway_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ParkwayError)
-    translated = _parkway_error(exc)
+    translated = parkway_error(exc)
     if isinstance(translated, Invalid):
         return await _on_invalid(request, translated)
     assert isinstance(translated, Problem)
@@ -623,10 +428,10 @@ async def _on_parkway_error(request: Request, exc: Exception) -> Response:
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
+    return problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    return _problem_response(
+    return problem_response(
         500, "internal error; the traceback is in the server's log", type(exc).__name__
     )

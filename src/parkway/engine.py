@@ -319,9 +319,14 @@ class Engine:
     ) -> RunHandle:
         """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
 
+        An engine made with ``worker=False`` (a client) starts a name it does not
+        register by name: the worker that first runs it pins the version and
+        validates the input.
+
         Raises:
-            UnknownWorkflowError: No workflow has that name.
-            InvalidInputError: The input was rejected or is not JSON-serialisable.
+            UnknownWorkflowError: No workflow has that name (and this engine works).
+            InvalidInputError: The input was rejected or is not JSON-serialisable,
+                or an id, subject or domain is past its limit (see parkway.limits).
         """
         self._require_open()
         name = _name_of(workflow)

@@ -22,10 +22,13 @@ class InvalidDurationError(ParkwayError, ValueError):
     def __init__(
         self, value: object, field: str = "duration", *, detail: str | None = None
     ) -> None:
+        shown = repr(value)
+        if len(shown) > 80:  # (10**400, say: the message need not hold all of it)
+            shown = f"{shown[:40]}...{shown[-12:]}"
         super().__init__(
-            f"{field}: {value!r} {detail}"
+            f"{field}: {shown} {detail}"
             if detail
-            else f"{field}: {value!r} is not a duration; use a timedelta, a number of seconds, "
+            else f"{field}: {shown} is not a duration; use a timedelta, a number of seconds, "
             'or a string such as "250ms", "10s", "1m", "2h", "1d" or "1w"'
         )
         self.value, self.field = value, field

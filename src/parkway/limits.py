@@ -46,7 +46,7 @@ MAX_DEPTH = 128
 MAX_DURATION_SECONDS = 36_525 * 86_400
 # Buffered message ids are 64-bit signed integers on every backend.
 MAX_MESSAGE_ID = 2**63 - 1
-# An HTTP request body (and query string) larger than this is refused with 413.
+# An HTTP request body larger than this is refused with 413.
 MAX_BODY_BYTES = 1024 * 1024
 
 # Characters no id, name, key, subject or domain may hold: C0 and C1 control

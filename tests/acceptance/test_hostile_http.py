@@ -535,3 +535,20 @@ async def test_the_documented_patterns_take_what_the_server_takes(
     for duration in ("10s", " 1.5h ", "٣s", "", "1e3s", "3S", "36525d"):
         taken = await client.post("/messages", json={"name": "m", "key": "k", "ttl": duration})
         assert (taken.status_code == 200) is bool(re.search(pattern, duration)), duration
+
+
+@pytest.mark.parametrize("raw", ["%00", "a%0Ab", "%7F", "%C2%9F"])
+async def test_a_filter_no_value_can_match_is_422_not_a_store_error(
+    client: httpx.AsyncClient, raw: str
+) -> None:
+    for url, param in [
+        (f"/runs?subject={raw}", "subject"),
+        (f"/runs?workflow={raw}", "workflow"),
+        (f"/runs?domain={raw}", "domain"),
+        (f"/subscriptions?run_id={raw}", "run_id"),
+        (f"/subscriptions?name={raw}", "name"),
+    ]:
+        assert locs(await client.get(url)) == [["query", param]], url
+    long = "x" * 10_000  # a filter may be longer than an id given (composed ids are)
+    assert (await client.get(f"/runs?subject={long}")).json() == []
+    assert (await client.get(f"/subscriptions?run_id={long}")).json() == []

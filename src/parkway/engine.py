@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from parkway import flows
+from parkway import flows, limits
 from parkway.client.intake import IntakeOperations
 from parkway.client.runs import RunOperations
 from parkway.clock import Clock, SystemClock
@@ -87,6 +87,10 @@ class Engine(RunOperations, IntakeOperations):
         self.url = resolved
         self.node_models = dict(flows.default_node_models if node_models is None else node_models)
         self.run_worker = worker
+        # Made a client (worker=False): it may start workflows it does not register
+        # (see RunOperations.start). The command line opens an app's engine without
+        # its worker for one command; that engine stays what its app made it.
+        self._client = not worker
         self._store_url = resolved
         self._rt = Runtime(
             open_store(resolved),
@@ -215,6 +219,7 @@ class Engine(RunOperations, IntakeOperations):
 
         def register(fn: F) -> F:
             wf_name = name if name is not None else getattr(fn, "__name__", None)
+            limits.name(wf_name, "workflow name", field="name")
             events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
             for event_name in events:
                 if not isinstance(event_name, str) or not event_name.strip():

@@ -19,9 +19,16 @@ class ParkwayError(Exception):
 class InvalidDurationError(ParkwayError, ValueError):
     """A duration could not be understood."""
 
-    def __init__(self, value: object, field: str = "duration") -> None:
+    def __init__(
+        self, value: object, field: str = "duration", *, detail: str | None = None
+    ) -> None:
+        shown = repr(value)
+        if len(shown) > 80:  # (10**400, say: the message need not hold all of it)
+            shown = f"{shown[:40]}...{shown[-12:]}"
         super().__init__(
-            f"{field}: {value!r} is not a duration; use a timedelta, a number of seconds, "
+            f"{field}: {shown} {detail}"
+            if detail
+            else f"{field}: {shown} is not a duration; use a timedelta, a number of seconds, "
             'or a string such as "250ms", "10s", "1m", "2h", "1d" or "1w"'
         )
         self.value, self.field = value, field

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from parkway import limits
 from parkway.durations import Duration
-from parkway.errors import InvalidMessageError
 
 
 @dataclass
@@ -217,13 +217,6 @@ class MessageInfo:
 
 
 def check_message(name: Any, key: Any) -> None:
-    """Validate a message name and key at the edge."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidMessageError(f"message name must be a non-empty string, got {name!r}")
-    if not isinstance(key, str):
-        raise InvalidMessageError(
-            f"message key must be a string (a business id such as 'APP-001'), "
-            f"got {type(key).__name__} {key!r}"
-        )
-    if not key.strip():
-        raise InvalidMessageError("message key must not be empty")
+    """Validate a message name and key at the edge (see :mod:`parkway.limits`)."""
+    limits.name(name, "message name")
+    limits.key(key)

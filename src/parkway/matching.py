@@ -19,23 +19,43 @@ from typing import Any
 
 import orjson
 
-from parkway.errors import InvalidArgumentError
+from parkway import _json, limits
+from parkway.errors import InvalidInputError, ParkwayError
 
 NO_SHAPE = ""
 
 
-def check_match(match: Any) -> dict[str, Any] | None:
-    """Validate a ``match`` argument (``None`` or a dict with string keys)."""
-    if match is None:
+def check_match(value: Any) -> dict[str, Any] | None:
+    """A ``wait_for_event`` match: ``None`` or a dict of payload field names to
+    JSON values (at most :data:`parkway.limits.MAX_DEPTH` levels, keys together at most
+    :data:`parkway.limits.MAX_MATCH_KEYS_LENGTH` characters).
+
+    Raises:
+        ParkwayError: It is not a dict of non-empty names.
+        InvalidInputError: A key holds a control character, or the keys are too long.
+        SerializationError: A value is not JSON, or nests too deep.
+    """
+    if value is None:
         return None
-    if not isinstance(match, dict):
-        raise InvalidArgumentError(
-            f"match must be a dict of payload keys to expected values, got {type(match).__name__}"
+    # (A plain ParkwayError for what is not a dict of names: as before these limits.)
+    if not isinstance(value, dict):
+        raise ParkwayError(
+            f"match must be a dict of payload keys to expected values, got {type(value).__name__}"
         )
-    for key in match:
-        if not isinstance(key, str) or not key:
-            raise InvalidArgumentError(f"match keys must be non-empty strings, got {key!r}")
-    return match
+    total = 0
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise ParkwayError(f"match keys must be non-empty strings, got {item!r}")
+        limits.text(item, "match key", field="match", max_length=limits.MAX_MATCH_KEYS_LENGTH)
+        total += len(item)
+    if total > limits.MAX_MATCH_KEYS_LENGTH:
+        raise InvalidInputError(
+            f"the keys of match are {total} characters long together; "
+            f"at most {limits.MAX_MATCH_KEYS_LENGTH} are allowed",
+            field="match",
+        )
+    _json.dumps(value, "match")
+    return value
 
 
 def shape_of(match: dict[str, Any] | None) -> str:

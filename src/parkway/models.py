@@ -105,8 +105,18 @@ class ErrorInfo(str):
         return cls(data.get("type", "Exception"), data.get("message", ""), data.get("traceback"))
 
 
+# The first and last instants a datetime can show.
+_FIRST, _LAST = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+
+
 def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
+    """A stored epoch time as an aware UTC datetime, for any float: a listing must
+    not fail on one stored value. Durations are bounded, so none is written out of
+    range; one that is (an older store, a clock set near year 9999) shows clamped."""
+    try:
+        return datetime.fromtimestamp(ts, UTC)
+    except (OverflowError, OSError, ValueError):
+        return _FIRST if ts < 0 else _LAST  # (NaN, which compares false, is "never")
 
 
 @dataclass(frozen=True)

@@ -506,10 +506,10 @@ def free_port() -> int:
 class Served:
     """``python -m parkway serve APP`` in a subprocess, on a free port."""
 
-    def __init__(self, cwd: Path, app: str, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cwd: Path, app: str, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.stderr_path = cwd / "serve.stderr"
+        self.stderr_path = cwd / f"serve-{self.port}.stderr"
         full_env = {
             k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")
         }
@@ -528,6 +528,7 @@ class Served:
                     "5",
                     "--log-level",
                     "warning",
+                    *args,
                 ],
                 cwd=cwd,
                 env=full_env,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import orjson
 
+from parkway import limits
 from parkway.durations import to_seconds
 from parkway.engine import Engine
 from parkway.errors import InvalidDurationError, ParkwayError
@@ -73,16 +74,34 @@ class DurationType(_ParamType):
         if isinstance(value, float):
             return value
         text = str(value).strip()
-        try:
-            seconds = float(text) if re.fullmatch(r"\d+(\.\d+)?", text) else to_seconds(text)
+        try:  # (ASCII digits: \d would read "٣" as 3)
+            seconds = to_seconds(float(text) if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text) else text)
         except InvalidDurationError:
-            self.fail(f"{value!r} is not a duration; use seconds or 500ms, 10s, 2m", param, ctx)
+            self.fail(
+                f"{value!r} is not a duration of at most 100 years; use seconds or 500ms, 10s, 2m",
+                param,
+                ctx,
+            )
         if seconds < 0 or (seconds == 0 and not self.allow_zero):
             self.fail(f"{value!r} must be longer than zero", param, ctx)
         return seconds
 
 
+class MessageIdType(_ParamType):
+    """The id of a buffered message: a whole number in ASCII digits."""
+
+    name = "ID"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int):
+            return value
+        if not limits.ascii_digits(str(value)):  # (int() takes "٣" as 3)
+            self.fail(f"{value!r} is not a message id (a number)", param, ctx)
+        return int(value)
+
+
 APP = AppType()
+MESSAGE_ID = MessageIdType()
 JSON = JSONType()
 DURATION = DurationType()
 TTL = DurationType(allow_zero=True)

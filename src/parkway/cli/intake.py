@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from parkway.cli.common import APP, JSON, TTL, as_client
+from parkway.cli.common import APP, JSON, MESSAGE_ID, TTL, as_client
 from parkway.cli.group import cli
 from parkway.engine import Engine
 
@@ -111,7 +111,7 @@ def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None
 
 
 @messages.command("retry")
-@click.argument("message_id", metavar="ID", type=int)
+@click.argument("message_id", metavar="ID", type=MESSAGE_ID)
 @click.option("--ttl", type=TTL, default=None, help="Buffer it again this long if unmatched.")
 @click.option("--app", type=APP, help="module:attribute of the Engine (needed to start runs).")
 @click.pass_context
@@ -127,7 +127,7 @@ def messages_retry(
 
 
 @messages.command("discard")
-@click.argument("message_id", metavar="ID", type=int)
+@click.argument("message_id", metavar="ID", type=MESSAGE_ID)
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
 @click.pass_context
 def messages_discard(ctx: click.Context, message_id: int, app: Engine | None) -> None:

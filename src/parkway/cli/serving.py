@@ -136,6 +136,9 @@ async def _work(engine: Engine, grace: float) -> str:
               help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info", show_default=True)  # fmt: skip
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests for this Host name (a DNS name the server is "
+              "reached by, behind a proxy say); '*' answers any. Repeatable.")  # fmt: skip
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -145,12 +148,15 @@ def serve(
     concurrency: int | None,
     grace: float,
     log_level: str,
+    allow_hosts: tuple[str, ...],
 ) -> None:
     """Serve APP's JSON API and dashboard over HTTP, with its worker, until SIGTERM or SIGINT.
 
     Routes are described at /openapi.json; the dashboard is at /. With
     PARKWAY_API_TOKEN set, every route but /healthz needs
-    `Authorization: Bearer <token>`. Needs the http extra: pip install 'parkway[http]'.
+    `Authorization: Bearer <token>`. Requests must name this server in their Host
+    header (its address, an IP address, localhost, or an --allow-host name), a guard
+    against DNS rebinding. Needs the http extra: pip install 'parkway[http]'.
     """
     missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
     if missing:
@@ -158,7 +164,7 @@ def serve(
             f"parkway serve needs the http extra ({', '.join(missing)} not installed): "
             "pip install 'parkway[http]'"
         )
-    from parkway.http.server import ForcedStopError, bind
+    from parkway.http.server import ForcedStopError, bind, exposure_warning, served_hosts
     from parkway.http.server import serve as serve_http
 
     engine = _working_engine(ctx, app, log_level, concurrency)
@@ -166,7 +172,11 @@ def serve(
         sock = bind(host, port)
     except ParkwayError as exc:
         raise click.ClickException(str(exc)) from exc
-    auth = "token required" if os.environ.get("PARKWAY_API_TOKEN") else "no token required"
+    token = os.environ.get("PARKWAY_API_TOKEN")
+    auth = "token required" if token else "no token required"
+    warning = exposure_warning(host, token)
+    if warning is not None:
+        click.echo(f"parkway serve: {warning}", err=True)
 
     def listening(url: str) -> None:
         click.echo(
@@ -177,7 +187,10 @@ def serve(
 
     code = 0
     try:
-        coro = serve_http(engine, sock, grace=grace, log_level=log_level, on_listening=listening)
+        coro = serve_http(
+            engine, sock, grace=grace, log_level=log_level, on_listening=listening,
+            allowed_hosts=served_hosts(host, allow_hosts),
+        )  # fmt: skip
         message = f"stopped ({run(coro, wait_for_threads=False)})"
     except ForcedStopError as exc:
         code, message = 1, f"stopped at once ({exc}); leases expire on their own"

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from parkway import _json
+from parkway import _json, limits
 from parkway.core.runtime import Runtime
 from parkway.errors import (
     EngineClosedError,
@@ -23,6 +23,7 @@ class Facade:
 
     _rt: Runtime
     run_worker: bool
+    _client: bool
 
     @property
     def is_open(self) -> bool:
@@ -36,9 +37,7 @@ class Facade:
 
 def name_of(workflow: str | Callable[..., Any]) -> str:
     if isinstance(workflow, str):
-        if not workflow:
-            raise InvalidArgumentError("workflow name must not be empty")
-        return workflow
+        return limits.name(workflow, "workflow name", field="workflow")
     name = getattr(workflow, "__parkway_workflow__", None)
     if isinstance(name, str):
         return name
@@ -46,21 +45,8 @@ def name_of(workflow: str | Callable[..., Any]) -> str:
 
 
 def check_id(run_id: str | None) -> str:
-    if run_id is None:
-        return uuid.uuid4().hex
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidArgumentError(f"run id must be a non-empty string, got {run_id!r}")
-    return run_id
-
-
-def check_name(name: object, what: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError(f"{what} must be a non-empty string, got {name!r}")
-
-
-def check_optional_str(value: object, what: str) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise InvalidArgumentError(f"{what} must be a non-empty string or None, got {value!r}")
+    """A run id a caller gives (a new random one for ``None``)."""
+    return uuid.uuid4().hex if run_id is None else limits.identifier(run_id)
 
 
 def encode_input(wf: WorkflowDef, value: Any) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import _json
+from parkway import _json, limits
 from parkway.client.base import Facade
 from parkway.core import housekeeping, intake
 from parkway.core import messages as core_messages
@@ -47,6 +47,7 @@ class IntakeOperations(Facade):
             event = name
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
+        limits.optional_identifier(event.id, "event id", field="id")
         return await intake.publish(self._rt, event)
 
     async def subscriptions(
@@ -54,6 +55,8 @@ class IntakeOperations(Facade):
     ) -> list[SubscriptionInfo]:
         """Live subscriptions (one per waiting run), oldest first."""
         self._require_open()
+        limits.optional_reference(run_id, "run id", field="run_id")
+        limits.optional_reference(name, "name", field="name")
         async with self._rt.store.transaction(readonly=True) as tx:
             subs = await tx.list_subscriptions(run_id=run_id, name=name)
         out = []
@@ -91,8 +94,7 @@ class IntakeOperations(Facade):
         """
         self._require_open()
         check_message(name, key)
-        if message_id is not None and (not isinstance(message_id, str) or not message_id):
-            raise InvalidArgumentError(f"message_id must be a non-empty string, got {message_id!r}")
+        limits.optional_identifier(message_id, "message_id", field="message_id")
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
         return await core_messages.correlate(
@@ -118,6 +120,7 @@ class IntakeOperations(Facade):
             MessageNotFoundError: No buffered message or dead letter has that id.
         """
         self._require_open()
+        limits.message_id(id)
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         return await core_messages.retry(self._rt, id, seconds)
 
@@ -128,6 +131,7 @@ class IntakeOperations(Facade):
             MessageNotFoundError: No buffered message or dead letter has that id.
         """
         self._require_open()
+        limits.message_id(id)
         await core_messages.discard(self._rt, id)
 
     async def sweep(self) -> int:

@@ -6,19 +6,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from parkway import _json
+from parkway import _json, limits
 from parkway.client.base import (
     Facade,
     check_id,
-    check_name,
-    check_optional_str,
     encode_input,
     name_of,
     status_value,
 )
 from parkway.core import runs, transitions
 from parkway.core import signals as core_signals
-from parkway.errors import InvalidArgumentError
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus
 from parkway.registry import LATEST, WorkflowDef
@@ -50,8 +47,8 @@ class RunOperations(Facade):
         """
         self._require_open()
         run_id = check_id(id)
-        check_optional_str(subject, "subject")
-        check_optional_str(domain, "domain")
+        limits.subject(subject)
+        limits.domain(domain)
         wf = self._workflow_to_start(workflow)
         if wf is None:  # a client starting a workflow by name (see above)
             name = name_of(workflow)
@@ -67,9 +64,9 @@ class RunOperations(Facade):
         unregistered one by name."""
         name = name_of(workflow)
         registry = self._rt.registry
-        if self.run_worker or registry.get(name, LATEST) is not None:
-            return registry.latest(name)  # (raises UnknownWorkflowError)
-        return None
+        if self._client and not self.run_worker and registry.get(name, LATEST) is None:
+            return None
+        return registry.latest(name)  # (raises UnknownWorkflowError)
 
     def handle(self, run_id: str) -> RunHandle:
         """A handle on an existing run (not checked until used)."""
@@ -82,6 +79,7 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
+        limits.reference(run_id)
         return runs.info(await runs.record(self._rt, run_id))
 
     async def list_runs(
@@ -100,8 +98,10 @@ class RunOperations(Facade):
         """
         self._require_open()
         wanted = status_value(status)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidArgumentError(f"limit must be a whole number >= 1, got {limit!r}")
+        limit = limits.row_limit(limit)
+        limits.optional_reference(workflow, "workflow name", field="workflow")
+        limits.optional_reference(subject, "subject", field="subject")
+        limits.optional_reference(domain, "domain", field="domain")
         async with self._rt.store.transaction(readonly=True) as tx:
             records = await tx.list_runs(
                 workflow=workflow, status=wanted, subject=subject,
@@ -116,11 +116,13 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
+        limits.reference(run_id)
         return await runs.history(self._rt, run_id)
 
     async def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for run ``run_id`` to finish and return its output (see ``RunHandle.result``)."""
         self._require_open()
+        limits.reference(run_id)
         return await runs.wait_result(self._rt, run_id, timeout)
 
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
@@ -131,7 +133,8 @@ class RunOperations(Facade):
             RunClosedError: The run has finished.
         """
         self._require_open()
-        check_name(name, "signal name")
+        limits.reference(run_id)
+        limits.name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
         await core_signals.signal(self._rt, run_id, name, data)
 
@@ -153,9 +156,8 @@ class RunOperations(Facade):
             RunClosedError: The run exists and has finished.
         """
         self._require_open()
-        if not isinstance(id, str) or not id:
-            raise InvalidArgumentError(f"signal_with_start needs a run id, got {id!r}")
-        check_name(signal, "signal name")
+        limits.identifier(id)
+        limits.name(signal, "signal name", field="signal")
         data = _json.dumps(payload, f"the payload of signal {signal!r}")
         wf = self._workflow_to_start(workflow)
         if wf is None:  # a client, as in start()
@@ -174,4 +176,5 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
+        limits.reference(run_id)
         await transitions.cancel_run(self._rt, run_id)

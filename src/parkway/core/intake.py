@@ -25,7 +25,7 @@ from typing import Any, cast
 
 import orjson
 
-from parkway import _json
+from parkway import _json, limits
 from parkway.core import accumulate
 from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
@@ -57,16 +57,15 @@ def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
     """Validate and route an event; give it an id. Returns it and its encoded payload.
 
     Raises:
-        InvalidEventError: A field is malformed (named in the message).
+        InvalidInputError: A field is malformed (named in the message).
         SerializationError: The payload is not JSON-serialisable.
         RoutingError: The event extractor failed.
     """
-    if not isinstance(event.name, str) or not event.name.strip():
-        raise InvalidEventError(f"event name must be a non-empty string, got {event.name!r}")
-    for field_name in ("id", "domain", "subject"):
-        value = getattr(event, field_name)
-        if value is not None and (not isinstance(value, str) or not value):
-            raise InvalidEventError(f"event {field_name} must be a non-empty string, got {value!r}")
+    limits.name(event.name, "event name")
+    # (Any length: the ids a run publishes under are composed from its own.)
+    limits.optional_reference(event.id, "event id", field="id")
+    limits.domain(event.domain, "event domain")
+    limits.subject(event.subject, "event subject")
     if event.subject == "*":
         raise InvalidEventError("event subject '*' is reserved for wildcard waits; name a subject")
     payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")

@@ -9,209 +9,63 @@ rejected request writes nothing.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from typing import Any
+from urllib.parse import quote
 
-import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
+from parkway import limits
 from parkway.engine import Engine
-from parkway.errors import (
-    CorrelationError,
-    DuplicateSubscriptionError,
-    InvalidDurationError,
-    InvalidInputError,
-    MessageNotFoundError,
-    ParkwayError,
-    RunClosedError,
-    RunNotFoundError,
-    StoreError,
-    UnknownWorkflowError,
-)
+from parkway.errors import ParkwayError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
-from parkway.http.schemas import MAX_BODY_BYTES
+from parkway.http.guards import PUBLIC_PATHS, TOKEN_ENV, DrainBody, HostGuard, TokenGuard
+from parkway.http.openapi import openapi_document
+from parkway.http.parsing import (
+    Invalid,
+    Problem,
+    decoded,
+    from_validation,
+    json_at,
+    json_response,
+    json_value,
+    message_id_param,
+    parkway_error,
+    parse_body,
+    parse_query,
+    path_param,
+    problem_response,
+    read_body,
+    run_id_param,
+)
+from parkway.http.routes import ROUTES
+
+__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app"]
 
 log = logging.getLogger("parkway.http")
 
-M = TypeVar("M", bound=BaseModel)
 Handler = Callable[["Api", Request], Awaitable[Response]]
-
-TOKEN_ENV = "PARKWAY_API_TOKEN"
-# The only route open without the token: load balancers and orchestrators probe it.
-PUBLIC_PATHS = frozenset({"/healthz"})
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-
-class Problem(Exception):
-    """An error answered as ``{"detail": ..., "error": ...}`` with ``status``."""
-
-    def __init__(
-        self,
-        status: int,
-        detail: str,
-        error: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.error, self.headers = status, detail, error, headers
-
-
-class Invalid(Exception):
-    """422: the fields at fault, each ``{"loc": [...], "msg": ..., "type": ...}``."""
-
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
-        self.errors = errors
-
-
-def _field_error(loc: list[str | int], msg: str, type_: str) -> dict[str, Any]:
-    return {"loc": loc, "msg": msg, "type": type_}
-
-
-def _from_validation(where: str, exc: ValidationError) -> Invalid:
-    return Invalid(
-        [
-            # pydantic prefixes our validators' messages with "Value error, ": noise here.
-            _field_error([where, *e["loc"]], e["msg"].removeprefix("Value error, "), e["type"])
-            for e in exc.errors(include_url=False)
-        ]
-    )
-
-
-def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """``data`` as JSON (orjson: datetimes as ISO 8601, non-str keys refused)."""
-    return Response(orjson.dumps(data), status, headers, media_type="application/json")
-
-
-def _problem_response(status: int, detail: str, error: str | None = None,
-                      headers: dict[str, str] | None = None) -> Response:  # fmt: skip
-    return json_response({"detail": detail, "error": error}, status, headers)
-
-
-def _parkway_error(exc: ParkwayError) -> Exception:
-    """Translate an engine error into the HTTP answer it deserves."""
-    kind = type(exc).__name__
-    if isinstance(exc, RunNotFoundError):  # the engine's hint names the Python API
-        return Problem(404, f"no run with id {exc.run_id!r}; list runs with GET /runs", kind)
-    if isinstance(exc, MessageNotFoundError):
-        return Problem(404, str(exc), kind)
-    if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
-        return Problem(409, str(exc), kind)
-    # The request named something the engine does not know: the field is at fault,
-    # the route exists (so 422, not 404).
-    if isinstance(exc, UnknownWorkflowError):
-        return Invalid([_field_error(["body", "workflow"], str(exc), kind)])
-    if isinstance(exc, InvalidInputError):
-        path = [p for p in (exc.field or "").split(".") if p and p != "$"]
-        return Invalid([_field_error(["body", "input", *path], str(exc), kind)])
-    if isinstance(exc, InvalidDurationError):
-        return Invalid([_field_error(["body", exc.field], str(exc), kind)])
-    if isinstance(exc, StoreError):  # not the client's fault: try again later
-        return Problem(503, str(exc), kind)
-    if type(exc) is ParkwayError and exc.__cause__ is not None:
-        # The engine validates with plain ParkwayErrors (raised `from None`); one that
-        # wraps another error is the store's (no connection, pool exhausted): not the
-        # client's fault.
-        return Problem(503, str(exc), kind)
-    # A malformed field the edge let through, an event the extractor cannot route,
-    # a payload that cannot be stored: the request is at fault.
-    return Invalid([_field_error(["body"], str(exc), kind)])
-
-
-# -- request parsing -------------------------------------------------------------------------
-
-
-async def read_body(request: Request) -> bytes:
-    """The request body, refused with 413 once it passes :data:`MAX_BODY_BYTES`.
-
-    Both the announced ``Content-Length`` and the bytes actually streamed are
-    checked: a chunked upload has no length to trust.
-    """
-    length = request.headers.get("content-length")
-    if length is not None:
-        if not length.isdigit():
-            raise Problem(400, f"Content-Length {length!r} is not a number of bytes")
-        if int(length) > MAX_BODY_BYTES:
-            raise _too_large()
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large() -> Problem:
-    return Problem(413, f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB)")
-
-
-def _json_value(raw: bytes, *, required: bool) -> Any:
-    if not raw.strip():
-        if required:
-            raise Invalid([_field_error(["body"], "a JSON object body is required", "missing")])
-        return None
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise Invalid([_field_error(["body"], f"not valid JSON: {exc}", "json_invalid")]) from None
-
-
-async def parse_body(request: Request, model: type[M]) -> M:
-    """Read and validate a JSON body as ``model`` (422 naming the fields at fault)."""
-    data = _json_value(await read_body(request), required=True)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise _from_validation("body", exc) from None
-
-
-def parse_query(request: Request, model: type[M]) -> M:
-    """Validate the query string as ``model``; unknown and repeated parameters are refused."""
-    values: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        if key in values:
-            raise Invalid([_field_error(["query", key], "give this parameter once", "repeated")])
-        values[key] = value
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        raise _from_validation("query", exc) from None
-
-
-def _message_id(request: Request) -> int:
-    raw = request.path_params["message_id"]
-    if not raw.isdigit():
-        raise Invalid(
-            [_field_error(["path", "message_id"], f"must be a message id (a number), got {raw!r}",
-                          "int_parsing")]
-        )  # fmt: skip
-    return int(raw)
 
 
 # -- routes ----------------------------------------------------------------------------------
 
 
 class Api:
-    """The route handlers, bound to one engine."""
+    """The route handlers, bound to one engine (``token``: the one required, if any)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, token: Callable[[], str | None] = lambda: None) -> None:
+        self.engine, self.token = engine, token
 
     def _require_open(self) -> None:
         if not self.engine.is_open:
@@ -220,25 +74,28 @@ class Api:
     async def publish(self, request: Request) -> Response:
         body = await parse_body(request, schemas.PublishRequest)
         self._require_open()
-        result = await self.engine.publish(
-            body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
-        )
+        with json_at("payload"):
+            result = await self.engine.publish(
+                body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
+            )
         return json_response(result.to_dict())
 
     async def correlate(self, request: Request) -> Response:
         body = await parse_body(request, schemas.CorrelateRequest)
         self._require_open()
-        result = await self.engine.correlate(
-            body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
-        )
+        with json_at("payload"):
+            result = await self.engine.correlate(
+                body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
+            )
         return json_response(result.to_dict())
 
     async def start(self, request: Request) -> Response:
         body = await parse_body(request, schemas.StartRequest)
         self._require_open()
-        handle = await self.engine.start(
-            body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
-        )
+        with json_at("input"):  # (a client engine starts a name it does not know unchecked)
+            handle = await self.engine.start(
+                body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
+            )
         return json_response({"id": handle.id}, 201)
 
     async def list_runs(self, request: Request) -> Response:
@@ -251,26 +108,30 @@ class Api:
         return json_response([r.to_dict() for r in runs])
 
     async def get_run(self, request: Request) -> Response:
+        run_id = run_id_param(request)
         self._require_open()
-        info = await self.engine.get_run(request.path_params["id"])
+        info = await self.engine.get_run(run_id)
         return json_response(info.to_dict())
 
     async def history(self, request: Request) -> Response:
+        run_id = run_id_param(request)
         self._require_open()
-        entries = await self.engine.history(request.path_params["id"])
+        entries = await self.engine.history(run_id)
         return json_response([e.to_dict() for e in entries])
 
     async def signal(self, request: Request) -> Response:
-        payload = _json_value(await read_body(request), required=False)
+        run_id = run_id_param(request)
+        name = path_param(request, "name", limits.name, "signal name")
+        payload = json_value(await read_body(request), required=False)
         self._require_open()
-        run_id, name = request.path_params["id"], request.path_params["name"]
-        await self.engine.signal(run_id, name, payload)
+        with json_at():
+            await self.engine.signal(run_id, name, payload)
         return json_response({"id": run_id, "signal": name}, 202)
 
     async def cancel(self, request: Request) -> Response:
+        run_id = run_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
-        run_id = request.path_params["id"]
         await self.engine.cancel(run_id)
         return json_response({"id": run_id}, 202)
 
@@ -287,19 +148,19 @@ class Api:
         return json_response([m.to_dict() for m in found])
 
     async def retry_message(self, request: Request) -> Response:
-        message_id = _message_id(request)
+        message_id = message_id_param(request)
         raw = await read_body(request)
-        data = _json_value(raw, required=False)
+        data = json_value(raw, required=False)
         try:
             body = schemas.RetryMessageRequest.model_validate({} if data is None else data)
         except ValidationError as exc:
-            raise _from_validation("body", exc) from None
+            raise from_validation("body", exc) from None
         self._require_open()
         result = await self.engine.retry_message(message_id, ttl=body.ttl)
         return json_response(result.to_dict())
 
     async def discard_message(self, request: Request) -> Response:
-        message_id = _message_id(request)
+        message_id = message_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
         await self.engine.discard_message(message_id)
@@ -314,9 +175,8 @@ class Api:
         return json_response({"status": "ok"})
 
     async def openapi(self, request: Request) -> Response:
-        from parkway.http.openapi import openapi_document
-
-        return json_response(openapi_document())
+        # (The token is read on each request, so is whether the document says it is needed.)
+        return json_response(openapi_document(token_required=bool(self.token())))
 
     async def dashboard(self, request: Request) -> Response:
         return dashboard_response()
@@ -330,133 +190,68 @@ def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Doc:
-    """One response of a route, for ``/openapi.json``."""
+# -- the routes under /runs/{id} ------------------------------------------------------------
 
-    description: str
-    model: type[BaseModel] | None = None
-    many: bool = False
-    media: str = "application/json"
+RUN_PREFIX = "/runs/"
 
 
-@dataclass(frozen=True)
-class RouteSpec:
-    """A route: served by :class:`Api` ``.handler``, described in ``/openapi.json``."""
+class _AnyPath(Convertor[str]):
+    """A path parameter that may hold anything, newlines included (Starlette's ``path``
+    stops at one, and the request would be a misleading 404)."""
 
-    method: str
-    path: str
-    handler: Handler
-    summary: str
-    responses: dict[int, Doc]
-    body: type[BaseModel] | None = None
-    # The body is any JSON value (a signal's payload), not an object model.
-    raw_body: str | None = None
-    query: type[BaseModel] | None = None
-    errors: tuple[int, ...] = ()
-    public: bool = False
-    tags: tuple[str, ...] = ()
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
 
 
-_RUN = Doc("The run.", schemas.RunInfoOut)
-ROUTES: list[RouteSpec] = [
-    RouteSpec("POST", "/events", Api.publish, "Publish an event",
-              {200: Doc("What the publish did.", schemas.PublishResultOut)},
-              body=schemas.PublishRequest, tags=("events",)),
-    RouteSpec("POST", "/messages", Api.correlate, "Correlate a message to exactly one receiver",
-              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
-              body=schemas.CorrelateRequest, errors=(409,), tags=("messages",)),
-    RouteSpec("GET", "/messages", Api.messages, "List buffered messages and dead letters",
-              {200: Doc("Oldest first.", schemas.MessageInfoOut, many=True)},
-              query=schemas.MessagesQuery, tags=("messages",)),
-    RouteSpec("POST", "/messages/{message_id}/retry", Api.retry_message,
-              "Correlate a buffered message or a dead letter again (an operator's action)",
-              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
-              body=schemas.RetryMessageRequest, errors=(404, 409), tags=("messages",)),
-    RouteSpec("DELETE", "/messages/{message_id}", Api.discard_message,
-              "Discard a buffered message or a dead letter for good",
-              {200: Doc("Discarded.", schemas.MessageIdOut)}, errors=(404,), tags=("messages",)),
-    RouteSpec("POST", "/runs", Api.start, "Start a run (an existing id returns that run)",
-              {201: Doc("The run's id.", schemas.RunIdOut)},
-              body=schemas.StartRequest, tags=("runs",)),
-    RouteSpec("GET", "/runs", Api.list_runs, "List runs, newest first",
-              {200: Doc("The runs.", schemas.RunInfoOut, many=True)},
-              query=schemas.RunsQuery, tags=("runs",)),
-    RouteSpec("GET", "/runs/{id}", Api.get_run, "Get a run", {200: _RUN},
-              errors=(404,), tags=("runs",)),
-    RouteSpec("GET", "/runs/{id}/history", Api.history, "A run's journal, in order",
-              {200: Doc("Journal entries.", schemas.HistoryEntryOut, many=True)},
-              errors=(404,), tags=("runs",)),
-    RouteSpec("POST", "/runs/{id}/signals/{name}", Api.signal, "Send a signal to a run",
-              {202: Doc("The signal is in the run's mailbox.", schemas.SignalOut)},
-              raw_body="The signal's payload: any JSON value (an empty body is null).",
-              errors=(404, 409), tags=("runs",)),
-    RouteSpec("POST", "/runs/{id}/cancel", Api.cancel,
-              "Cancel a run and its active children (a finished run is left as it is)",
-              {202: Doc("Cancelled.", schemas.RunIdOut)}, errors=(404,), tags=("runs",)),
-    RouteSpec("GET", "/subscriptions", Api.subscriptions, "List live subscriptions",
-              {200: Doc("One per waiting run, oldest first.", schemas.SubscriptionInfoOut,
-                        many=True)},
-              query=schemas.SubscriptionsQuery, tags=("runs",)),
-    RouteSpec("GET", "/healthz", Api.healthz, "Liveness: the server and its store answer",
-              {200: Doc("Healthy.", schemas.HealthOut)}, errors=(503,), public=True,
-              tags=("operations",)),
-    RouteSpec("GET", "/openapi.json", Api.openapi, "This document",
-              {200: Doc("OpenAPI 3.1.")}, tags=("operations",)),
-    RouteSpec("GET", "/", Api.dashboard,
-              "The dashboard (an HTML page; it asks for the token and sends it on each call)",
-              {200: Doc("The page.", media="text/html")}, tags=("operations",)),
-]  # fmt: skip
+register_url_convertor("parkway_run_path", _AnyPath())
 
 
-# -- authentication --------------------------------------------------------------------------
+def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
+    """Which ``/runs/{id}...`` route a request is for, and its decoded parameters.
 
-
-class TokenGuard:
-    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`.
-
-    The dashboard page is answered 401 *with* its HTML: it holds no data, and it
-    is where an operator pastes the token that its own calls then send.
+    Told apart on the raw path, before percent-decoding: a "/" in a run id sent
+    as ``%2F`` is part of the id, so every id is reachable on every route
+    (``/runs/a%2Fhistory`` is run ``a/history``, ``/runs/a/history`` the history
+    of run ``a``). A raw "/" is a separator, unless no route ends that way
+    (``/runs/orders/2026/7`` is run ``orders/2026/7``).
     """
-
-    def __init__(self, app: ASGIApp, token: Callable[[], str | None]) -> None:
-        self.app, self.token = app, token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
-            await self.app(scope, receive, send)
-            return
-        expected = self.token()
-        if not expected or _bearer_matches(scope, expected):
-            await self.app(scope, receive, send)
-            return
-        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
-            response = dashboard_response(status=401)
-        else:
-            response = _problem_response(
-                401,
-                "this server requires Authorization: Bearer <token> "
-                f"(the value of {TOKEN_ENV} where it runs)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        await response(scope, receive, send)
-
-
-def _bearer_matches(scope: Scope, expected: str) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, given = value.partition(b" ")
-            if scheme.lower() == b"bearer":
-                # Constant time, so that the token cannot be guessed byte by byte.
-                return hmac.compare_digest(given.strip(), expected.encode())
-            return False
-    return False
+    scope = request.scope
+    raw: bytes = scope.get("raw_path") or quote(scope["path"]).encode()
+    root = scope.get("root_path", "").encode()
+    if root and raw.startswith(root):
+        raw = raw[len(root) :]
+    parts = raw.decode("latin-1")[len(RUN_PREFIX) :].split("/")
+    name: str | None = None
+    if method == "GET":
+        handler: Handler = Api.get_run
+        if len(parts) >= 2 and parts[-1] == "history":
+            handler, parts = Api.history, parts[:-1]
+    elif len(parts) >= 3 and parts[-2] == "signals":
+        handler, name, parts = Api.signal, parts[-1], parts[:-2]
+    elif len(parts) >= 2 and parts[-1] == "cancel":
+        handler, parts = Api.cancel, parts[:-1]
+    else:
+        raise Problem(405, "Method Not Allowed", headers={"Allow": "GET, HEAD"})
+    params = {"id": decoded("id", "/".join(parts))}
+    if name is not None:
+        params["name"] = decoded("name", name)
+    return handler, params
 
 
 # -- the app ---------------------------------------------------------------------------------
 
 
-def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
+def create_app(
+    engine: Engine,
+    *,
+    api_token: str | None = None,
+    allowed_hosts: Collection[str] | None = None,
+) -> Starlette:
     """The HTTP API and dashboard over ``engine``, as an ASGI app.
 
     Args:
@@ -465,11 +260,16 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
         api_token: Require ``Authorization: Bearer <api_token>`` on every route
             but ``/healthz``. ``None`` reads ``PARKWAY_API_TOKEN`` on each request;
             an empty value means no token is required.
+        allowed_hosts: Answer only requests whose ``Host`` is one of these names,
+            an IP address or ``localhost`` (400 otherwise; ``"*"``: any), a guard
+            against DNS rebinding. ``None`` (the default): no check, for a server
+            or proxy in front that checks it. ``parkway serve`` passes its address.
     """
-    api = Api(engine)
 
     def token() -> str | None:
         return api_token if api_token is not None else os.environ.get(TOKEN_ENV)
+
+    api = Api(engine, token)
 
     def bind(handlers: dict[str, Handler]) -> Callable[[Request], Awaitable[Response]]:
         # One endpoint per path, so that a wrong method gets 405 listing every allowed one.
@@ -490,18 +290,29 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
             if opened:
                 await engine.close()
 
+    async def run_endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        handler, params = _run_route(method, request)
+        request.scope["path_params"] = params
+        return await handler(api, request)
+
     by_path: dict[str, dict[str, Handler]] = {}
     for spec in ROUTES:
-        by_path.setdefault(spec.path, {})[spec.method] = spec.handler
-    # A run id may hold "/" (message keys, event ids): it matches as a path, and the
-    # routes under /runs/{id}/... are tried before /runs/{id} itself.
-    ordered = sorted(by_path.items(), key=lambda item: item[0] == "/runs/{id}")
-    routes = [
-        Route(path.replace("{id}", "{id:path}"), bind(h), methods=list(h)) for path, h in ordered
-    ]
+        if not spec.path.startswith(RUN_PREFIX):
+            by_path.setdefault(spec.path, {})[spec.method] = getattr(Api, spec.handler)
+    routes = [Route(path, bind(h), methods=list(h)) for path, h in by_path.items()]
+    # Every /runs/{id}... route, told apart by _run_route (a run id may hold "/").
+    routes.append(
+        Route(RUN_PREFIX + "{rest:parkway_run_path}", run_endpoint, methods=["GET", "POST"])
+    )
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TokenGuard, token=token)],
+        middleware=[
+            # Outermost: every early answer, the guards' own too, waits for the body.
+            Middleware(DrainBody),
+            Middleware(HostGuard, allowed=allowed_hosts),
+            Middleware(TokenGuard, token=token),
+        ],
         exception_handlers={
             Problem: _on_problem,
             Invalid: _on_invalid,
@@ -516,7 +327,7 @@ def create_app(engine: Engine, *, api_token: str | None = None) -> Starlette:
 
 async def _on_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, Problem)
-    return _problem_response(exc.status, exc.detail, exc.error, exc.headers)
+    return problem_response(exc.status, exc.detail, exc.error, exc.headers)
 
 
 async def _on_invalid(request: Request, exc: Exception) -> Response:
@@ -526,7 +337,7 @@ async def _on_invalid(request: Request, exc: Exception) -> Response:
 
 async def _on_parkway_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ParkwayError)
-    translated = _parkway_error(exc)
+    translated = parkway_error(exc)
     if isinstance(translated, Invalid):
         return await _on_invalid(request, translated)
     assert isinstance(translated, Problem)
@@ -537,10 +348,10 @@ async def _on_parkway_error(request: Request, exc: Exception) -> Response:
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
+    return problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
-    return _problem_response(
+    return problem_response(
         500, "internal error; the traceback is in the server's log", type(exc).__name__
     )

@@ -1,4 +1,4 @@
-"""``/openapi.json``: built from :data:`parkway.http.app.ROUTES` and the pydantic schemas."""
+"""``/openapi.json``: built from :data:`parkway.http.routes.ROUTES` and the pydantic schemas."""
 
 from __future__ import annotations
 
@@ -10,27 +10,46 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import parkway
+from parkway import limits
 from parkway.http import schemas
-from parkway.http.app import ROUTES, Doc, RouteSpec
+from parkway.http.routes import ROUTES, Doc, RouteSpec
 
 _REF = "#/components/schemas/{model}"
 _STRING = {"type": "string"}
-# Path parameters that are not strings.
-PATH_TYPES: dict[str, dict[str, Any]] = {"message_id": {"type": "integer", "minimum": 0}}
+# Path parameters, as the routes take them (a run id may hold "/", sent as %2F).
+PATH_TYPES: dict[str, dict[str, Any]] = {
+    "message_id": {"type": "integer", "minimum": 0},
+    "id": {"type": "string", "minLength": 1, "pattern": limits.TEXT_PATTERN},
+    "name": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
+             "pattern": limits.NAME_PATTERN},
+}  # fmt: skip
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
+    400: ("The Host header names another server (parkway serve answers its own address, "
+          "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
+          schemas.ErrorOut),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
     404: ("No run (or message) with this id.", schemas.ErrorOut),
     409: ("The run has finished, or the message found no receiver and may not be buffered.",
           schemas.ErrorOut),
     413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
+    415: ("The body is not sent as Content-Type: application/json (a request without a "
+          "Content-Type is taken as JSON, unless a browser sent it).", schemas.ErrorOut),
     422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
     503: ("The engine or its store is not available.", schemas.ErrorOut),
 }  # fmt: skip
+# Routes that answer without the engine.
+_NO_ENGINE = frozenset({"/openapi.json", "/"})
 
 
 @functools.cache
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of every route, request body and response."""
+def openapi_document(*, token_required: bool = True) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of every route, request body and response.
+
+    Args:
+        token_required: The server requires the bearer token (``PARKWAY_API_TOKEN``
+            is set): the routes name it as their security. Without it they need
+            none, and 401 stays documented (the token may be set later).
+    """
     models: set[type[BaseModel]] = {schemas.ErrorOut, schemas.ValidationErrorOut}
     for route in ROUTES:
         models.update(m for m in (route.body, route.query) if m is not None)
@@ -40,7 +59,8 @@ def openapi_document() -> dict[str, Any]:
     components: dict[str, Any] = top.get("$defs", {})
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, components)
+        operation = _operation(route, components, token_required)
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     for route in ROUTES:  # query models are described as parameters, not as schemas
         if route.query is not None:
             components.pop(route.query.__name__, None)
@@ -60,21 +80,24 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
+def _operation(
+    route: RouteSpec, components: dict[str, Any], token_required: bool
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": route.summary,
-        "operationId": route.handler.__name__,
+        "operationId": route.handler,
         "tags": list(route.tags),
         "responses": {str(code): _response(doc) for code, doc in route.responses.items()},
     }
+    path_params = re.findall(r"{(\w+)}", route.path)
     params = [
         {"name": name, "in": "path", "required": True, "schema": PATH_TYPES.get(name, _STRING)}
-        for name in re.findall(r"{(\w+)}", route.path)
+        for name in path_params
     ]
     if route.query is not None:
         model = components[route.query.__name__]
         for name, prop in model.get("properties", {}).items():
-            schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
+            schema = _query_schema(prop)
             params.append(
                 {"name": name, "in": "query", "required": False,
                  "description": prop.get("description", ""), "schema": schema}
@@ -82,6 +105,12 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
     if params:
         op["parameters"] = params
     errors = set(route.errors)
+    if path_params:
+        errors.add(422)
+    if route.method in ("POST", "DELETE"):  # a body, if any, is held to size and media type
+        errors |= {400, 413, 415}
+    if route.path not in _NO_ENGINE:
+        errors.add(503)
     if route.body is not None:
         op["requestBody"] = {
             "required": True,
@@ -100,12 +129,28 @@ def _operation(route: RouteSpec, components: dict[str, Any]) -> dict[str, Any]:
     if route.public:
         op["security"] = []
     else:
-        op["security"] = [{"bearer": []}]
-        errors.add(401)
+        op["security"] = [{"bearer": []}] if token_required else []
+        errors |= {400, 401}
+    page = route.responses.get(200)
     for code in sorted(errors):
         description, model = _ERRORS[code]
-        op["responses"][str(code)] = _response(Doc(description, model))
+        doc = Doc(description, model)
+        if code == 401 and page is not None and page.media != "application/json":
+            doc = Doc(description, media=page.media)  # the page comes with its 401 too
+        op["responses"][str(code)] = _response(doc)
     return op
+
+
+def _query_schema(prop: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter's schema: a missing parameter is the null of its model."""
+    schema = {k: v for k, v in prop.items() if k not in ("description", "title", "default")}
+    choices = schema.pop("anyOf", None)
+    if choices is not None:
+        kept = [c for c in choices if c != {"type": "null"}]
+        schema.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
+    if "default" in prop and prop["default"] is not None:
+        schema["default"] = prop["default"]
+    return schema
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:

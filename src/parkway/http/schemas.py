@@ -8,6 +8,7 @@ models mirror the ``to_dict()`` of the engine's records; they feed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -21,20 +22,16 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from parkway.durations import to_seconds
-from parkway.errors import InvalidDurationError
+from parkway import limits
+from parkway.durations import DURATION_PATTERN, to_seconds
+from parkway.errors import InvalidDurationError, InvalidInputError
+from parkway.limits import MAX_BODY_BYTES, MAX_DURATION_SECONDS
 from parkway.models import RunStatus
 
-# A body or query string larger than this is refused with 413 before it is parsed.
-MAX_BODY_BYTES = 1024 * 1024
+__all__ = ["MAX_BODY_BYTES", "MAX_LIMIT"]
+
 # GET /runs never returns more rows than this in one response.
 MAX_LIMIT = 1000
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
 
 
 def _duration(value: Any) -> float | None:
@@ -44,7 +41,9 @@ def _duration(value: Any) -> float | None:
         if not isinstance(value, int | float | str):  # a bool is an int: refused by to_seconds
             raise InvalidDurationError(value, "ttl")
         return to_seconds(value, "ttl")
-    except InvalidDurationError:
+    except InvalidDurationError as exc:
+        if "100 years" in str(exc):
+            raise ValueError("longer than the longest duration allowed, 100 years") from None
         raise ValueError(
             'not a duration; give seconds (30) or a string such as "250ms", "10s", "1m", '
             '"2h", "1d" or "1w"'
@@ -57,19 +56,64 @@ def _not_wildcard(value: str | None) -> str | None:
     return value
 
 
-Name = Annotated[StrictStr, Field(min_length=1), AfterValidator(_not_blank)]
-Text = Annotated[StrictStr, Field(min_length=1)]
+def _limited(check: Callable[..., Any]) -> AfterValidator:
+    """The engine's own check of a field (parkway.limits), as a pydantic validator:
+    the HTTP API refuses exactly what the Python API refuses, with the same words."""
+
+    def validate(value: str) -> str:
+        try:
+            check(value, "value")
+        except InvalidInputError as exc:
+            raise ValueError(str(exc).removeprefix("invalid input: value ")) from None
+        return value
+
+    return AfterValidator(validate)
+
+
+def _schema(max_length: int | None, pattern: str) -> WithJsonSchema:
+    constraints: dict[str, Any] = {"type": "string", "minLength": 1, "pattern": pattern}
+    if max_length is not None:
+        constraints["maxLength"] = max_length
+    return WithJsonSchema(constraints)
+
+
+# Fields as the engine's limits have them (lengths, no control characters, not blank).
+Name = Annotated[
+    StrictStr, _limited(limits.name), _schema(limits.MAX_NAME_LENGTH, limits.NAME_PATTERN)
+]
+Key = Annotated[
+    StrictStr, _limited(limits.key), _schema(limits.MAX_KEY_LENGTH, limits.NAME_PATTERN)
+]
+Id = Annotated[
+    StrictStr, _limited(limits.identifier), _schema(limits.MAX_ID_LENGTH, limits.TEXT_PATTERN)
+]
+Subject = Annotated[
+    StrictStr, _limited(limits.subject), _schema(limits.MAX_SUBJECT_LENGTH, limits.TEXT_PATTERN)
+]
+Domain = Annotated[
+    StrictStr, _limited(limits.domain), _schema(limits.MAX_DOMAIN_LENGTH, limits.TEXT_PATTERN)
+]
+# A filter: any length (ids the engine composes may be longer than those given).
+Filter = Annotated[StrictStr, _limited(limits.reference), _schema(None, limits.TEXT_PATTERN)]
 # One validator for the whole union, so that a bad ttl is one error at ["body", "ttl"].
 Seconds = Annotated[
     float | None,
     PlainValidator(_duration),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}, {"type": "null"}],
-            "description": 'Seconds (30), or a duration such as "250ms", "10s", "5m", "1h".',
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_DURATION_SECONDS},
+                {"type": "string", "pattern": DURATION_PATTERN},
+                {"type": "null"},
+            ],
+            "description": 'Seconds (30), or a duration such as "250ms", "10s", "5m", "1h"; '
+            "at most 100 years.",
         }
     ),
 ]
+
+
+PAYLOAD = f"any JSON value, nested at most {limits.MAX_DEPTH} levels."
 
 
 class _Request(BaseModel):
@@ -81,10 +125,10 @@ class PublishRequest(_Request):
     """``POST /events``: publish an event."""
 
     name: Name = Field(description="The event's name, e.g. order.created.")
-    payload: Any = Field(default=None, description="Any JSON value.")
-    id: Text | None = Field(default=None, description="Event id; a repeat is a duplicate.")
-    domain: Text | None = Field(default=None, description="The event's domain.")
-    subject: Annotated[Text | None, AfterValidator(_not_wildcard)] = Field(
+    payload: Any = Field(default=None, description=PAYLOAD)
+    id: Id | None = Field(default=None, description="Event id; a repeat is a duplicate.")
+    domain: Domain | None = Field(default=None, description="The event's domain.")
+    subject: Annotated[Subject | None, AfterValidator(_not_wildcard)] = Field(
         default=None, description="What the event is about, e.g. product:456."
     )
 
@@ -93,9 +137,9 @@ class CorrelateRequest(_Request):
     """``POST /messages``: hand a message to exactly one receiver."""
 
     name: Name = Field(description="The message name.")
-    key: Name = Field(description="The business key that picks the receiver.")
-    payload: Any = Field(default=None, description="Any JSON value.")
-    message_id: Text | None = Field(
+    key: Key = Field(description="The business key that picks the receiver.")
+    payload: Any = Field(default=None, description=PAYLOAD)
+    message_id: Id | None = Field(
         default=None, description="De-duplication id: a repeat while buffered is a duplicate."
     )
     ttl: Seconds = Field(
@@ -119,27 +163,27 @@ class StartRequest(_Request):
     """``POST /runs``: start a run (an existing ``id`` returns that run)."""
 
     workflow: Name = Field(description="A registered workflow's name.")
-    input: Any = Field(default=None, description="The run's input, any JSON value.")
-    id: Text | None = Field(default=None, description="Run id (default: random).")
-    subject: Text | None = Field(default=None, description="The business entity it is about.")
-    domain: Text | None = Field(default=None, description="The run's domain (default: default).")
+    input: Any = Field(default=None, description="The run's input: " + PAYLOAD)
+    id: Id | None = Field(default=None, description="Run id (default: random).")
+    subject: Subject | None = Field(default=None, description="The business entity it is about.")
+    domain: Domain | None = Field(default=None, description="The run's domain (default: default).")
 
 
 class RunsQuery(_Request):
     """``GET /runs`` filters."""
 
-    workflow: Text | None = Field(default=None, description="Only runs of this workflow.")
+    workflow: Filter | None = Field(default=None, description="Only runs of this workflow.")
     status: RunStatus | None = Field(default=None, description="Only runs in this status.")
-    subject: Text | None = Field(default=None, description="Only runs about this subject.")
-    domain: Text | None = Field(default=None, description="Only runs in this domain.")
+    subject: Filter | None = Field(default=None, description="Only runs about this subject.")
+    domain: Filter | None = Field(default=None, description="Only runs in this domain.")
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many runs.")
 
 
 class SubscriptionsQuery(_Request):
     """``GET /subscriptions`` filters."""
 
-    run_id: Text | None = Field(default=None, description="Only this run's subscriptions.")
-    name: Text | None = Field(default=None, description="Only subscriptions to this name.")
+    run_id: Filter | None = Field(default=None, description="Only this run's subscriptions.")
+    name: Filter | None = Field(default=None, description="Only subscriptions to this name.")
 
 
 class MessagesQuery(_Request):

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import math
 import signal
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import uvicorn
 
 from parkway.engine import Engine
 from parkway.errors import ParkwayError
 from parkway.http.app import create_app
+from parkway.http.guards import host_name
+
+# Addresses that listen on every interface.
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
 class ForcedStopError(Exception):
@@ -61,6 +66,42 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def served_hosts(host: str, allowed: Collection[str] = ()) -> frozenset[str] | None:
+    """The ``Host`` names a server listening on ``host`` answers (besides IP
+    addresses and ``localhost``, always answered): ``host`` itself, the machine's
+    names when it listens on every interface, and ``allowed``. ``None`` (any
+    name) when ``allowed`` holds ``"*"``."""
+    extra = {host_name(name) for name in allowed}
+    if "*" in extra:
+        return None
+    names = {host_name(host), *extra}
+    if host in _WILDCARDS:
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(names - {""})
+
+
+def exposure_warning(host: str, token: str | None) -> str | None:
+    """A warning for a server anyone on the network may steer: it listens beyond
+    the loopback interface and requires no token."""
+    if token:
+        return None
+    if host == "localhost" or _is_loopback(host):
+        return None
+    where = "every interface" if host in _WILDCARDS else host
+    return (
+        f"warning: listening on {where} with no PARKWAY_API_TOKEN set: anyone who can "
+        "reach it can start, signal and cancel runs and read their data; set "
+        "PARKWAY_API_TOKEN, or serve on 127.0.0.1"
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 async def serve(
     engine: Engine,
     sock: socket.socket,
@@ -68,8 +109,13 @@ async def serve(
     grace: float,
     log_level: str,
     on_listening: Callable[[str], None],
+    allowed_hosts: Collection[str] | None = None,
 ) -> str:
     """Run ``engine`` (with its worker) and the HTTP API on ``sock`` until a stop signal.
+
+    Args:
+        allowed_hosts: The ``Host`` names answered (see :func:`served_hosts`);
+            ``None``: any.
 
     Returns:
         The name of the signal that stopped it.
@@ -78,8 +124,8 @@ async def serve(
         ForcedStopError: A second signal came before the graceful stop ended.
     """
     config = uvicorn.Config(
-        create_app(engine), log_level=log_level, timeout_graceful_shutdown=max(1, math.ceil(grace)),
-        server_header=False,
+        create_app(engine, allowed_hosts=allowed_hosts), log_level=log_level,
+        timeout_graceful_shutdown=max(1, math.ceil(grace)), server_header=False,
     )  # fmt: skip
     server = _Server(config)
     loop = asyncio.get_running_loop()

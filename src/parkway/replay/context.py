@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast, overload
 
+from parkway import limits
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError
 from parkway.events import Event, PublishResult, check_message
@@ -230,8 +231,7 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError(f"signal name must be a non-empty string, got {name!r}")
+        limits.name(name, "signal name")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await SignalCmd(name, seconds)
 
@@ -264,13 +264,9 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidArgumentError(f"event name must be a non-empty string, got {name!r}")
+        limits.name(name, "event name")
         check_match(match)
-        if subject is not None and (not isinstance(subject, str) or not subject):
-            raise InvalidArgumentError(
-                f"subject must be a non-empty string or '*', got {subject!r}"
-            )
+        limits.subject(subject)
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         ttl_seconds = None if ttl is None else to_seconds(ttl, "ttl")
         if ttl_seconds is not None and ttl_seconds <= 0:
@@ -305,8 +301,9 @@ class WorkflowContext:
         The event is in this run's domain; its subject is ``subject``, else the
         engine's extractor's, else this run's.
         """
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidArgumentError(f"event name must be a non-empty string, got {name!r}")
+        limits.name(name, "event name")
+        limits.optional_identifier(id, "event id", field="id")
+        limits.subject(subject)
         result: PublishResult = await PublishCmd(name, payload, id, subject)
         return result
 
@@ -320,6 +317,7 @@ class WorkflowContext:
     ) -> ChildHandle:
         """Start a child run (exactly once); ``await handle.result()`` waits for it."""
         name = _workflow_name(workflow)
+        limits.optional_identifier(id, "child run id", field="id")
         child_id: str = await StartChildCmd(name, input, id)
         return ChildHandle(child_id)
 
@@ -445,7 +443,7 @@ def _close_all(coroutines: list[Any]) -> None:
 
 def _workflow_name(workflow: str | Callable[..., Any]) -> str:
     if isinstance(workflow, str):
-        return workflow
+        return limits.name(workflow, "workflow name", field="workflow")
     name = getattr(workflow, "__parkway_workflow__", None)
     if not isinstance(name, str):
         raise InvalidArgumentError(

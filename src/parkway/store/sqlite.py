@@ -274,6 +274,8 @@ class SQLiteTx(ComposedTx):
         return MessageRecord(*row) if row else None
 
     async def get_message(self, message_id: int) -> MessageRecord | None:
+        if not _is_int64(message_id):  # sqlite3 cannot bind it: no message has it
+            return None
         row = self._c.execute(Q["get_message"], (message_id,)).fetchone()
         return MessageRecord(*row) if row else None
 
@@ -285,12 +287,14 @@ class SQLiteTx(ComposedTx):
         return [MessageRecord(*row) for row in rows]
 
     async def delete_message(self, message_id: int) -> None:
-        self._c.execute(Q["delete_message"], (message_id,))
+        if _is_int64(message_id):
+            self._c.execute(Q["delete_message"], (message_id,))
 
     async def update_message(
         self, message_id: int, status: str, reason: str | None, expires_at: float
     ) -> None:
-        self._c.execute(Q["update_message"], (status, reason, expires_at, message_id))
+        if _is_int64(message_id):
+            self._c.execute(Q["update_message"], (status, reason, expires_at, message_id))
 
     async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
         rows = self._c.execute(Q["expire_messages"], (reason, now)).fetchall()
@@ -529,3 +533,8 @@ def _statements(script: str) -> list[str]:
     """Split a migration into statements (comments dropped: they may hold semicolons)."""
     code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
     return [s.strip() for s in code.split(";") if s.strip()]
+
+
+def _is_int64(value: int) -> bool:
+    """Whether SQLite can hold ``value`` as an INTEGER (message ids are such integers)."""
+    return -(2**63) <= value < 2**63

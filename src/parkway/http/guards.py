@@ -1,0 +1,211 @@
+"""What every request passes before a route sees it: the body drained before an
+early answer, the ``Host`` header, the bearer token, the media type.
+
+Each is a small ASGI middleware (or, for the media type, a check the body
+routes call), so that it holds for every route, the refusals of the router
+(404, 405) included.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Callable, Collection
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from parkway.limits import MAX_BODY_BYTES
+
+TOKEN_ENV = "PARKWAY_API_TOKEN"
+# The only route open without the token or a known Host: load balancers and
+# orchestrators probe it, by whatever name they know the server.
+PUBLIC_PATHS = frozenset({"/healthz"})
+# How much of a body the server reads (and drops) before answering early (401,
+# 404, 413...): a client that sends its whole body before it reads the answer
+# (urllib, requests) then sees the answer, not a connection reset. Past this the
+# connection is closed instead.
+DRAIN_BYTES = 16 * MAX_BODY_BYTES
+
+
+def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> Any:
+    """A JSON ``{"detail", "error"}`` response, as the routes answer errors."""
+    from starlette.responses import Response
+
+    body = orjson.dumps({"detail": detail, "error": None})
+    return Response(body, status, headers, media_type="application/json")
+
+
+class DrainBody:
+    """Read the rest of a request's body before its response starts.
+
+    An answer given before the body is read (a 413 once the limit is passed, a
+    401 without the token, a 404) would otherwise close the connection under a
+    client still sending, which then sees a broken pipe instead of the answer.
+    The rest is read and dropped, up to :data:`DRAIN_BYTES`; past that (or
+    announced past it) the answer goes out with ``Connection: close``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"0")
+        chunked = b"transfer-encoding" in headers
+        done = not chunked and length.strip() in (b"", b"0")
+
+        async def receive_tracked() -> Message:
+            nonlocal done
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                done = True
+            return message
+
+        async def send_drained(message: Message) -> None:
+            nonlocal done
+            if message["type"] == "http.response.start" and not done:
+                done = True
+                if not await _drain(receive, length):
+                    extra = [(b"connection", b"close")]
+                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive_tracked, send_drained)
+
+
+async def _drain(receive: Receive, length: bytes) -> bool:
+    """Read and drop what is left of the body; ``False``: too much, left unread."""
+    if length.isdigit() and int(length) > DRAIN_BYTES:
+        return False
+    read = 0
+    while read <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return True
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return True
+    return False
+
+
+class HostGuard:
+    """Answer only requests whose ``Host`` names this server (DNS rebinding).
+
+    A web page can make a browser resolve its own domain name to 127.0.0.1 and
+    then read this server as that page's origin. A ``Host`` that is an IP
+    address, ``localhost``, or one of ``allowed`` cannot be such a name.
+
+    Args:
+        allowed: Host names (without port) also answered; ``None``: any.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: Collection[str] | None) -> None:
+        self.app = app
+        self.allowed = None if allowed is None else frozenset(h.lower() for h in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.allowed is None or scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope["headers"]).get(b"host")
+        name = None if host is None else host_name(host.decode("latin-1"))
+        if name is None or host_allowed(name, self.allowed):
+            await self.app(scope, receive, send)
+            return
+        response = problem(
+            400,
+            f"this server does not answer to Host {name!r}; serve it with --allow-host "
+            f"{name} if that is its name (a guard against DNS rebinding)",
+        )
+        await response(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header, without port or trailing dot, lowercased."""
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:8000
+        return host[1:].partition("]")[0]
+    if host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def host_allowed(name: str, allowed: frozenset[str]) -> bool:
+    """Whether a request for ``name`` may be answered (see :class:`HostGuard`)."""
+    if "*" in allowed or name in allowed or name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class TokenGuard:
+    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`.
+
+    The dashboard page is answered 401 *with* its HTML: it holds no data, and it
+    is where an operator pastes the token that its own calls then send.
+    """
+
+    def __init__(self, app: ASGIApp, token: Callable[[], str | None]) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        expected = self.token()
+        if not expected or _bearer_matches(scope, expected):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            from parkway.http.dashboard import dashboard_response
+
+            response = dashboard_response(status=401)
+        else:
+            response = problem(
+                401,
+                "this server requires Authorization: Bearer <token> "
+                f"(the value of {TOKEN_ENV} where it runs)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        await response(scope, receive, send)
+
+
+def _bearer_matches(scope: Scope, expected: str) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, given = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                # Constant time, so that the token cannot be guessed byte by byte.
+                return hmac.compare_digest(given.strip(), expected.encode())
+            return False
+    return False
+
+
+def json_media_error(headers: Any) -> str | None:
+    """Why a request carrying a body may not be taken, by its media type (``None``: it may).
+
+    Only ``application/json`` is read. A page in a browser can send a
+    cross-site ``text/plain`` or form POST without asking first (no CORS
+    preflight): refusing those keeps such a page from publishing, starting or
+    cancelling anything on a server that needs no token. A request without a
+    ``Content-Type`` (a script's) is taken as JSON, unless a browser sent it (it
+    says where from: ``Origin``, ``Sec-Fetch-Site``), for a page can send a
+    body with none.
+    """
+    given = headers.get("content-type")
+    if given is None:
+        if "origin" in headers or "sec-fetch-site" in headers:
+            return "a request from a browser must say Content-Type: application/json"
+        return None
+    media = given.partition(";")[0].strip().lower()
+    if media != "application/json":
+        return f"the body must be JSON, sent as Content-Type: application/json (got {given!r})"
+    return None

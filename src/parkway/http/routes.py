@@ -1,0 +1,90 @@
+"""Every route of the HTTP API, declared once: the router serves them (see
+:func:`parkway.http.app.create_app`) and ``/openapi.json`` describes them
+(:mod:`parkway.http.openapi`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from parkway.http import schemas
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One response of a route, for ``/openapi.json``."""
+
+    description: str
+    model: type[BaseModel] | None = None
+    many: bool = False
+    media: str = "application/json"
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """A route: served by :class:`Api` ``.handler``, described in ``/openapi.json``."""
+
+    method: str
+    path: str
+    handler: str  # the name of its method of parkway.http.app.Api
+    summary: str
+    responses: dict[int, Doc]
+    body: type[BaseModel] | None = None
+    # The body is any JSON value (a signal's payload), not an object model.
+    raw_body: str | None = None
+    query: type[BaseModel] | None = None
+    errors: tuple[int, ...] = ()
+    public: bool = False
+    tags: tuple[str, ...] = ()
+
+
+_RUN = Doc("The run.", schemas.RunInfoOut)
+ROUTES: list[RouteSpec] = [
+    RouteSpec("POST", "/events", "publish", "Publish an event",
+              {200: Doc("What the publish did.", schemas.PublishResultOut)},
+              body=schemas.PublishRequest, tags=("events",)),
+    RouteSpec("POST", "/messages", "correlate", "Correlate a message to exactly one receiver",
+              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
+              body=schemas.CorrelateRequest, errors=(409,), tags=("messages",)),
+    RouteSpec("GET", "/messages", "messages", "List buffered messages and dead letters",
+              {200: Doc("Oldest first.", schemas.MessageInfoOut, many=True)},
+              query=schemas.MessagesQuery, tags=("messages",)),
+    RouteSpec("POST", "/messages/{message_id}/retry", "retry_message",
+              "Correlate a buffered message or a dead letter again (an operator's action)",
+              {200: Doc("What became of the message.", schemas.CorrelationResultOut)},
+              body=schemas.RetryMessageRequest, errors=(404, 409), tags=("messages",)),
+    RouteSpec("DELETE", "/messages/{message_id}", "discard_message",
+              "Discard a buffered message or a dead letter for good",
+              {200: Doc("Discarded.", schemas.MessageIdOut)}, errors=(404,), tags=("messages",)),
+    RouteSpec("POST", "/runs", "start", "Start a run (an existing id returns that run)",
+              {201: Doc("The run's id.", schemas.RunIdOut)},
+              body=schemas.StartRequest, tags=("runs",)),
+    RouteSpec("GET", "/runs", "list_runs", "List runs, newest first",
+              {200: Doc("The runs.", schemas.RunInfoOut, many=True)},
+              query=schemas.RunsQuery, tags=("runs",)),
+    RouteSpec("GET", "/runs/{id}", "get_run", "Get a run", {200: _RUN},
+              errors=(404,), tags=("runs",)),
+    RouteSpec("GET", "/runs/{id}/history", "history", "A run's journal, in order",
+              {200: Doc("Journal entries.", schemas.HistoryEntryOut, many=True)},
+              errors=(404,), tags=("runs",)),
+    RouteSpec("POST", "/runs/{id}/signals/{name}", "signal", "Send a signal to a run",
+              {202: Doc("The signal is in the run's mailbox.", schemas.SignalOut)},
+              raw_body="The signal's payload: any JSON value (an empty body is null).",
+              errors=(404, 409), tags=("runs",)),
+    RouteSpec("POST", "/runs/{id}/cancel", "cancel",
+              "Cancel a run and its active children (a finished run is left as it is)",
+              {202: Doc("Cancelled.", schemas.RunIdOut)}, errors=(404,), tags=("runs",)),
+    RouteSpec("GET", "/subscriptions", "subscriptions", "List live subscriptions",
+              {200: Doc("One per waiting run, oldest first.", schemas.SubscriptionInfoOut,
+                        many=True)},
+              query=schemas.SubscriptionsQuery, tags=("runs",)),
+    RouteSpec("GET", "/healthz", "healthz", "Liveness: the server and its store answer",
+              {200: Doc("Healthy.", schemas.HealthOut)}, errors=(503,), public=True,
+              tags=("operations",)),
+    RouteSpec("GET", "/openapi.json", "openapi", "This document",
+              {200: Doc("OpenAPI 3.1.")}, tags=("operations",)),
+    RouteSpec("GET", "/", "dashboard",
+              "The dashboard (an HTML page; it asks for the token and sends it on each call)",
+              {200: Doc("The page.", media="text/html")}, tags=("operations",)),
+]  # fmt: skip

@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from parkway.store import pgwire
-from parkway.store.pgwire import Result
+from parkway.store.postgres import wire as pgwire
+from parkway.store.postgres.wire import Result
 
 from .test_postgres import admin_sql
 

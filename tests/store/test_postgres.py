@@ -23,9 +23,17 @@ import pytest
 from parkway import Engine, ParkwayError, RunHandle, StoreError
 from parkway.errors import LeaseLostError
 from parkway.matching import shape_of
-from parkway.store import open_store, postgres
+from parkway.store import open_store
 from parkway.store.base import EventDelivery, MessageDelivery, NewTask, Sent
-from parkway.store.postgres import DELIVER_EVENT_SHAPES, MIGRATIONS, PostgresStore
+from parkway.store.postgres import (
+    DELIVER_EVENT_SHAPES,
+    MIGRATIONS,
+    PostgresStore,
+    rows,
+    statements,
+    transport,
+    wire,
+)
 
 from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
 
@@ -403,14 +411,14 @@ async def leased_run(store: PostgresStore, run_id: str) -> None:
 def sends() -> Iterator[list[list[str]]]:
     """The round trips the store makes meanwhile, each as its statements' first words."""
     sent: list[list[str]] = []
-    original = postgres._send
+    original = wire.send
 
     async def spy(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
         sent.append([str(query).split()[0] for query, _params in steps])
         return await original(conn, steps)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", spy)
+        patch.setattr(wire, "send", spy)
         yield sent
 
 
@@ -419,7 +427,7 @@ def reply_lost_after_commit() -> Iterator[list[bool]]:
     """The first round trip (a commit, in the tests using it) goes through, then its
     connection dies before the reply is read."""
     cut: list[bool] = []
-    original = postgres._send
+    original = wire.send
 
     async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
         results = await original(conn, steps)
@@ -430,7 +438,7 @@ def reply_lost_after_commit() -> Iterator[list[bool]]:
         return results
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", commit_then_vanish)
+        patch.setattr(wire, "send", commit_then_vanish)
         yield cut
 
 
@@ -508,7 +516,7 @@ async def mailbox(store: PostgresStore, run_id: str) -> list[str]:
 async def test_a_signal_is_one_round_trip(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(postgres, "PRUNE_MARKS", 0.0)
+    monkeypatch.setattr(transport, "PRUNE_MARKS", 0.0)
     await leased_run(store, "r")
     with sends() as sent:
         found = await signal_alone(store, "r")
@@ -536,7 +544,7 @@ async def test_a_signal_whose_reply_was_lost_is_settled_by_its_mark(store: Postg
 @contextlib.contextmanager
 def first_send_cut_off() -> Iterator[list[bool]]:
     """The next round trip dies before it reaches the server (its connection closed)."""
-    original = postgres._send
+    original = wire.send
     cut: list[bool] = []
 
     async def vanish_first(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
@@ -547,7 +555,7 @@ def first_send_cut_off() -> Iterator[list[bool]]:
         return await original(conn, steps)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(postgres, "_send", vanish_first)
+        patch.setattr(wire, "send", vanish_first)
         yield cut
 
 
@@ -939,7 +947,7 @@ async def test_marks_older_than_an_hour_are_pruned_by_marked_commits(
         "(2, now() - interval '10 minutes')",
         database,
     )
-    monkeypatch.setattr(postgres, "PRUNE_MARKS", 1.0)  # (one commit in a thousand)
+    monkeypatch.setattr(transport, "PRUNE_MARKS", 1.0)  # (one commit in a thousand)
     await signal_alone(store, "r")
     marks = admin_sql("SELECT mark FROM parkway.commit_marks ORDER BY at", database)
     assert [m for (m,) in marks][:1] == [2] and len(marks) == 2  # 1 pruned; 2 and the new one
@@ -959,7 +967,7 @@ def test_the_prune_of_marks_reads_only_the_old_ones(engine_url: str) -> None:
         " FROM generate_series(1, 50000) AS i; ANALYZE parkway.commit_marks",
         database,
     )
-    (plan,) = admin_sql(f"EXPLAIN (FORMAT JSON) {postgres.Q['prune_marks']}", database)[0]
+    (plan,) = admin_sql(f"EXPLAIN (FORMAT JSON) {statements.Q['prune_marks']}", database)[0]
     text = orjson.dumps(plan).decode()
     assert "commit_marks_by_at" in text and '"Seq Scan"' not in text, text
 
@@ -1035,10 +1043,10 @@ async def test_a_claim_planned_on_empty_tables_still_probes_runs_by_key(engine_u
     # A worker that starts with the deployment prepares its claim while the tables
     # are empty, and the connection keeps that plan: then a scan of runs looked
     # cheaper than the probe by key, and it stayed as the table grew.
-    from parkway.store import pgwire
+    from parkway.store.postgres import wire as pgwire
 
     params = dict(now=NOW, wall=WALL, limit=16, owner="w", until=WALL + 30)
-    claim = [(postgres.Q["claim_settings"], ()), (postgres.CLAIM_DUE, params)]
+    claim = [(statements.Q["claim_settings"], ()), (statements.CLAIM_DUE, params)]
     async with await psycopg.AsyncConnection.connect(engine_url, autocommit=True) as conn:
         for _ in range(8):  # past the five custom plans: the generic one is cached
             assert (await pgwire.send(conn, claim))[1].rows == []
@@ -1053,7 +1061,7 @@ async def test_a_claim_planned_on_empty_tables_still_probes_runs_by_key(engine_u
                    if text.startswith(b"-- Lease the runs")]  # fmt: skip
         values = f"{NOW}, {WALL}, 16, 'w', {WALL + 30}"
         explain = f"EXPLAIN (FORMAT JSON) EXECUTE {name.decode()}({values})"
-        _, plan = await pgwire.send(conn, [(postgres.Q["claim_settings"], ()), (explain, ())])
+        _, plan = await pgwire.send(conn, [(statements.Q["claim_settings"], ()), (explain, ())])
     assert plan.rows is not None
     text = orjson.dumps(plan.rows[0][0]).decode()
     assert '"Seq Scan"' not in text, text
@@ -1071,7 +1079,7 @@ def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
     journal = ([1, 0], ["step", "step"], ["b", "a"], ["done", "done"], [b"2", b"1"])
     journal_times = ([None, None], [NOW, NOW])
     mailbox = ([12, 11], ["second", "first"], [b"2", b"1"], [NOW, NOW])
-    loaded = postgres._claimed_run((*run_columns, *tasks, *journal, *journal_times, *mailbox, 2))
+    loaded = rows.claimed_run((*run_columns, *tasks, *journal, *journal_times, *mailbox, 2))
     assert [t.id for t in loaded.tasks] == [3, 7]
     assert [(e.pos, e.name, e.value) for e in loaded.journal] == [(0, "a", b"1"), (1, "b", b"2")]
     assert loaded.signals is not None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import parkway.store.sqlite
+import parkway.store.sqlite.checkpoints
 from parkway.store.sqlite import SQLiteStore
 
 from .test_conformance import run
@@ -28,7 +28,7 @@ async def test_commits_are_checkpointed_by_a_thread_of_the_store(
     # The pages the commits wrote reach the database file (from the WAL) with no
     # commit doing it: ~1,000 pages, under the commits' own threshold.
     if not background:  # the control: no background checkpoint, nothing copied back
-        monkeypatch.setattr(parkway.store.sqlite, "CHECKPOINT_EVERY", 3600.0)
+        monkeypatch.setattr(parkway.store.sqlite.checkpoints, "CHECKPOINT_EVERY", 3600.0)
     path = tmp_path / "c.db"
     store = SQLiteStore(str(path))
     await store.open()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from parkway.store import wakeup
-from parkway.store.wakeup import Wakeups
+from parkway.store.sqlite import wakeup
+from parkway.store.sqlite.wakeup import Wakeups
 
 pytestmark = pytest.mark.skipif(not wakeup.supported(), reason="no Unix sockets here")
 

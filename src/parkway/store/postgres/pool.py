@@ -27,7 +27,7 @@ from collections import deque
 
 import psycopg_pool
 
-from parkway.store.pgwire import Conn
+from parkway.store.postgres.wire import Conn
 
 
 class LifoPool(psycopg_pool.AsyncConnectionPool[Conn]):

@@ -1,7 +1,11 @@
--- Named queries of the PostgreSQL store. Parameters are positional (%s).
--- Everything is qualified with the schema "parkway". A "_locked" variant takes
--- row locks and is used only in read-write transactions (READ ONLY ones may not
--- lock rows); see postgres.py for which race each lock closes.
+-- Named statements of the PostgreSQL store. Parameters are positional (%s), or
+-- named (%(name)s) in a statement that uses one twice. Everything is qualified
+-- with the schema "parkway". A "_locked" variant takes row locks and is used only
+-- in read-write transactions (READ ONLY ones may not lock rows); see the
+-- package's docstring (parkway/store/postgres/__init__.py) for which race each
+-- lock closes. A few sections are fragments, not whole statements (their
+-- comment says which statement they are part of): statements.py joins them,
+-- once, at import.
 
 -- == schema and migrations ==
 
@@ -193,7 +197,7 @@ INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
 -- end (a signal never lands in the mailbox of a run that ended before it).
 -- The commit mark (see migration 003) records the status too: a commit whose
 -- reply was lost still tells what it found. ``quiet``: the lease statement right
--- after it notifies instead, only if it did not lease the run (see lease_note).
+-- after it notifies instead, only if it did not lease the run (see lease_from).
 WITH run AS (
     SELECT status FROM parkway.runs WHERE id = %(run)s FOR NO KEY UPDATE
 ), buffered AS (
@@ -252,7 +256,8 @@ SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan
 -- LOCKED: a run another worker is claiming (or a client is cancelling) right now
 -- is left to it rather than waited for. Several due tasks of one run count once
 -- (and take several places under the limit: ``found`` says how many places were
--- taken, so the caller can claim again for the others).
+-- taken, so the caller can claim again for the others). Followed by
+-- claimed_columns, claimed_from and claimed_loads.
 WITH due AS (
     SELECT r.id, r.ctid FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
@@ -268,28 +273,33 @@ WITH due AS (
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until
 )
--- name: claim_run
+-- name: lease_run
 -- Lease one run for this process's worker, in the transaction that gave it a
 -- task (a signal, a delivery): the worker then advances it without a claim of
 -- its own. Only if no one holds its lease and it has not ended. (Committed like
--- the rest of that transaction: durably.)
+-- the rest of that transaction: durably.) The run: ``run``, or with ``run`` null
+-- the one the delivery statement just before it left in parkway.delivered
+-- (deliver_message, deliver_event; '' when it delivered to none, which names no
+-- run). Followed by claimed_columns, lease_from and claimed_loads.
 WITH due AS (
-    SELECT %(run)s::text AS id
+    SELECT coalesce(%(run)s::text, current_setting('parkway.delivered', true)) AS id
 ), claimed AS (
     UPDATE parkway.runs SET lease_owner = %(owner)s, lease_until = %(until)s,
         status = CASE status WHEN 'pending' THEN 'running' ELSE status END
-    WHERE id = %(run)s AND (lease_owner IS NULL OR lease_until < %(wall)s)
+    WHERE id = (SELECT id FROM due) AND (lease_owner IS NULL OR lease_until < %(wall)s)
       AND status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until
 )
--- name: claimed_rows
--- The end of both claims: what advancing each leased run needs, a row per run
--- (its tasks, journal and mailbox as arrays of columns), and how many places
--- the claim took (``found``). Each array_agg unordered: with an ORDER BY each
--- sorted its input on its own (16 sorts a run); the client puts the rows in
--- order. The mailbox only where the load hands it over (see reads_mailbox).
+
+-- name: claimed_columns
+-- The end of both claims (claim_due, lease_run): what advancing each leased run
+-- needs, a row per run (its tasks, journal and mailbox as arrays of columns),
+-- and how many places the claim took (``found``). Each array_agg unordered: with
+-- an ORDER BY each sorted its input on its own (16 sorts a run); the client puts
+-- the rows in order. The mailbox only where the load hands it over (see
+-- reads_mailbox). Then claimed_from or lease_from, and claimed_loads.
 SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.domain,
        c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
        c.lease_owner, c.lease_until,
@@ -297,7 +307,24 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats,
        m.ids, m.names, m.payloads, m.ats,
        (SELECT count(*) FROM due) AS found
+
+-- name: claimed_from
+-- claim_due's rows: one per run it leased.
 FROM claimed AS c
+
+-- name: lease_from
+-- lease_run's row: always one, its run's columns null when it leased nothing;
+-- and its last column, the notification that a quiet signal or delivery just
+-- before it left in parkway.note, sent only if the run was not leased. Leased
+-- to this process's worker, no other process need hear of the task: it would
+-- claim, and find the run leased.
+       , (SELECT pg_notify('parkway_tasks', note)
+          FROM (SELECT coalesce(current_setting('parkway.note', true), '') AS note) AS n
+          WHERE c.id IS NULL AND note <> '') AS noted
+FROM (SELECT) AS one LEFT JOIN claimed AS c ON true
+
+-- name: claimed_loads
+-- What claimed_columns reads of each leased run.
 LEFT JOIN LATERAL (
     SELECT array_agg(id) AS ids, array_agg(due_at) AS due_ats, array_agg(kind) AS kinds,
            array_agg(pos) AS poss, array_agg(payload) AS payloads
@@ -315,16 +342,6 @@ LEFT JOIN LATERAL (
     FROM parkway.mailbox WHERE run_id = c.id
       AND c.status NOT IN ('completed', 'failed', 'cancelled') AND 'signal' = ANY(t.kinds)
 ) AS m ON true
-
--- name: lease_note
--- The last column of a lease in the sender's transaction (claim_run after a
--- quiet signal or delivery, whose row it then always returns, with nulls when it
--- leased nothing): the notification that statement left in parkway.note, sent
--- only if the run was not leased. Leased to this process's worker, no other
--- process need hear of the task: it would claim, and find the run leased.
-(SELECT pg_notify('parkway_tasks', note)
- FROM (SELECT coalesce(current_setting('parkway.note', true), '') AS note) AS n
- WHERE c.id IS NULL AND note <> '') AS noted
 
 -- name: commit_token
 -- FOR SHARE: waits for a transaction still writing the row (one whose connection
@@ -458,8 +475,8 @@ RETURNING run_id, pos, kind, domain, name, subject, shape, digest, match, wait, 
 -- id and announce the task. The result, which the commit mark records too (a
 -- commit whose reply was lost still tells it): 'delivered <run id>', 'duplicate'
 -- or '' (nobody waits: nothing else was written). The run delivered to is left
--- in parkway.delivered for claim_delivered, the next statement, to lease; with
--- ``quiet``, that statement notifies instead, only if it did not (see lease_note).
+-- in parkway.delivered for lease_run, the next statement, to lease; with
+-- ``quiet``, that statement notifies instead, only if it did not (see lease_from).
 WITH seen AS MATERIALIZED (
     SELECT 1 FROM parkway.message_ids WHERE message_id = %(mid)s AND seen_at >= %(fresh)s
 ), taken AS (
@@ -499,9 +516,11 @@ FROM outcome
 -- mark records too: 'published <JSON array of [run id, wait]>', 'duplicate', or
 -- 'declined' (a shape the caller did not know, or an id taken by an event past
 -- retention or by a publish not yet visible: nothing else was written). The
--- first run delivered to is left in parkway.delivered for claim_delivered; with
+-- first run delivered to is left in parkway.delivered for lease_run; with
 -- ``quiet``, when it is the only one, that statement notifies instead, only if
--- it did not lease it (see lease_note).
+-- it did not lease it (see lease_from).
+-- Followed by a deliver_event_lookup for each shape, the union of their
+-- removals (taken) and deliver_event_end.
 WITH RECURSIVE shapes (shape) AS (
     (SELECT shape FROM parkway.subscriptions WHERE domain = %(domain)s AND name = %(name)s
      ORDER BY shape LIMIT 1)
@@ -521,10 +540,37 @@ WITH RECURSIVE shapes (shape) AS (
     WHERE (SELECT ok FROM known)
     ON CONFLICT (id) DO NOTHING
     RETURNING 1
-{lookups}), taken AS (
-    -- (One removal per shape, each a CTE of its own: see deliver_event_lookup.)
-    {taken}
-), task AS (
+)
+
+-- name: deliver_event_lookup
+-- deliver_event's removal of the waits under one shape's digest, the n-th shape
+-- ({n}, written in when statements.py builds the statement for each number of
+-- shapes: the statement's text has one of these per shape), after
+-- deliver_event: every key of the index an equality, so that any plan is the
+-- index probe. The DELETE is the row lock: a wait another publish took
+-- meanwhile is skipped once that one commits, and only waits removed here get
+-- a task. Then the removals' union (taken), and deliver_event_end.
+, taken_{n} AS (
+    DELETE FROM parkway.subscriptions AS s
+    WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape = %(shape{n})s
+      AND s.digest = %(digest{n})s AND s.subject IN (%(subject_or_any)s, '*')
+      AND s.kind = 'event' AND EXISTS (SELECT 1 FROM inserted)
+      AND s.expires_at >= %(now)s AND (s.deadline IS NULL OR s.deadline >= %(now)s)
+      AND NOT EXISTS (
+          SELECT 1 FROM jsonb_each(convert_from(s.match, 'UTF8')::jsonb) AS m
+          WHERE convert_from(%(payload)s, 'UTF8')::jsonb -> m.key IS DISTINCT FROM m.value
+      )
+    RETURNING s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
+)
+
+-- name: deliver_event_nothing_taken
+-- The removals' union of deliver_event with no shape to look under: nothing.
+SELECT NULL::text AS run_id, NULL::int4 AS pos, NULL::text AS wait, 0 AS ord,
+       NULL::float8 AS created_at WHERE false
+
+-- name: deliver_event_end
+-- The end of deliver_event, after the removals' union (taken).
+, task AS (
     INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
     SELECT run_id, %(now)s, 'delivery', pos, %(envelope)s FROM taken
     ORDER BY ord, created_at, run_id
@@ -550,23 +596,6 @@ SELECT result,
            (SELECT %(token)s::text FROM (SELECT count(*) AS n FROM task) AS t
             WHERE t.n = 1 AND %(quiet)s), ''), true)
 FROM outcome
-
--- name: deliver_event_lookup
--- deliver_event's removal of the waits under one shape's digest (the n-th shape,
--- n written in by the store, as the statement's text has one of these per
--- shape): every key of the index an equality, so that any plan is the index
--- probe. The DELETE is the row lock: a wait another publish took meanwhile is
--- skipped once that one commits, and only waits removed here get a task.
-DELETE FROM parkway.subscriptions AS s
-WHERE s.domain = %(domain)s AND s.name = %(name)s AND s.shape = %(shape{n})s
-  AND s.digest = %(digest{n})s AND s.subject IN (%(subject_or_any)s, '*') AND s.kind = 'event'
-  AND EXISTS (SELECT 1 FROM inserted)
-  AND s.expires_at >= %(now)s AND (s.deadline IS NULL OR s.deadline >= %(now)s)
-  AND NOT EXISTS (
-      SELECT 1 FROM jsonb_each(convert_from(s.match, 'UTF8')::jsonb) AS m
-      WHERE convert_from(%(payload)s, 'UTF8')::jsonb -> m.key IS DISTINCT FROM m.value
-  )
-RETURNING s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
 
 -- name: add_message
 INSERT INTO parkway.messages

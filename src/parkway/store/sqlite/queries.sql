@@ -1,9 +1,17 @@
--- Named queries of the SQLite store. Parameters are positional (?).
+-- Named statements of the SQLite store. Parameters are positional (?). A few
+-- are the start of a statement that statements.py completes, once for each
+-- shape the call gives it (their comment says so).
 
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until
 FROM runs WHERE id = ?
+
+-- name: list_runs
+-- Completed by statements.listing: the filters given, the order and the limit.
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until
+FROM runs
 
 -- name: insert_run
 INSERT INTO runs (id, workflow, version, status, input, output, error, domain, subject,
@@ -116,17 +124,27 @@ INSERT OR IGNORE INTO subscription_shapes (domain, name, shape) VALUES (?, ?, ?)
 -- name: shapes
 SELECT shape FROM subscription_shapes WHERE domain = ? AND name = ?
 
--- name: find_subscriptions
+-- name: find_event_subscriptions
+-- (The kind is a literal, here and in find_message_subscriptions: with a parameter
+-- there, SQLite re-plans the statement on every run, weighing the partial index on
+-- message waits; that tripled the lookup's cost.)
 SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
        deadline
 FROM subscriptions
 WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*')
   AND kind = 'event'
--- (kind is a literal: with a parameter there, SQLite re-plans the statement on every
--- run, weighing the partial index on message waits; that tripled the lookup's cost.)
+ORDER BY created_at, run_id
+
+-- name: find_message_subscriptions
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
+FROM subscriptions
+WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*')
+  AND kind = 'message'
 ORDER BY created_at, run_id
 
 -- name: list_subscriptions
+-- Completed by statements.listing: the filters given and the order.
 SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
        deadline
 FROM subscriptions
@@ -170,7 +188,11 @@ FROM messages WHERE id = ?
 
 -- name: list_messages
 SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
-FROM messages
+FROM messages ORDER BY id
+
+-- name: list_messages_by_status
+SELECT id, name, key, payload, message_id, status, reason, received_at, expires_at
+FROM messages WHERE status = ? ORDER BY id
 
 -- name: delete_message
 DELETE FROM messages WHERE id = ?

@@ -1,0 +1,81 @@
+"""The rows of the claims and of start_run, made into records.
+
+Apart from the statements because both the store (its claim) and a transaction
+(a lease in the sender's transaction, a start leased at once) read them.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from parkway.store.base import (
+    JournalEntry,
+    LoadedRun,
+    RunRecord,
+    SignalRecord,
+    TaskRecord,
+    reads_mailbox,
+)
+from parkway.store.postgres.wire import Result
+
+Row = tuple[Any, ...]
+
+_first = operator.itemgetter(0)
+
+
+def run_row(run: RunRecord) -> tuple[Any, ...]:
+    """A run's 16 columns, in the order of ``runs`` (insert_run, start_run)."""
+    return (
+        run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+        run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+        run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+    )  # fmt: skip
+
+
+def started_run(row: Row) -> LoadedRun:
+    """A row of start_run: the run's 16 columns, then its start task's id and due
+    time."""
+    run = RunRecord(*row[:16])
+    return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, None)], [])
+
+
+def claimed_run(row: Row) -> LoadedRun:
+    """A row of the claim query: the run's 16 columns, then its tasks, journal and
+    mailbox as arrays of columns (``None`` when it has none), each in no particular
+    order: put in order here (tasks and signals by id, the journal by position)."""
+    run = RunRecord(*row[:16])
+    t_ids, t_dues, t_kinds, t_poss, t_payloads = row[16:21]
+    j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[21:28]
+    m_ids, m_names, m_payloads, m_ats = row[28:32]
+    tasks = [
+        TaskRecord(*task)
+        for task in sorted(zip(
+            t_ids or (), [run.id] * len(t_ids or ()), t_dues or (), t_kinds or (),
+            t_poss or (), t_payloads or (), strict=True,
+        ), key=_first)
+    ]  # fmt: skip
+    journal = [
+        JournalEntry(*entry)
+        for entry in sorted(zip(
+            j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
+            j_deadlines or (), j_ats or (), strict=True,
+        ), key=_first)
+    ]  # fmt: skip
+    signals = None
+    if reads_mailbox(run, tasks):
+        signals = [
+            SignalRecord(*signal)
+            for signal in sorted(zip(
+                m_ids or (), [run.id] * len(m_ids or ()), m_names or (), m_payloads or (),
+                m_ats or (), strict=True,
+            ), key=_first)
+        ]  # fmt: skip
+    return LoadedRun(run, tasks, journal, signals)
+
+
+def leased_run(result: Result) -> LoadedRun | None:
+    """What a lease in the sender's transaction returned (see lease_from): its one
+    row, whose run is null when it leased nothing."""
+    rows = result.rows
+    return claimed_run(rows[0]) if rows and rows[0][0] is not None else None

@@ -1,0 +1,26 @@
+"""The PostgreSQL transaction: the entity operations over the pipelined transport.
+
+Only the composition lives here: each part is a module of its own (see the
+package's docstring), so that this class, which the store hands out, is the one
+place that says which parts a transaction has.
+"""
+
+from __future__ import annotations
+
+from parkway.store.postgres.events import EventOps
+from parkway.store.postgres.journal import JournalOps
+from parkway.store.postgres.messages import MessageOps
+
+
+class PostgresTx(EventOps, MessageOps, JournalOps):
+    """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
+
+    Runs and leases (:class:`~parkway.store.postgres.runs.RunOps`); journal,
+    tasks and mailbox (:class:`~parkway.store.postgres.journal.JournalOps`);
+    events and subscriptions (:class:`~parkway.store.postgres.events.EventOps`);
+    messages (:class:`~parkway.store.postgres.messages.MessageOps`); all over
+    :class:`~parkway.store.postgres.transport.Transport`, which queues, fuses and
+    commits their statements, and
+    :class:`~parkway.store.postgres.recovery.Recovery`, which carries the
+    transaction over a lost connection.
+    """

@@ -1,0 +1,197 @@
+"""SQLite store: the embedded default (``sqlite:///path/to.db``).
+
+One connection per process, used from the event loop thread: every statement
+is short, and a thread hop per statement would cost more than the statement.
+WAL mode lets readers in other processes proceed while one writer commits;
+``BEGIN IMMEDIATE`` takes the write lock up front so two processes never
+deadlock upgrading a read transaction. ``synchronous=NORMAL`` in WAL mode
+keeps every commit atomic and consistent after a crash of the process; only
+an OS crash or power loss can roll back the last transactions.
+
+This module is the store's life (open, migrate, close), its transactions and
+the worker's calls; the transaction's operations are in tx.py, the WAL's
+background checkpoints in checkpoints.py, the wake-ups of other processes in
+wakeup.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+
+from parkway.errors import ParkwayError, StoreError
+from parkway.store.base import LoadedRun, load_in_transaction
+from parkway.store.sqlite.checkpoints import FOREGROUND_CHECKPOINT_PAGES, Checkpoints
+from parkway.store.sqlite.statements import MIGRATIONS, Q
+from parkway.store.sqlite.tx import SQLiteTx
+from parkway.store.sqlite.wakeup import Wakeups
+
+
+class SQLiteStore:
+    """A SQLite database file, shared safely by several processes on one machine."""
+
+    capabilities: frozenset[str] = frozenset({"persistent", "shared", "group_commit"})
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._data_version = -1
+        # The WAL checkpointed by a thread of the store's (see checkpoints.py).
+        self._checkpoints = Checkpoints(path)
+        # Datagrams that wake other processes' workers when a commit adds tasks
+        # (see parkway.store.sqlite.wakeup); the worker's poll of data_version stays.
+        self.wakeups = Wakeups(path) if path != ":memory:" else None
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``."""
+        prefix = "sqlite:///"
+        if not url.startswith(prefix) or len(url) == len(prefix):
+            raise ParkwayError(
+                f"bad SQLite url {url!r}: write sqlite:///path/to.db (relative) "
+                "or sqlite:////absolute/path/to.db"
+            )
+        return cls(url[len(prefix) :])
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ParkwayError("the store is not open; use `async with engine:` first")
+        return self._conn
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if self.path != ":memory:" and not os.path.isdir(folder):
+            raise ParkwayError(
+                f"cannot open SQLite database {self.path!r}: folder {folder!r} does not exist"
+            )
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # A page cache large enough for the subscription index of many parked runs
+            # (the default 2 MB makes every publish read pages back from the OS).
+            conn.execute("PRAGMA cache_size = -32768")
+            if self.path != ":memory:":
+                conn.execute(f"PRAGMA wal_autocheckpoint = {FOREGROUND_CHECKPOINT_PAGES:d}")
+            self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        self._conn = conn
+        self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self.path != ":memory:":
+            self._checkpoints.start()
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        # BEGIN IMMEDIATE serialises processes that open a fresh file together.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            latest = MIGRATIONS[-1][0]
+            if current > latest:
+                raise ParkwayError(
+                    f"database schema version {current} is newer than this parkway "
+                    f"(knows up to {latest}); upgrade parkway"
+                )
+            for version, script in MIGRATIONS:
+                if version > current:
+                    for statement in _statements(script):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {version:d}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        await self._checkpoints.close()
+        if self.wakeups is not None:
+            self.wakeups.close()
+        if self._conn is not None:
+            async with self._lock:
+                self._conn.close()
+                self._conn = None
+
+    @asynccontextmanager
+    async def transaction(self, *, readonly: bool = False) -> AsyncIterator[SQLiteTx]:
+        async with self._lock:
+            conn = self.conn
+            if readonly:
+                # Reads in autocommit mode: each statement sees the latest commit. Readers
+                # need no snapshot across statements: a run's journal changes only under
+                # its lease, and nothing read here is written back.
+                yield SQLiteTx(conn)
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            tx = SQLiteTx(conn)
+            try:
+                yield tx
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            self._checkpoints.committed()
+            if tx.added_tasks and self.wakeups is not None:
+                self.wakeups.announce()
+
+    async def claim(
+        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+    ) -> list[str]:
+        async with self.transaction():
+            rows = self.conn.execute(
+                Q["claim"], (owner, lease_until, now, wall_now, limit)
+            ).fetchall()
+            return [run_id for (run_id,) in rows]
+
+    async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
+        async with self.transaction():
+            self.conn.executemany(Q["extend_lease"], [(lease_until, r, owner) for r in run_ids])
+
+    async def release_leases(self, owner: str) -> None:
+        async with self.transaction():
+            self.conn.execute(Q["release_leases"], (owner,))
+
+    async def next_due(self, *, after: float | None = None) -> float | None:
+        async with self._lock:
+            if after is None:
+                row = self.conn.execute(Q["next_due"]).fetchone()
+            else:
+                row = self.conn.execute(Q["next_due_after"], (after,)).fetchone()
+            return row[0] if row else None
+
+    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+        return await load_in_transaction(self, run_id, now)
+
+    def watch(self, callback: Callable[[float | None], None]) -> None:
+        # Not "push": a wake-up may be lost (see parkway.store.sqlite.wakeup), so the
+        # worker polls changed() as well; this only makes it look sooner.
+        if self.wakeups is not None and self._conn is not None:
+            self.wakeups.listen(lambda: callback(None))
+
+    async def has_due(self, now: float) -> bool:
+        async with self._lock:
+            return self.conn.execute(Q["has_due"], (now,)).fetchone() is not None
+
+    async def changed(self) -> bool:
+        async with self._lock:
+            if self._conn is None:
+                return False
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._data_version = version
+            return True
+        return False
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (comments dropped: they may hold semicolons)."""
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in code.split(";") if s.strip()]

@@ -1,0 +1,280 @@
+"""A SQLite transaction's operations: one connection, each a statement or two.
+
+Apart from the store (store.py), which opens, checkpoints and wakes, because
+this is the part the engine calls inside a transaction; the operations the
+protocol composes from these (a publish's reads and writes, a delivery, a
+signal) come from :class:`~parkway.store.base.ComposedTx`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from parkway.store.base import (
+    RUN_MUTABLE,
+    ComposedTx,
+    EventRecord,
+    JournalEntry,
+    Lease,
+    MessageRecord,
+    NewTask,
+    RunRecord,
+    SignalRecord,
+    SubscriptionRecord,
+    TaskRecord,
+    load_in,
+)
+from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
+
+RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
+
+
+class SQLiteTx(ComposedTx):
+    """Primitive operations on an open SQLite transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+        self.added_tasks = False  # other processes' workers are told at commit
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
+        return RunRecord(*row) if row else None
+
+    async def insert_run(self, run: RunRecord) -> None:
+        self._c.execute(
+            Q["insert_run"],
+            (
+                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+                run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+            ),
+        )  # fmt: skip
+
+    async def lease_run(
+        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
+    ) -> Lease:
+        cursor = self._c.execute(Q["lease_run"], (owner, lease_until, run_id, wall_now))
+        if cursor.rowcount != 1:
+            return Lease(run_id, taken=False)
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
+
+    async def update_run(
+        self,
+        run_id: str,
+        changes: dict[str, Any],
+        *,
+        owner: str | None = None,
+        release: bool = True,
+    ) -> bool:
+        if not set(changes) <= RUN_MUTABLE:
+            raise ValueError(f"not updatable: {set(changes) - RUN_MUTABLE}")
+        query = update_run(tuple(changes), owned=owner is not None, release=release)
+        params: list[Any] = [*changes.values(), run_id]
+        if owner is not None:
+            params.append(owner)
+        return self._c.execute(query, params).rowcount == 1
+
+    async def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        subject: str | None,
+        domain: str | None,
+        parent_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        given = (
+            ("workflow", workflow),
+            ("status", status),
+            ("subject", subject),
+            ("domain", domain),
+            ("parent_id", parent_id),
+        )
+        columns = tuple(column for column, value in given if value is not None)
+        params = [value for _, value in given if value is not None]
+        # Internal runs are listed only by their own name.
+        query = listing("list_runs", columns, RUNS_ORDER, hide_internal=workflow is None)
+        rows = self._c.execute(query, (*params, limit)).fetchall()
+        return [RunRecord(*row) for row in rows]
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]
+
+    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._c.executemany(
+            Q["put_journal"],
+            [(run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at) for e in entries],
+        )
+
+    async def clear_journal(self, run_id: str) -> None:
+        self._c.execute(Q["clear_journal"], (run_id,))
+
+    async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
+        self.added_tasks = True
+        self._c.executemany(
+            Q["add_task"], [(t.run_id, t.due_at, t.kind, t.pos, t.payload) for t in tasks]
+        )
+
+    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]:
+        return [TaskRecord(*row) for row in self._c.execute(Q["due_tasks"], (run_id, now))]
+
+    async def delete_tasks(self, ids: Sequence[int]) -> None:
+        self._c.executemany(Q["delete_task"], [(i,) for i in ids])
+
+    async def delete_wait_tasks(
+        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
+    ) -> None:
+        if keep:  # rare and short: the kept ids as a JSON array
+            query = Q["delete_wait_tasks_keep" if pos is None else "delete_wait_tasks_at_keep"]
+            args: tuple[Any, ...] = (run_id,) if pos is None else (run_id, pos)
+            self._c.execute(query, (*args, json.dumps(list(keep))))
+        elif pos is None:
+            self._c.execute(Q["delete_wait_tasks"], (run_id,))
+        else:
+            self._c.execute(Q["delete_wait_tasks_at"], (run_id, pos))
+
+    async def delete_all_tasks(self, run_id: str) -> None:
+        self._c.execute(Q["delete_all_tasks"], (run_id,))
+
+    async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
+        self._c.execute(Q["add_signal"], (run_id, name, payload, at))
+
+    async def signals(self, run_id: str) -> list[SignalRecord]:
+        return [SignalRecord(*row) for row in self._c.execute(Q["signals"], (run_id,))]
+
+    async def delete_signals(self, ids: Sequence[int]) -> None:
+        self._c.executemany(Q["delete_signal"], [(i,) for i in ids])
+
+    async def get_event(self, event_id: str) -> EventRecord | None:
+        row = self._c.execute(Q["get_event"], (event_id,)).fetchone()
+        return EventRecord(*row) if row else None
+
+    async def insert_event(self, event: EventRecord) -> None:
+        self._c.execute(
+            Q["insert_event"],
+            (event.id, event.name, event.domain, event.subject, event.payload, event.published_at),
+        )
+
+    async def delete_event(self, event_id: str) -> None:
+        self._c.execute(Q["delete_event"], (event_id,))
+
+    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
+        rows = self._c.execute(Q["events_since"], (domain, name, since))
+        return [EventRecord(*row) for row in rows]
+
+    async def prune_events(self, before: float) -> int:
+        return self._c.execute(Q["prune_events"], (before,)).rowcount
+
+    async def add_subscription(self, sub: SubscriptionRecord) -> None:
+        self._c.execute(
+            Q["add_subscription"],
+            (
+                sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
+                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at, sub.deadline,
+            ),
+        )  # fmt: skip
+        self._c.execute(Q["add_shape"], (sub.domain, sub.name, sub.shape))
+
+    async def shapes(self, domain: str, name: str) -> list[str]:
+        return [row[0] for row in self._c.execute(Q["shapes"], (domain, name))]
+
+    async def find_subscriptions(
+        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
+    ) -> list[SubscriptionRecord]:
+        if kind not in ("event", "message"):
+            raise ValueError(f"unknown subscription kind {kind!r}")
+        # The kind goes in as a literal (see the query); '*' never names a real
+        # subject, so a missing subject matches only wildcards.
+        rows = self._c.execute(
+            FIND_SUBSCRIPTIONS[kind], (domain, name, shape, digest, subject or "*")
+        )
+        return [SubscriptionRecord(*row) for row in rows]
+
+    async def list_subscriptions(
+        self, *, run_id: str | None = None, name: str | None = None
+    ) -> list[SubscriptionRecord]:
+        given = (("run_id", run_id), ("name", name))
+        columns = tuple(column for column, value in given if value is not None)
+        params = [value for _, value in given if value is not None]
+        rows = self._c.execute(
+            listing("list_subscriptions", columns, "ORDER BY created_at"), params
+        )
+        return [SubscriptionRecord(*row) for row in rows]
+
+    async def delete_subscription(self, run_id: str, pos: int) -> None:
+        self._c.execute(Q["delete_subscription"], (run_id, pos))
+
+    async def delete_run_subscriptions(self, run_id: str) -> None:
+        self._c.execute(Q["delete_run_subscriptions"], (run_id,))
+
+    async def sweep_subscriptions(self, now: float) -> int:
+        count = self._c.execute(Q["sweep_subscriptions"], (now,)).rowcount
+        self._c.execute(Q["sweep_shapes"])
+        return count
+
+    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
+        row = self._c.execute(Q["active_run"], (workflow, domain, subject)).fetchone()
+        return row[0] if row else None
+
+    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
+        row = self._c.execute(Q["message_wait"], (name, key)).fetchone()
+        return SubscriptionRecord(*row) if row else None
+
+    async def add_message(self, message: MessageRecord) -> int:
+        m = message
+        cursor = self._c.execute(
+            Q["add_message"],
+            (m.name, m.key, m.payload, m.message_id, m.status, m.reason, m.received_at,
+             m.expires_at),
+        )  # fmt: skip
+        return int(cursor.lastrowid or 0)
+
+    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None:
+        row = self._c.execute(Q["oldest_message"], (name, key, now)).fetchone()
+        return MessageRecord(*row) if row else None
+
+    async def get_message(self, message_id: int) -> MessageRecord | None:
+        if not _is_int64(message_id):  # sqlite3 cannot bind it: no message has it
+            return None
+        row = self._c.execute(Q["get_message"], (message_id,)).fetchone()
+        return MessageRecord(*row) if row else None
+
+    async def list_messages(self, status: str | None) -> list[MessageRecord]:
+        if status is None:
+            rows = self._c.execute(Q["list_messages"])
+        else:
+            rows = self._c.execute(Q["list_messages_by_status"], (status,))
+        return [MessageRecord(*row) for row in rows]
+
+    async def delete_message(self, message_id: int) -> None:
+        if _is_int64(message_id):
+            self._c.execute(Q["delete_message"], (message_id,))
+
+    async def update_message(
+        self, message_id: int, status: str, reason: str | None, expires_at: float
+    ) -> None:
+        if _is_int64(message_id):
+            self._c.execute(Q["update_message"], (status, reason, expires_at, message_id))
+
+    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
+        rows = self._c.execute(Q["expire_messages"], (reason, now)).fetchall()
+        return [MessageRecord(*row) for row in rows]
+
+    async def message_id_seen(self, message_id: str) -> float | None:
+        row = self._c.execute(Q["message_id_seen"], (message_id,)).fetchone()
+        return float(row[0]) if row else None
+
+    async def remember_message_id(self, message_id: str, at: float) -> None:
+        self._c.execute(Q["remember_message_id"], (message_id, at))
+
+    async def prune_message_ids(self, before: float) -> None:
+        self._c.execute(Q["prune_message_ids"], (before,))
+
+
+def _is_int64(value: int) -> bool:
+    """Whether SQLite can hold ``value`` as an INTEGER (message ids are such integers)."""
+    return -(2**63) <= value < 2**63

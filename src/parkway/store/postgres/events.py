@@ -13,7 +13,7 @@ import orjson
 
 from parkway.matching import payload_digest
 from parkway.store.base import EventDelivery, EventRecord, SubscriptionRecord
-from parkway.store.postgres.connections import Connections, Step
+from parkway.store.postgres.connections import Step
 from parkway.store.postgres.runs import RunOps
 from parkway.store.postgres.statements import (
     DELIVER_EVENT,
@@ -22,7 +22,6 @@ from parkway.store.postgres.statements import (
     listing,
     lock_key,
 )
-from parkway.store.postgres.wire import Conn
 
 SUBSCRIPTIONS_ORDER = "ORDER BY created_at, run_id, pos"
 
@@ -30,12 +29,11 @@ SUBSCRIPTIONS_ORDER = "ORDER BY created_at, run_id, pos"
 class EventOps(RunOps):
     """Events, and the subscriptions that wait for them."""
 
-    def __init__(self, store: Connections, conn: Conn, *, readonly: bool) -> None:
-        super().__init__(store, conn, readonly=readonly)
-        # What record_event read ahead: shapes of waits by (domain, name), and waits
-        # by find_subscriptions' arguments.
-        self._shapes: dict[tuple[str, str], list[str]] = {}
-        self._found: dict[tuple[str, ...], list[SubscriptionRecord]] = {}
+    # What record_event read ahead, which shapes() and find_subscriptions() hand
+    # over: shapes of waits by (domain, name), and waits by find_subscriptions'
+    # arguments. (None until a record_event: most transactions publish nothing.)
+    _shapes: dict[tuple[str, str], list[str]] | None = None
+    _found: dict[tuple[str, ...], list[SubscriptionRecord]] | None = None
 
     # -- events ------------------------------------------------------------------------------
 
@@ -70,6 +68,8 @@ class EventOps(RunOps):
                     ahead.append(key)
                     steps.append((Q["find_subscriptions_locked"], key))
         _, found, _, _, shapes, *waits = await self._run(steps)
+        if self._shapes is None or self._found is None:
+            self._shapes, self._found = {}, {}
         self._shapes[name] = self._store._saw_shapes(name, [r[0] for r in shapes.rows or []])
         for key, result in zip(ahead, waits, strict=True):
             self._found[key] = [SubscriptionRecord(*r) for r in result.rows or []]
@@ -176,9 +176,10 @@ class EventOps(RunOps):
         )  # fmt: skip
 
     async def shapes(self, domain: str, name: str) -> list[str]:
-        read = self._shapes.pop((domain, name), None)  # by record_event, in this transaction
-        if read is not None:
-            return read
+        if self._shapes is not None:  # read by record_event, in this transaction
+            read = self._shapes.pop((domain, name), None)
+            if read is not None:
+                return read
         rows = await self._all(Q["shapes"], (domain, name, domain, name))
         return self._store._saw_shapes((domain, name), [row[0] for row in rows])
 
@@ -187,9 +188,10 @@ class EventOps(RunOps):
     ) -> list[SubscriptionRecord]:
         # '*' never names a real subject, so a missing subject matches only wildcards.
         key = (domain, name, shape, digest, subject or "*", kind)
-        read = self._found.pop(key, None)  # by record_event, in this transaction
-        if read is not None:
-            return read
+        if self._found is not None:  # read by record_event, in this transaction
+            read = self._found.pop(key, None)
+            if read is not None:
+                return read
         query = Q["find_subscriptions" if self._ro else "find_subscriptions_locked"]
         rows = await self._all(query, key)
         return [SubscriptionRecord(*row) for row in rows]

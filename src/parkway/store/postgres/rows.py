@@ -24,12 +24,16 @@ Row = tuple[Any, ...]
 _first = operator.itemgetter(0)
 
 
-def run_row(run: RunRecord) -> tuple[Any, ...]:
-    """A run's 16 columns, in the order of ``runs`` (insert_run, start_run)."""
+def run_row(run: RunRecord, lease: tuple[str, float] | None = None) -> tuple[Any, ...]:
+    """A run's 16 columns, in the order of ``runs`` (insert_run, start_run); with
+    ``lease`` (owner, until), those of the run leased to that owner, running."""
+    status, owner, until = (
+        (run.status, run.lease_owner, run.lease_until) if lease is None else ("running", *lease)
+    )
     return (
-        run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+        run.id, run.workflow, run.version, status, run.input, run.output, run.error,
         run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-        run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+        run.created_at, run.updated_at, owner, until,
     )  # fmt: skip
 
 

@@ -12,11 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway.store.base import RUN_MUTABLE, Lease, LoadedRun, RunRecord
-from parkway.store.postgres.connections import Connections
 from parkway.store.postgres.rows import leased_run, run_row, started_run
 from parkway.store.postgres.statements import LEASE_RUN, Q, listing, subject_lock, update_run
 from parkway.store.postgres.transport import Transport
-from parkway.store.postgres.wire import Conn, Result
+from parkway.store.postgres.wire import Result
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT %s"
 
@@ -27,26 +26,18 @@ def start_params(
     """start_run's parameters: the run's columns, its start task's due time and the
     notification (None: none); with ``lease`` (owner, until), the run inserted
     leased to that owner, running."""
-    if lease is None:
-        return (*run_row(run), due_at, note)
-    owner, until = lease
-    return (
-        run.id, run.workflow, run.version, "running", run.input, run.output, run.error,
-        run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-        run.created_at, run.updated_at, owner, until, due_at, note,
-    )  # fmt: skip
+    return (*run_row(run, lease), due_at, note)
 
 
 class RunOps(Transport):
     """Runs: read, insert, start, update, lease, list."""
 
-    def __init__(self, store: Connections, conn: Conn, *, readonly: bool) -> None:
-        super().__init__(store, conn, readonly=readonly)
-        # The start_run queued last (the run, its due time and the statement's
-        # parameters), which lease_run may turn into a leased insert, and the
-        # send_signal (its run and parameters), whose notification it may take over.
-        self._started: tuple[RunRecord, float, tuple[Any, ...]] | None = None
-        self._signal: tuple[str, dict[str, Any]] | None = None
+    # The start_run queued last (the run, its due time and the statement's
+    # parameters), which lease_run may turn into a leased insert, and the
+    # send_signal (its run and parameters), whose notification it may take over.
+    # (None until set: class defaults, so that a transaction costs no __init__ here.)
+    _started: tuple[RunRecord, float, tuple[Any, ...]] | None = None
+    _signal: tuple[str, dict[str, Any]] | None = None
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._one(Q["get_run" if self._ro else "get_run_locked"], (run_id,))

@@ -68,13 +68,8 @@ class PostgresStore(Connections):
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
         """Parse ``url`` (libpq syntax plus parkway's parameters) without connecting."""
-        settings = parse(url)
-        return cls(
-            settings.conninfo,
-            display=settings.display,
-            pool_size=settings.pool_size,
-            pool_timeout=settings.pool_timeout,
-        )
+        conninfo, display, pool_size, pool_timeout = parse(url)
+        return cls(conninfo, display=display, pool_size=pool_size, pool_timeout=pool_timeout)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -64,6 +64,7 @@ class Connections:
 
     @property
     def pool(self) -> psycopg_pool.AsyncConnectionPool[Conn]:
+        """The open pool (a ``ParkwayError`` while the store is not open)."""
         if self._pool is None:
             raise ParkwayError("the store is not open; use `async with engine:` first")
         return self._pool

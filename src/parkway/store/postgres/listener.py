@@ -40,15 +40,13 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._changed = False
 
-    @property
-    def running(self) -> bool:
-        return self._task is not None
-
     def start(self) -> None:
+        """Listen from now on (a no-op while listening)."""
         if self._task is None:
             self._task = asyncio.create_task(self._listen(), name="parkway-listener")
 
     async def stop(self) -> None:
+        """Stop listening and close the connection (the store is closing)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -21,6 +21,14 @@ from parkway import (
 )
 
 EXPECTED_ALL = {
+    "EngineClosedError",
+    "InvalidArgumentError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidWorkflowError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
+    "WorkflowUsageError",
     "Batch",
     "ChildHandle",
     "CorrelationError",

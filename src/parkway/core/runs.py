@@ -109,8 +109,30 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
     return out
 
 
-def info(run: RunRecord) -> RunInfo:
-    """The public view of a run's row."""
+async def describe(rt: Runtime, run_id: str) -> RunInfo:
+    """The run's :class:`RunInfo`, its values with it.
+
+    Raises:
+        RunNotFoundError: No run has that id.
+    """
+    async with rt.store.transaction(readonly=True) as tx:
+        run = await tx.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        values = await tx.run_values([run_id])
+    return info(run, values.get(run_id))
+
+
+async def listing(rt: Runtime, **filters: Any) -> list[RunInfo]:
+    """Runs as ``Tx.list_runs`` finds them, each with its values."""
+    async with rt.store.transaction(readonly=True) as tx:
+        records = await tx.list_runs(parent_id=None, **filters)
+        values = await tx.run_values([r.id for r in records]) if records else {}
+    return [info(r, values.get(r.id)) for r in records]
+
+
+def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:
+    """The public view of a run's row (and its values)."""
     return RunInfo(
         id=run.id,
         workflow=run.workflow,
@@ -124,6 +146,7 @@ def info(run: RunRecord) -> RunInfo:
         parent_id=run.parent_id,
         created_at=_dt(run.created_at),
         updated_at=_dt(run.updated_at),
+        values={k: _json.loads(v) for k, v in (values or {}).items()},
     )
 
 

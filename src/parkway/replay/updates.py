@@ -30,6 +30,10 @@ from parkway.store.base import JournalEntry, UpdateRecord
 
 Handler = tuple[Callable[..., Any], Callable[[Any], Any] | None]
 
+# The journal "branch" of the updates applied: not a line of code, the order they
+# were applied in among the run's operations.
+UPDATES = "!updates"
+
 
 class Updates(MachineState):
     """``ctx.on_update``, the updates sent to the run, and ``ctx.set_value``."""
@@ -79,7 +83,7 @@ class Updates(MachineState):
                     self._reject(update, str(exc) or type(exc).__name__)
                     continue
             value = {"id": update.id, "payload": payload}
-            entry = self._record_new(self._root_branch(), "update", update.name, "done",
+            entry = self._record_new(self._updates_line, "update", update.name, "done",
                                      _json.dumps(value))  # fmt: skip
             self._run_handler(entry, update.id, handler, payload)
             ran = True
@@ -148,8 +152,9 @@ class Updates(MachineState):
     def _reject(self, update: UpdateRecord, reason: str) -> None:
         self.writes.updates.append((update.id, "rejected", _json.dumps(reason)))
 
-    def _root_branch(self) -> Branch:
-        raise NotImplementedError
+    @property
+    def _updates_line(self) -> Branch:
+        return Branch(UPDATES, None, [])  # type: ignore[arg-type]
 
     def _branch_now(self) -> Branch:
         raise NotImplementedError

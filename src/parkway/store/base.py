@@ -224,10 +224,6 @@ class Tx(Protocol):
         """Record what became of a pending update (see :class:`UpdateRecord`)."""
         ...
 
-    async def close_updates(self, run_id: str, at: float) -> None:
-        """The run ended: its pending updates are ``closed``."""
-        ...
-
     async def message_id_seen(self, message_id: str) -> float | None: ...
     async def remember_message_id(self, message_id: str, at: float) -> None: ...
     async def prune_message_ids(self, before: float) -> None: ...
@@ -472,8 +468,8 @@ __all__ = [
     "Store",
     "SubscriptionRecord",
     "TaskRecord",
-    "UpdateRecord",
     "Tx",
+    "UpdateRecord",
     "load_in",
     "load_in_transaction",
     "reads_mailbox",

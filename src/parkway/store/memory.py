@@ -120,10 +120,6 @@ class _ValuesAndUpdates:
         self._s.updates[key] = new
         self._undo.append(lambda: self._s.updates.__setitem__(key, old))
 
-    async def close_updates(self, run_id: str, at: float) -> None:
-        for update in await self.pending_updates(run_id):
-            await self.finish_update(run_id, update.id, "closed", None, at)
-
 
 class MemoryTx(_ValuesAndUpdates, ComposedTx):
     """A transaction over :class:`_State` with an undo log."""

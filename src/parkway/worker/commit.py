@@ -85,5 +85,5 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.delete_signals(writes.consumed_signals)
     if writes.values:
         await tx.put_values(run_id, writes.values, now)
-    for update_id, status, result in writes.updates:
-        await tx.finish_update(run_id, update_id, status, result, now)
+    for update_id, status, answer in writes.updates:
+        await tx.finish_update(run_id, update_id, status, answer, now)

@@ -584,3 +584,40 @@ async def test_a_patch_keeps_runs_past_the_change_on_the_old_code(
     await new.signal("new-run", "go")
     assert await new.handle(parked.id).result(timeout=10) == ["a", "b"]
     assert await fresh.result(timeout=10) == ["a", "extra", "b"]
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+
+async def test_values_and_updates_over_http(engine: Engine) -> None:
+    import httpx
+
+    from parkway.http import create_app
+    from parkway.http import schemas as s
+
+    engine.workflow(name="counter")(counter)
+
+    @engine.workflow()
+    async def linked(ctx, _input):
+        ctx.set_value("link", "https://pay.example/9")
+        await ctx.wait_for_signal("never")
+
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parkway.test") as client:
+        counted = await engine.start("counter", id="c")
+        reply = await client.post("/runs/c/updates/add", json={"payload": 4})
+        assert (reply.status_code, s.UpdateOut.model_validate(reply.json()).result) == (200, 4)
+        refused = await client.post("/runs/c/updates/add", json={"payload": -1})
+        assert refused.status_code == 409 and refused.json()["error"] == "UpdateRejectedError"
+        missing = await client.post("/runs/nope/updates/add", json={})
+        assert missing.status_code == 404
+        bad = await client.post("/runs/c/updates/add", json={"payload": 1, "timeout": -1})
+        assert bad.status_code == 422
+        await engine.start("linked", id="l")
+        value = await client.get("/runs/l/values/link", params={"timeout": 5})
+        assert s.ValueOut.model_validate(value.json()).value == "https://pay.example/9"
+        assert (await client.get("/runs/l/values")).json() == {"link": "https://pay.example/9"}
+        assert (await client.get("/runs/l")).json()["values"] == {"link": "https://pay.example/9"}
+        unset = await client.get("/runs/l/values/other")
+        assert unset.json() == {"key": "other", "value": None}
+        assert counted.id == "c"

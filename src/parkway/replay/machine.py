@@ -415,7 +415,6 @@ class Machine(Composites, Updates):
         else:
             self._branch_ended(branch, value, error)
 
-
     def _continued(self, cont: ContinueAsNew) -> None:
         try:
             data = _json.dumps(cont.input, "the input passed to ctx.continue_as_new")

@@ -38,6 +38,7 @@ from parkway.errors import (
 )
 from parkway.events import (
     Batch,
+    CancelOn,
     CorrelationResult,
     Debounce,
     Delivery,
@@ -55,6 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "CancelOn",
     "ChildHandle",
     "CorrelationError",
     "CorrelationResult",

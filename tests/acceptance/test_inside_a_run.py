@@ -621,3 +621,40 @@ async def test_values_and_updates_over_http(engine: Engine) -> None:
         unset = await client.get("/runs/l/values/other")
         assert unset.json() == {"key": "other", "value": None}
         assert counted.id == "c"
+
+
+# -- cancel_on ---------------------------------------------------------------------------------
+
+
+async def test_a_matching_event_cancels_the_run_and_another_does_not(engine: Engine) -> None:
+    from parkway import CancelOn, RunCancelledError
+
+    @engine.workflow(
+        cancel_on=[CancelOn("order.cancelled", match=lambda order: {"order": order["id"]})]
+    )
+    async def fulfil(ctx, order):
+        return await ctx.wait_for_signal("shipped")
+
+    one = await engine.start("fulfil", {"id": 1})
+    two = await engine.start("fulfil", {"id": 2})
+    await engine.idle()
+    subs = await engine.subscriptions(run_id=one.id)
+    assert {s.kind for s in subs} == {"cancel"}
+    await engine.publish("order.cancelled", {"order": 1})
+    with pytest.raises(RunCancelledError):
+        await one.result(timeout=10)
+    assert (await two.info()).status == RunStatus.PARKED
+    await two.signal("shipped", "ok")
+    assert await two.result(timeout=10) == "ok"
+    assert await engine.subscriptions() == []
+
+
+async def test_cancel_on_refuses_bad_conditions(engine: Engine) -> None:
+    from parkway import CancelOn, InvalidWorkflowError
+
+    with pytest.raises(InvalidWorkflowError, match="cancel_on"):
+        engine.workflow(cancel_on=["order.cancelled"])(counter)  # type: ignore[list-item]
+    with pytest.raises(InvalidWorkflowError, match="event must be a name"):
+        engine.workflow(cancel_on=[CancelOn("")])(counter)
+    with pytest.raises(ParkwayError, match="match"):
+        engine.workflow(cancel_on=[CancelOn("x", match=[1])])(counter)  # type: ignore[arg-type]

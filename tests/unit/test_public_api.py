@@ -21,6 +21,7 @@ from parkway import (
 )
 
 EXPECTED_ALL = {
+    "CancelOn",
     "EngineClosedError",
     "InvalidArgumentError",
     "InvalidEventError",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
+from parkway.core import cancel_on
 from parkway.core.handover import handing_over
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -56,6 +57,7 @@ async def insert_run(
     record = new_run(rt, workflow, version, run_id, data, **fields)
     await tx.insert_run(record)
     await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
+    await cancel_on.register(rt.registry, tx, record, record.created_at)
 
 
 async def start(
@@ -71,9 +73,17 @@ async def start(
     """The run, with ``encode()`` as its input, and its start task (unless the id exists),
     handed to this process's worker when it has a place."""
     record = new_run(rt, workflow, version, run_id, encode(), domain=domain, subject=subject)
+    wf = rt.registry.get(workflow, version)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
-            await tx.start_run(record, record.created_at)
+            if wf is not None and wf.cancel_on:
+                # Its cancel conditions go with a run inserted now, not with one that was
+                # there: the one-statement start_run would not say which it was.
+                if await tx.get_run(run_id) is None:
+                    await tx.start_run(record, record.created_at)
+                    await cancel_on.register(rt.registry, tx, record, record.created_at)
+            else:
+                await tx.start_run(record, record.created_at)
             await hand_over(tx, run_id)
     rt.after_commit()
 

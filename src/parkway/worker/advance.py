@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from parkway import _json
+from parkway.core import cancel_on
 from parkway.core.committer import Job
 from parkway.core.intake import prepare
 from parkway.core.messages import rebuffer
@@ -241,11 +242,15 @@ class Advancer:
             return None
         changes = {"version": wf.version, "input": data, "updated_at": self.rt.now()}
 
+        pinned = dataclasses.replace(run, version=wf.version, input=data)
+
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            # (Its starter did not know the workflow: its cancel conditions start now.)
+            await cancel_on.register(self.rt.registry, tx, pinned, self.rt.now())
 
         await self.commit(run.id, job)
-        return dataclasses.replace(run, version=wf.version, input=data)
+        return pinned
 
     async def _commit(
         self,
@@ -302,6 +307,9 @@ class Advancer:
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])
+                # The new generation holds its cancel conditions anew (its input's).
+                renewed = dataclasses.replace(run, input=outcome.new_input)
+                await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
                     await tx.add_tasks([NewTask(run.id, now, "update")])
 

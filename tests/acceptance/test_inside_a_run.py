@@ -469,10 +469,15 @@ async def test_the_callers_timeout_bounds_only_its_wait(engine: Engine) -> None:
         await ctx.wait_for_signal("go")  # updates are handled here, from the start
         return "done"
 
+    release = asyncio.Event()
+
+    async def held() -> None:
+        await release.wait()
+
     @engine.workflow()
     async def never_quiet(ctx, _input):
         ctx.on_update("ping", lambda _p: "pong")
-        await ctx.step(_forever)
+        await ctx.step(held)
         return "done"
 
     handle = await engine.start("busy")
@@ -480,15 +485,8 @@ async def test_the_callers_timeout_bounds_only_its_wait(engine: Engine) -> None:
     stuck = await engine.start("never_quiet")
     with pytest.raises(ResultTimeoutError):
         await stuck.update("ping", id="late", timeout=0.2)
-    _release.set()
+    release.set()
     await stuck.result(timeout=10)
-
-
-_release = asyncio.Event()
-
-
-async def _forever() -> None:
-    await _release.wait()
 
 
 async def test_a_hundred_concurrent_updates_are_each_applied_once(engine: Engine) -> None:

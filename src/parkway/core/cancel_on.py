@@ -21,13 +21,10 @@ from parkway.events import CancelOn
 from parkway.matching import check_match, match_digest, matches, payload_digest, shape_of
 from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
+from parkway.store.records import CANCEL_PREFIX
 
 log = logging.getLogger("parkway.events")
 
-# Cancel conditions are indexed under the event's name with this prefix, kind
-# "cancel": a publish looks them up by their own (domain, name) key, and a store
-# that fuses deliveries can tell in one probe whether an event cancels anything.
-CANCEL_PREFIX = "\x00cancel:"
 # A condition lives as long as its run (its subscriptions go when it ends); this
 # safety net is only for one whose run is gone without ending (none should be).
 CANCEL_TTL = 10 * 365.25 * 86400.0

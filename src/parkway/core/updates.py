@@ -58,8 +58,10 @@ async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> An
     poll = FIRST_POLL if "shared" in rt.store.capabilities else LAST_POLL
     while True:
         async with rt.store.transaction(readonly=True) as tx:
-            found = await tx.get_update(run_id, update_id)
+            # The run first: where each statement reads its own snapshot (PostgreSQL's
+            # READ COMMITTED), an update read after a run that ended is final.
             run = await tx.get_run(run_id)
+            found = await tx.get_update(run_id, update_id)
         if found is None or run is None:
             raise RunNotFoundError(run_id)
         if found.status != UPDATE_PENDING:

@@ -165,6 +165,12 @@ class UpdateRecord:
 
 UPDATE_PENDING = "pending"
 
+# cancel_on's conditions are subscriptions of kind "cancel" indexed under the
+# event's name with this prefix (see parkway.core.cancel_on): a control
+# character, so no name a caller gives can collide with one (not NUL, which
+# PostgreSQL's text refuses).
+CANCEL_PREFIX = "\x1fcancel:"
+
 
 @dataclass
 class LoadedRun:

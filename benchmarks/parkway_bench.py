@@ -31,6 +31,9 @@ Shapes
     messages correlated at fixed times, at fractions of the capacity measured first,
     by 4 senders; latency from each scheduled send to its run's committed resume
     (p50/p99/p999): see ``benchmarks.openloop``.
+``gather`` (N=50), ``update`` (N=1000, ``--update-via inproc|xproc``)
+    a gather of 10 async steps against one step's time; update round trips, in one
+    process and across processes: see ``benchmarks.inside``.
 ``wake`` (N=1000)
     N parked runs; one at a time: signal, then wait for the run's result (it returns
     right after the wait). ``p50_ms``/``p99_ms``.
@@ -87,10 +90,13 @@ from benchmarks.harness import (
     process_figures,
     table_bytes,
 )
+from benchmarks.inside import shape_gather, shape_update
 from benchmarks.openloop import shape_openloop
 from benchmarks.resume import shape_resume
 
 DEFAULT_N = {
+    "gather": 50,
+    "update": 1000,
     "steps3": 1000,
     "resume": 200,
     "openloop": 10000,
@@ -514,6 +520,8 @@ async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
 
 
 SHAPES = {
+    "gather": shape_gather,
+    "update": shape_update,
     "resume": shape_resume,
     "openloop": shape_openloop,
     "scale": shape_scale,
@@ -567,6 +575,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--capacity-n", type=int, default=10000, help="openloop: messages of the capacity phase"
     )
+    parser.add_argument(
+        "--step-ms", type=float, default=20.0, help="gather: each of its steps' time"
+    )
+    parser.add_argument(
+        "--update-via", choices=["inproc", "xproc"], default="inproc",
+        help="update: the run's worker in this process, or in a worker process",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:

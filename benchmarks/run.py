@@ -56,6 +56,9 @@ SIZES: dict[str, tuple[int, int]] = {
     "correlate": (10000, 1000),
     "resume": (200, 30),
     "openloop": (10000, 1000),
+    "gather": (50, 10),
+    "update": (1000, 100),
+    "xupdate": (1000, 100),
 }
 
 
@@ -164,6 +167,18 @@ def rows(n: dict[str, int], quick: bool) -> list[Row]:
         Row("correlate", "correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
         *resume_rows(depth),
         *openloop_rows(n["openloop"], quick),
+        *inside_rows("≤ 2"),
+    ]
+
+
+def inside_rows(update_target: str) -> list[Row]:
+    return [
+        Row("gather", "gather of 10 async steps of 20 ms: wall, p50 ms", "wall_p50_ms", ""),
+        Row("gather", "the same / one step's time (p50)", "ratio_p50", "≈ 1"),
+        Row("update", "update → answer, in one process, p50 ms", "p50_ms", update_target),
+        Row("update", "the same, p99 ms", "p99_ms", ""),
+        Row("xupdate", "update → answer, across processes, p50 ms", "p50_ms", update_target),
+        Row("xupdate", "the same, p99 ms", "p99_ms", ""),
     ]
 
 

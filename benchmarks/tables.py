@@ -17,6 +17,7 @@ VARIANTS = {
     "xcorrelate": ["--shape", "xwake", "--via", "correlate"],
     "steps3sync": ["--shape", "steps3", "--steps", "sync"],
     "parkevent": ["--shape", "park", "--wait", "event"],
+    "xupdate": ["--shape", "update", "--update-via", "xproc"],
 }
 # Options of the shapes whose quick run is shorter in more than N: (full, quick).
 SIZED = {
@@ -57,6 +58,9 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
     xcorrelate = ours("xcorrelate", "--n", wakes)
     correlate = ours("correlate", "--n", str(n))
     publish = ours("publish", "--n", str(n * 5))
+    gather = ours("gather", "--n", "10" if quick else "50")
+    update = ours("update", "--n", wakes)
+    xupdate = ours("xupdate", "--n", wakes)
     resume = run_json(
         "benchmarks.parkway_bench",
         [*shape_args("resume", quick), "--db", "postgres", "--n", "30" if quick else "200"],
@@ -127,6 +131,10 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
         f"| correlate → resumed, p50 / p99 ms | {pair(correlate)} | | | ≤ 1.5 / 10 |",
         *resume_rows(resume),
         *openloop_rows(loop, n * 5, 2 if quick else 10),
+        f"| gather of 10 async steps of 20 ms: wall / one step (p50) | "
+        f"{fmt(value(gather, 'ratio_p50'))} | | | ≈ 1 |",
+        f"| update → answer, in one process, p50 / p99 ms | {pair(update)} | | | ≤ 3 |",
+        f"| update → answer, across processes, p50 / p99 ms | {pair(xupdate)} | | | ≤ 3 |",
         "",
         "¹ DBOS's figure is its in-process one (started and run in one process, its best "
         "variant); the worker-process rows run workflows started beforehand by a client "

@@ -18,12 +18,14 @@ from parkway.client.intake import IntakeOperations
 from parkway.client.runs import RunOperations
 from parkway.clock import Clock, SystemClock
 from parkway.core import accumulate, housekeeping
+from parkway.core import cancel_on as cancel_conditions
 from parkway.core.runtime import Runtime, Settings
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     InvalidArgumentError,
     InvalidWorkflowError,
 )
+from parkway.events import CancelOn
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.store import Store, open_store
 from parkway.worker import Worker
@@ -197,6 +199,7 @@ class Engine(RunOperations, IntakeOperations):
         batch: Any = None,
         validate_input: Callable[[Any], Any] | None = None,
         unique_per_subject: bool = False,
+        cancel_on: Sequence[CancelOn] | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -211,6 +214,7 @@ class Engine(RunOperations, IntakeOperations):
             validate_input: Called with the input; its return value becomes the
                 input, and an exception it raises rejects the run.
             unique_per_subject: At most one active run per (domain, subject).
+            cancel_on: Events that cancel a run while it is active (``CancelOn``).
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -249,6 +253,7 @@ class Engine(RunOperations, IntakeOperations):
                 batch=bat,
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
+                cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
             )
             registry = self._rt.registry
             registry.add(wf)

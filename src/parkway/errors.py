@@ -255,3 +255,32 @@ class LeaseLostError(ParkwayError):
 
 class StoreFailedError(ParkwayError):
     """The store failed while a run was being advanced; the worker retries the run later."""
+
+
+class UpdateRejectedError(ParkwayError):
+    """The run refused an update: its validator raised, or it has no handler of that
+    name. Nothing of it was journaled.
+
+    Attributes:
+        run_id: The run.
+        name: The update's name.
+        reason: Why (the validator's message).
+    """
+
+    def __init__(self, run_id: str, name: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r} rejected update {name!r}: {reason}")
+        self.run_id, self.name, self.reason = run_id, name, reason
+
+
+class UpdateFailedError(ParkwayError):
+    """An update was accepted, but its handler raised (the run goes on).
+
+    Attributes:
+        run_id: The run.
+        name: The update's name.
+        error: The handler's error (a :class:`parkway.ErrorInfo`).
+    """
+
+    def __init__(self, run_id: str, name: str, error: Any) -> None:
+        self.run_id, self.name, self.error = run_id, name, error
+        super().__init__(f"update {name!r} of run {run_id!r} failed: {error}")

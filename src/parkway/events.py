@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -135,6 +136,26 @@ class SubscriptionInfo:
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class CancelOn:
+    """Cancel a run (as ``engine.cancel``) when ``event`` is published while it is active.
+
+    Args:
+        event: The event name.
+        match: Payload fields the event must deep-equal: a dict, or a function of
+            the run's input returning the dict (called once, when the run starts).
+            ``None``: any payload.
+        subject: Whose events: ``None``, the run's own subject (any subject if it
+            has none); ``"*"``, any subject of its domain; or another subject.
+    """
+
+    event: str
+    match: dict[str, Any] | Callable[[Any], dict[str, Any] | None] | None = field(
+        default=None, kw_only=True
+    )
+    subject: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)

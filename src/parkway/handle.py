@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from parkway.durations import Duration
 from parkway.models import RunInfo
 
 
@@ -14,6 +15,16 @@ class RunClient(Protocol):
     async def get_run(self, run_id: str) -> RunInfo: ...
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None: ...
     async def cancel(self, run_id: str) -> None: ...
+    async def update(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        id: str | None = None,
+        timeout: Duration = 30,
+    ) -> Any: ...
+    async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any: ...
 
 
 class RunHandle:
@@ -52,6 +63,17 @@ class RunHandle:
     async def cancel(self) -> None:
         """Cancel this run (and its active children)."""
         await self._engine.cancel(self.id)
+
+    async def update(
+        self, name: str, payload: Any = None, *, id: str | None = None, timeout: Duration = 30
+    ) -> Any:
+        """Send this run a synchronous update; its handler's answer (see ``Engine.update``)."""
+        return await self._engine.update(self.id, name, payload, id=id, timeout=timeout)
+
+    async def value(self, key: str, *, timeout: Duration = 0) -> Any:
+        """This run's latest value ``key``, or ``None`` if it has not set it within
+        ``timeout`` wall-clock seconds (0: do not wait)."""
+        return await self._engine.value(self.id, key, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"

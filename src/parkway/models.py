@@ -121,7 +121,10 @@ def _dt(ts: float) -> datetime:
 
 @dataclass(frozen=True)
 class RunInfo(_Subscriptable):
-    """A snapshot of one run."""
+    """A snapshot of one run.
+
+    ``values``: what the run published with ``ctx.set_value``, by key.
+    """
 
     id: str
     workflow: str
@@ -135,6 +138,7 @@ class RunInfo(_Subscriptable):
     parent_id: str | None
     created_at: datetime
     updated_at: datetime
+    values: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

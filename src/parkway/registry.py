@@ -52,6 +52,8 @@ class WorkflowDef:
     internal: bool = False
     model: Any = field(default=None, repr=False)
     start_rule: StartRule | None = field(default=None, repr=False)
+    # Events that cancel a run while it is active (parkway.CancelOn).
+    cancel_on: tuple[Any, ...] = ()
     resume_rule: ResumeRule | None = field(default=None, repr=False)
 
     def check_input(self, value: Any) -> Any:

@@ -36,6 +36,7 @@ from parkway.store.base import (
     RunRecord,
     SubscriptionRecord,
     Tx,
+    UpdateRecord,
 )
 
 T = TypeVar("T")
@@ -236,6 +237,91 @@ async def test_journal_is_ordered_replaced_by_position_and_cleared(store: Store)
         await tx.clear_journal("r")
         assert await tx.journal("r") == []
         assert len(await tx.journal("other")) == 1
+
+
+async def test_a_journal_entry_keeps_its_branch_and_order(store: Store) -> None:
+    branched = [entry(0, branch="0.1"), entry(1, seq=7), entry(2, "withdrawn", branch="2.0")]
+    async with store.transaction() as tx:
+        await tx.put_journal("r", branched)  # several in one call
+        await tx.put_journal("r", [entry(3, branch="u4", seq=9)])  # one alone
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.journal("r") == [*branched, entry(3, branch="u4", seq=9)]
+    loaded = await store.load_run("r", NOW)
+    assert loaded is None  # (no run row: the journal alone loads nothing)
+
+
+async def test_a_loaded_run_brings_its_journal_with_branches(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r", status="parked"))
+        await tx.put_journal("r", [entry(0, branch="0.0", seq=3), entry(1)])
+        await tx.add_tasks([NewTask("r", NOW, "signal")])
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
+    assert claimed == ["r"]
+    loaded = await store.load_run("r", NOW)
+    assert loaded is not None
+    assert loaded.journal == [entry(0, branch="0.0", seq=3), entry(1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Values and updates
+
+
+async def test_values_are_set_replaced_and_read_by_run(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.put_values("a", {"link": b'"x"', "n": b"1"}, NOW)
+        await tx.put_values("b", {"n": b"2"}, NOW)
+    async with store.transaction() as tx:
+        await tx.put_values("a", {"n": b"3"}, NOW + 1)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.run_values(["a", "b", "none"]) == {
+            "a": {"link": b'"x"', "n": b"3"}, "b": {"n": b"2"},
+        }  # fmt: skip
+        assert await tx.run_values([]) == {}
+    with contextlib.suppress(_Rollback):
+        async with store.transaction() as tx:
+            await tx.put_values("a", {"n": b"4"}, NOW)
+            raise _Rollback
+    async with store.transaction(readonly=True) as tx:
+        assert (await tx.run_values(["a"]))["a"]["n"] == b"3"
+
+
+def update(run_id: str, update_id: str, name: str = "add") -> UpdateRecord:
+    return UpdateRecord(run_id, update_id, name, b"1", "pending", None, NOW)
+
+
+async def test_updates_are_kept_once_by_id_in_order_until_answered(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.add_update(update("r", "u1")) is None
+        assert await tx.add_update(update("r", "u2", "other")) is None
+        assert await tx.add_update(update("s", "u1")) is None  # another run's
+        again = await tx.add_update(update("r", "u1", "changed"))
+        assert again is not None and (again.id, again.name, again.status) == (
+            "u1",
+            "add",
+            "pending",
+        )
+    async with store.transaction() as tx:
+        assert [u.id for u in await tx.pending_updates("r")] == ["u1", "u2"]
+        await tx.finish_update("r", "u1", "done", b"42", NOW + 1)
+    async with store.transaction(readonly=True) as tx:
+        assert [u.id for u in await tx.pending_updates("r")] == ["u2"]
+        done = await tx.get_update("r", "u1")
+        assert done is not None
+        assert (done.status, done.result, done.finished_at) == ("done", b"42", NOW + 1)
+        assert await tx.get_update("r", "nope") is None
+
+
+async def test_cancel_conditions_are_found_by_their_own_kind(store: Store) -> None:
+    condition = sub("r", -1, kind="cancel", name="\x1fcancel:order.paid", subject="*")
+    async with store.transaction() as tx:
+        await tx.add_subscription(condition)
+        await tx.add_subscription(sub("r", 0))
+    async with store.transaction(readonly=True) as tx:
+        found = await tx.find_subscriptions(
+            domain="default", name="\x1fcancel:order.paid", shape="", digest="", subject=None,
+            kind="cancel",
+        )  # fmt: skip
+        assert found == [condition]
 
 
 # ---------------------------------------------------------------------------------------------

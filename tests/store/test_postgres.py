@@ -1077,7 +1077,7 @@ def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
     )  # fmt: skip
     tasks = ([7, 3], [NOW, NOW], ["signal", "signal"], [None, None], [None, None])
     journal = ([1, 0], ["step", "step"], ["b", "a"], ["done", "done"], [b"2", b"1"])
-    journal_times = ([None, None], [NOW, NOW])
+    journal_times = ([None, None], [NOW, NOW], [None, None], [None, None])  # + branch, seq
     mailbox = ([12, 11], ["second", "first"], [b"2", b"1"], [NOW, NOW])
     loaded = rows.claimed_run((*run_columns, *tasks, *journal, *journal_times, *mailbox, 2))
     assert [t.id for t in loaded.tasks] == [3, 7]

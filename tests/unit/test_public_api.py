@@ -21,6 +21,15 @@ from parkway import (
 )
 
 EXPECTED_ALL = {
+    "CancelOn",
+    "EngineClosedError",
+    "InvalidArgumentError",
+    "InvalidEventError",
+    "InvalidMessageError",
+    "InvalidWorkflowError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
+    "WorkflowUsageError",
     "Batch",
     "ChildHandle",
     "CorrelationError",

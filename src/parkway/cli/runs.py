@@ -83,6 +83,38 @@ def signal_(ctx: click.Context, run_id: str, name: str, payload: Any, app: Engin
 
 
 @cli.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("name")
+@click.argument("payload", metavar="JSON", type=JSON, default="null")
+@click.option("--id", "update_id", help="The update's id (default: random); a repeat gives "
+              "the first answer.")  # fmt: skip
+@click.option("--timeout", type=DURATION, default=30.0, show_default=True,
+              help="Stop waiting for the answer after it (the update applies).")  # fmt: skip
+@click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
+@click.pass_context
+def update(
+    ctx: click.Context,
+    run_id: str,
+    name: str,
+    payload: Any,
+    update_id: str | None,
+    timeout: float,
+    app: Engine | None,
+) -> None:
+    """Send update NAME with payload JSON to run RUN; print its handler's answer.
+
+    A worker must be running the run's workflow: the update is handled when the
+    run is parked at a wait (or reaches its next one).
+    """
+
+    async def action(engine: Engine) -> dict[str, Any]:
+        result = await engine.update(run_id, name, payload, id=update_id, timeout=timeout)
+        return {"run": run_id, "update": name, "result": result}
+
+    as_client(ctx, app, action, existing_db=True)
+
+
+@cli.command()
 @click.option("--workflow", help="Only runs of this workflow.")
 @click.option("--status", type=click.Choice(STATUSES), help="Only runs in this status.")
 @click.option("--subject", help="Only runs about this subject.")

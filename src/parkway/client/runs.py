@@ -16,6 +16,8 @@ from parkway.client.base import (
 )
 from parkway.core import runs, transitions
 from parkway.core import signals as core_signals
+from parkway.core import updates as core_updates
+from parkway.durations import Duration, to_seconds
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus
 from parkway.registry import LATEST, WorkflowDef
@@ -80,7 +82,7 @@ class RunOperations(Facade):
         """
         self._require_open()
         limits.reference(run_id)
-        return runs.info(await runs.record(self._rt, run_id))
+        return await runs.describe(self._rt, run_id)
 
     async def list_runs(
         self,
@@ -102,12 +104,14 @@ class RunOperations(Facade):
         limits.optional_reference(workflow, "workflow name", field="workflow")
         limits.optional_reference(subject, "subject", field="subject")
         limits.optional_reference(domain, "domain", field="domain")
-        async with self._rt.store.transaction(readonly=True) as tx:
-            records = await tx.list_runs(
-                workflow=workflow, status=wanted, subject=subject,
-                domain=domain, parent_id=None, limit=limit,
-            )  # fmt: skip
-        return [runs.info(r) for r in records]
+        return await runs.listing(
+            self._rt,
+            workflow=workflow,
+            status=wanted,
+            subject=subject,
+            domain=domain,
+            limit=limit,
+        )
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's journal (current generation), in order.
@@ -168,6 +172,69 @@ class RunOperations(Facade):
             start = (wf.name, wf.version, encode_input(wf, input))
         await core_signals.signal(self._rt, id, signal, data, start=start)
         return RunHandle(self, id)
+
+    async def update(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        id: str | None = None,
+        timeout: Duration = 30,
+    ) -> Any:
+        """Send the run a synchronous update; return its handler's answer.
+
+        The run's handler (``ctx.on_update(name, ...)``) takes it when the run is
+        parked at a wait, or reaches its next one; its validator runs first. An
+        accepted update is journaled and applied exactly once: sent again with
+        the same ``id``, it gives the first answer.
+
+        Args:
+            run_id: The run.
+            name: The update's name.
+            payload: A JSON value for the handler.
+            id: The update's id (default: a new random one).
+            timeout: Wall-clock seconds to wait for the answer.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunClosedError: The run has finished (or finished before it took it).
+            UpdateRejectedError: The validator refused it, or the run has no handler
+                of that name; nothing was journaled.
+            UpdateFailedError: The handler raised (the run goes on).
+            ResultTimeoutError: ``timeout`` passed first (an accepted update still
+                applies; ask again with its ``id`` for the answer).
+        """
+        self._require_open()
+        limits.reference(run_id)
+        limits.name(name, "update name")
+        update_id = check_id(id)
+        seconds = to_seconds(timeout, "timeout")
+        data = _json.dumps(payload, f"the payload of update {name!r}")
+        return await core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+
+    async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any:
+        """The run's latest value ``key`` (``ctx.set_value``), or ``None`` if it has not
+        set it within ``timeout`` wall-clock seconds (0: do not wait).
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        limits.name(key, "value key", field="key")
+        seconds = to_seconds(timeout, "timeout")
+        return await core_updates.value(self._rt, run_id, key, seconds)
+
+    async def values(self, run_id: str) -> dict[str, Any]:
+        """Every value the run has set, by key.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        return await core_updates.values(self._rt, run_id)
 
     async def cancel(self, run_id: str) -> None:
         """Cancel a run and its active children; a finished run is left as it is.

@@ -26,7 +26,7 @@ from typing import Any, cast
 import orjson
 
 from parkway import _json, limits
-from parkway.core import accumulate
+from parkway.core import accumulate, cancel_on
 from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
@@ -213,6 +213,7 @@ async def deliver_event(
     if await tx.record_event(record, fresh_after, digest=digest) is not None:
         return EventDelivery("duplicate", known=True)
     waits = await take_event_waits(tx, record, payload, envelope, paused)
+    await cancel_on.take(tx, record, payload)
     lease = None
     if owner is not None and waits:
         lease = await tx.lease_run(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
+from parkway.core import cancel_on
 from parkway.core.handover import handing_over
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -56,6 +57,7 @@ async def insert_run(
     record = new_run(rt, workflow, version, run_id, data, **fields)
     await tx.insert_run(record)
     await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
+    await cancel_on.register(rt.registry, tx, record, record.created_at)
 
 
 async def start(
@@ -71,9 +73,17 @@ async def start(
     """The run, with ``encode()`` as its input, and its start task (unless the id exists),
     handed to this process's worker when it has a place."""
     record = new_run(rt, workflow, version, run_id, encode(), domain=domain, subject=subject)
+    wf = rt.registry.get(workflow, version)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
-            await tx.start_run(record, record.created_at)
+            if wf is not None and wf.cancel_on:
+                # Its cancel conditions go with a run inserted now, not with one that was
+                # there: the one-statement start_run would not say which it was.
+                if await tx.get_run(run_id) is None:
+                    await tx.start_run(record, record.created_at)
+                    await cancel_on.register(rt.registry, tx, record, record.created_at)
+            else:
+                await tx.start_run(record, record.created_at)
             await hand_over(tx, run_id)
     rt.after_commit()
 
@@ -109,8 +119,30 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
     return out
 
 
-def info(run: RunRecord) -> RunInfo:
-    """The public view of a run's row."""
+async def describe(rt: Runtime, run_id: str) -> RunInfo:
+    """The run's :class:`RunInfo`, its values with it.
+
+    Raises:
+        RunNotFoundError: No run has that id.
+    """
+    async with rt.store.transaction(readonly=True) as tx:
+        run = await tx.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        values = await tx.run_values([run_id])
+    return info(run, values.get(run_id))
+
+
+async def listing(rt: Runtime, **filters: Any) -> list[RunInfo]:
+    """Runs as ``Tx.list_runs`` finds them, each with its values."""
+    async with rt.store.transaction(readonly=True) as tx:
+        records = await tx.list_runs(parent_id=None, **filters)
+        values = await tx.run_values([r.id for r in records]) if records else {}
+    return [info(r, values.get(r.id)) for r in records]
+
+
+def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:
+    """The public view of a run's row (and its values)."""
     return RunInfo(
         id=run.id,
         workflow=run.workflow,
@@ -124,6 +156,7 @@ def info(run: RunRecord) -> RunInfo:
         parent_id=run.parent_id,
         created_at=_dt(run.created_at),
         updated_at=_dt(run.updated_at),
+        values={k: _json.loads(v) for k, v in (values or {}).items()},
     )
 
 

@@ -128,6 +128,31 @@ class Api:
             await self.engine.signal(run_id, name, payload)
         return json_response({"id": run_id, "signal": name}, 202)
 
+    async def values(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        self._require_open()
+        return json_response(await self.engine.values(run_id))
+
+    async def value(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        key = path_param(request, "name", limits.name, "value key")
+        query = parse_query(request, schemas.ValueQuery)
+        self._require_open()
+        with json_at():
+            found = await self.engine.value(run_id, key, timeout=query.timeout)
+        return json_response({"key": key, "value": found})
+
+    async def update(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        name = path_param(request, "name", limits.name, "update name")
+        body = await parse_body(request, schemas.UpdateRequest)
+        self._require_open()
+        with json_at():
+            result = await self.engine.update(
+                run_id, name, body.payload, id=body.id, timeout=body.timeout
+            )
+        return json_response({"result": result})
+
     async def cancel(self, request: Request) -> Response:
         run_id = run_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
@@ -231,8 +256,14 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
         handler: Handler = Api.get_run
         if len(parts) >= 2 and parts[-1] == "history":
             handler, parts = Api.history, parts[:-1]
+        elif len(parts) >= 2 and parts[-1] == "values":
+            handler, parts = Api.values, parts[:-1]
+        elif len(parts) >= 3 and parts[-2] == "values":
+            handler, name, parts = Api.value, parts[-1], parts[:-2]
     elif len(parts) >= 3 and parts[-2] == "signals":
         handler, name, parts = Api.signal, parts[-1], parts[:-2]
+    elif len(parts) >= 3 and parts[-2] == "updates":
+        handler, name, parts = Api.update, parts[-1], parts[:-2]
     elif len(parts) >= 2 and parts[-1] == "cancel":
         handler, parts = Api.cancel, parts[:-1]
     else:

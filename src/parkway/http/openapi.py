@@ -29,13 +29,15 @@ _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
           schemas.ErrorOut),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
     404: ("No run (or message) with this id.", schemas.ErrorOut),
-    409: ("The run has finished, or the message found no receiver and may not be buffered.",
-          schemas.ErrorOut),
+    409: ("The run has finished, the message found no receiver and may not be buffered, or "
+          "the run rejected the update (or its handler raised).", schemas.ErrorOut),
     413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
     415: ("The body is not sent as Content-Type: application/json (a request without a "
           "Content-Type is taken as JSON, unless a browser sent it).", schemas.ErrorOut),
     422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
     503: ("The engine or its store is not available.", schemas.ErrorOut),
+    504: ("The run did not answer within the timeout (an accepted update still applies: "
+          "send it again with its id for the answer).", schemas.ErrorOut),
 }  # fmt: skip
 # Routes that answer without the engine.
 _NO_ENGINE = frozenset({"/openapi.json", "/"})

@@ -23,11 +23,14 @@ from parkway.errors import (
     InvalidInputError,
     MessageNotFoundError,
     ParkwayError,
+    ResultTimeoutError,
     RunClosedError,
     RunNotFoundError,
     SerializationError,
     StoreError,
     UnknownWorkflowError,
+    UpdateFailedError,
+    UpdateRejectedError,
 )
 from parkway.http.guards import json_media_error
 from parkway.limits import MAX_BODY_BYTES
@@ -93,6 +96,10 @@ def parkway_error(exc: ParkwayError) -> Exception:
         return Problem(404, str(exc), kind)
     if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
         return Problem(409, str(exc), kind)
+    if isinstance(exc, UpdateRejectedError | UpdateFailedError):
+        return Problem(409, str(exc), kind)
+    if isinstance(exc, ResultTimeoutError):  # the caller may ask again with the update's id
+        return Problem(504, str(exc), kind)
     # The request named something the engine does not know: the field is at fault,
     # the route exists (so 422, not 404).
     if isinstance(exc, UnknownWorkflowError):

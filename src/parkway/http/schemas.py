@@ -32,6 +32,8 @@ __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT"]
 
 # GET /runs never returns more rows than this in one response.
 MAX_LIMIT = 1000
+# The longest a request may wait on the server (an update's answer, a value to be set).
+MAX_WAIT = 300.0
 
 
 def _duration(value: Any) -> float | None:
@@ -169,6 +171,26 @@ class StartRequest(_Request):
     domain: Domain | None = Field(default=None, description="The run's domain (default: default).")
 
 
+class UpdateRequest(_Request):
+    """``POST /runs/{id}/updates/{name}``: a synchronous update to the run."""
+
+    payload: Any = Field(default=None, description="The handler's argument: " + PAYLOAD)
+    id: Id | None = Field(
+        default=None, description="The update's id (default: random); a repeat gives its answer."
+    )
+    timeout: float = Field(
+        default=30, ge=0, le=MAX_WAIT, description="Seconds to wait for the answer (504 after)."
+    )
+
+
+class ValueQuery(_Request):
+    """``GET /runs/{id}/values/{key}``: how long to wait for the value to be set."""
+
+    timeout: float = Field(
+        default=0, ge=0, le=MAX_WAIT, description="Seconds to wait for it (0: do not wait)."
+    )
+
+
 class RunsQuery(_Request):
     """``GET /runs`` filters."""
 
@@ -224,6 +246,7 @@ class RunInfoOut(_Response):
     parent_id: str | None
     created_at: datetime
     updated_at: datetime
+    values: dict[str, Any] = Field(default_factory=dict)
 
 
 class HistoryEntryOut(_Response):
@@ -301,6 +324,19 @@ class MessageIdOut(_Response):
     """The id of the message a request discarded."""
 
     id: int
+
+
+class UpdateOut(_Response):
+    """The update's answer: its handler's return value."""
+
+    result: Any
+
+
+class ValueOut(_Response):
+    """A run's value (``null``: not set within the wait)."""
+
+    key: str
+    value: Any
 
 
 class SignalOut(_Response):

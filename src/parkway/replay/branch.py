@@ -38,6 +38,9 @@ class Branch:
     withdrawn: bool = False
     done: bool = False
     blocked: Pending | None = None  # the operation it waits on
+    # An update's handler: the update it answers.
+    update_id: str | None = None
+    update_name: str | None = None
 
     @property
     def journal_path(self) -> str | None:

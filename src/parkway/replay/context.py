@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast, overload
 
-from parkway import limits
+from parkway import _json, limits
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError
 from parkway.events import Event, PublishResult, check_message
@@ -30,6 +30,7 @@ from parkway.replay.commands import (
     StepCmd,
     WaitUntilCmd,
 )
+from parkway.replay.updates import check_handler
 
 T = TypeVar("T")
 
@@ -47,6 +48,16 @@ class SideValues(Protocol):
 
     def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
         """Whether the code after patch ``change_id`` runs (see ``ctx.patched``)."""
+        ...
+
+    def set_value(self, key: str, data: bytes) -> None:
+        """Journal and set the run's value ``key`` (see ``ctx.set_value``)."""
+        ...
+
+    def on_update(
+        self, name: str, handler: Callable[..., Any], validate: Callable[[Any], Any] | None
+    ) -> None:
+        """Register the run's handler of updates ``name`` (see ``ctx.on_update``)."""
         ...
 
 
@@ -170,6 +181,44 @@ class WorkflowContext:
     def random(self) -> float:
         """A random float in [0, 1), the same on every replay."""
         return float(self._sides.side("random", _random.random))
+
+    def set_value(self, key: str, value: Any) -> None:
+        """Publish a JSON ``value`` under ``key`` for callers (a payment link, a
+        progress figure): ``await handle.value(key)`` reads it, ``RunInfo.values``
+        holds them all. It is visible once the transaction that journals it
+        commits; a later set replaces it.
+
+        Raises:
+            InvalidArgumentError: ``key`` is not a valid name.
+            SerializationError: ``value`` is not JSON-serialisable (nothing is set).
+        """
+        limits.name(key, "value key", field="key")
+        data = _json.dumps(value, f"value {key!r}")
+        self._sides.set_value(key, data)
+
+    def on_update(
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        *,
+        validate: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """Handle synchronous updates called ``name`` (``engine.update(run_id, name,
+        payload)``) with ``handler(payload)``, sync or async (it may await ctx
+        operations); its return value is the caller's answer.
+
+        Register it in the workflow's own code, before the wait where updates
+        should be taken: updates are handled whenever the run is parked (at any
+        wait) or reaches its next wait. ``validate(payload)`` runs first, against
+        the run's state at that moment; if it raises, the caller gets
+        ``UpdateRejectedError`` with its message and nothing is journaled.
+
+        Raises:
+            InvalidArgumentError: ``name`` is not a name, or ``handler`` (or
+                ``validate``) is not callable.
+        """
+        check_handler(name, handler, validate)
+        self._sides.on_update(name, handler, validate)
 
     def patched(self, change_id: str) -> bool:
         """Whether this run takes the new branch of a change made to deployed code.

@@ -46,15 +46,16 @@ from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
 from parkway.replay.state import LATER, Park
+from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
-from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord
+from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord, UpdateRecord
 
 log = logging.getLogger("parkway.replay")
 
 Token = Pending
 
 
-class Machine(Composites):
+class Machine(Composites, Updates):
     """One advance of one run's code over what the worker loaded; no I/O.
 
     Args:
@@ -67,6 +68,7 @@ class Machine(Composites):
         prepare_event: Validates and routes an event ``ctx.publish`` publishes.
         event_retention: How far back ``since_start`` may look.
         signals: The run's mailbox, if the worker read it with the run.
+        updates: The updates sent to the run not handled yet, if any came.
 
     Call :meth:`start`; then, while :attr:`outcome` is ``None``, do each request
     :meth:`take_requests` hands out and :meth:`resume` with its answer.
@@ -86,6 +88,7 @@ class Machine(Composites):
         prepare_event: Callable[[Event], tuple[Event, bytes]],
         event_retention: float,
         signals: list[SignalRecord] | None = None,
+        updates: list[UpdateRecord] | None = None,
     ) -> None:
         self.wf, self.run = wf, run
         self.tasks = tasks
@@ -115,6 +118,9 @@ class Machine(Composites):
         self._outstanding = 0
         self._withdrawn_paths: list[str] = []
         self._conditions: list[Pending] = []
+        self._handlers: dict[str, Any] = {}
+        self._updates: list[UpdateRecord] = list(updates or [])
+        self._handled: set[str] = set()
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()
@@ -309,6 +315,9 @@ class Machine(Composites):
             if self._outstanding:
                 return False
             self._cursor += 1
+            if entry.kind == "update" and entry.branch == UPDATES:
+                self._replay_update(entry)  # an update applied here the first time
+                return True
             if entry.state != "withdrawn" and not self._in_withdrawn(entry.branch):
                 self._hold(
                     NonDeterminismError(
@@ -391,6 +400,9 @@ class Machine(Composites):
         if self.held is not None:  # (ctx.now() found the journal otherwise)
             self._hold(self.held)
             return
+        if branch.update_id is not None:
+            self._update_ended(branch, value, error)
+            return
         if error is None and branch.index < len(branch.entries):
             entry = branch.entries[branch.index]
             ending = "the workflow returning" if branch is self._root else "its branch returning"
@@ -461,9 +473,15 @@ class Machine(Composites):
         return self._live_plain(op)
 
     def _when_quiet(self) -> bool:
-        """Every branch waits on an input: whether anything goes on after all (a
-        ``wait_until`` whose predicate now holds)."""
-        return self._check_conditions()
+        """Every branch waits on an input: whether anything goes on after all (an
+        update's handler, a ``wait_until`` whose predicate now holds)."""
+        return self._handle_updates() or self._check_conditions()
+
+    @property
+    def unhandled_updates(self) -> bool:
+        """Whether updates were given that the run did not get to (it ended, or went
+        on as new, before it was quiet)."""
+        return any(u.id not in self._handled for u in self._updates)
 
     def _unpark(self, op: Pending) -> None:
         if op in self._parked:

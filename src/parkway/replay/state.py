@@ -55,6 +55,7 @@ class MachineState:
     _ready: Any
     _withdrawn_paths: list[str]
     _conditions: list[Pending]  # wait_until's parked, checked when the run is quiet
+    _applied: set[int]  # entries answered out of order (side values, markers)
 
     # The scheduler's side, which operations call.
     def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:

@@ -74,12 +74,23 @@ class Writes:
     # ctx.publish: (position, the event as prepared, its encoded payload, the
     # branch); the commit publishes it and journals the result at that position.
     publishes: list[tuple[int, Event, bytes, str | None]] = field(default_factory=list)
+    # ctx.set_value: the run's values to set, by key.
+    values: dict[str, bytes] = field(default_factory=dict)
+    # Updates handled: (update id, status, result or reason), see UpdateRecord.
+    updates: list[tuple[str, str, bytes | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
             self.journal or self.tasks or self.runs or self.consumed_signals
             or self.finished_waits or self.subscriptions or self.publishes
+            or self.values or self.updates
         )  # fmt: skip
+
+    @property
+    def tells_callers(self) -> bool:
+        """Whether callers may be waiting on something these writes set (a value,
+        an update's result)."""
+        return bool(self.values or self.updates)
 
     @property
     def may_wait_for_commit(self) -> bool:
@@ -96,6 +107,8 @@ class Writes:
         first: a replay could come out otherwise, and the step's side effect would
         follow a history that never was.
         """
+        if self.values or self.updates:
+            return False  # a caller may act on them: durable before a side effect
         return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
             entry.kind in REPLAYABLE_WAITS and entry.state == "done"
             for entry in self.journal.values()

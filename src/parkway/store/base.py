@@ -12,7 +12,7 @@ manual test clock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, cast
 
@@ -34,6 +34,7 @@ from parkway.store.records import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    UpdateRecord,
 )
 
 # Columns of ``runs`` that ``update_run`` may change.
@@ -197,6 +198,30 @@ class Tx(Protocol):
     ) -> None: ...
     async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
         """Turn buffered messages past their TTL into dead letters; return them."""
+        ...
+
+    async def put_values(self, run_id: str, values: Mapping[str, bytes], at: float) -> None:
+        """Set the run's values (``ctx.set_value``), replacing those of the same keys."""
+        ...
+
+    async def run_values(self, run_ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        """The values of each of ``run_ids`` that has any, by key."""
+        ...
+
+    async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
+        """Record an update sent to a run, unless one with its ``(run_id, id)`` exists:
+        then change nothing and return that one."""
+        ...
+
+    async def get_update(self, run_id: str, update_id: str) -> UpdateRecord | None: ...
+    async def pending_updates(self, run_id: str) -> list[UpdateRecord]:
+        """The run's updates not handled yet, in the order they arrived."""
+        ...
+
+    async def finish_update(
+        self, run_id: str, update_id: str, status: str, result: bytes | None, at: float
+    ) -> None:
+        """Record what became of a pending update (see :class:`UpdateRecord`)."""
         ...
 
     async def message_id_seen(self, message_id: str) -> float | None: ...
@@ -444,6 +469,7 @@ __all__ = [
     "SubscriptionRecord",
     "TaskRecord",
     "Tx",
+    "UpdateRecord",
     "load_in",
     "load_in_transaction",
     "reads_mailbox",

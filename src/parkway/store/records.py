@@ -142,6 +142,37 @@ class MessageRecord:
 
 
 @dataclass
+class UpdateRecord:
+    """An update sent to a run (``engine.update``), and what became of it.
+
+    ``status``: ``pending`` (not handled yet), ``done`` (``result`` is the
+    handler's return value), ``failed`` (``result`` is the handler's error),
+    ``rejected`` (``result`` is the reason: its validator refused it, or the run
+    has no handler of that name) or ``closed`` (the run ended first). ``seq``
+    orders a run's updates as they arrived (given by the store).
+    """
+
+    run_id: str
+    id: str
+    name: str
+    payload: bytes | None
+    status: str
+    result: bytes | None
+    created_at: float
+    finished_at: float | None = None
+    seq: int = 0
+
+
+UPDATE_PENDING = "pending"
+
+# cancel_on's conditions are subscriptions of kind "cancel" indexed under the
+# event's name with this prefix (see parkway.core.cancel_on): a control
+# character, so no name a caller gives can collide with one (not NUL, which
+# PostgreSQL's text refuses).
+CANCEL_PREFIX = "\x1fcancel:"
+
+
+@dataclass
 class LoadedRun:
     """What a worker reads to advance a run: the row, its due tasks and its journal.
 

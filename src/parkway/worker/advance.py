@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from parkway import _json
+from parkway.core import cancel_on
 from parkway.core.committer import Job
 from parkway.core.intake import prepare
 from parkway.core.messages import rebuffer
@@ -118,10 +119,14 @@ class Advancer:
                 if pinned is None:
                     return
                 run = pinned
+            updates = None
+            if any(t.kind == "update" for t in tasks):
+                async with self._store_call(run) as tx:
+                    updates = await tx.pending_updates(run.id)
             machine = Machine(
                 wf, run, loaded.journal, tasks, registry=rt.registry, clock=rt.now,
                 prepare_event=self._prepare, event_retention=rt.settings.event_retention,
-                signals=loaded.signals,
+                signals=loaded.signals, updates=updates,
             )  # fmt: skip
             outcome = await self._drive(run, machine)
             await self._commit(run, tasks, machine.take_writes(), outcome, machine)
@@ -206,6 +211,8 @@ class Advancer:
 
         with _store_errors(run):
             await self.commit(run.id, job)
+        if writes.tells_callers:
+            rt.results.notify(run.id)
         rt.after_commit()
         return {pos: writes.journal[pos] for pos, _, _, _ in writes.publishes}
 
@@ -235,11 +242,15 @@ class Advancer:
             return None
         changes = {"version": wf.version, "input": data, "updated_at": self.rt.now()}
 
+        pinned = dataclasses.replace(run, version=wf.version, input=data)
+
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            # (Its starter did not know the workflow: its cancel conditions start now.)
+            await cancel_on.register(self.rt.registry, tx, pinned, self.rt.now())
 
         await self.commit(run.id, job)
-        return dataclasses.replace(run, version=wf.version, input=data)
+        return pinned
 
     async def _commit(
         self,
@@ -271,6 +282,9 @@ class Advancer:
             elif status == RunStatus.FAILED.value:
                 changes["error"] = _json.dumps(outcome.error)
         rebuffers = machine is not None and machine.may_hold_deliveries
+        # Updates given that the run did not get to before it went on as new wait
+        # for the new generation (an ended run's are closed: see core.updates).
+        updates_left = machine is not None and machine.unhandled_updates
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
@@ -293,11 +307,18 @@ class Advancer:
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
                 await tx.add_tasks([NewTask(run.id, now, "start")])
+                # The new generation holds its cancel conditions anew (its input's).
+                renewed = dataclasses.replace(run, input=outcome.new_input)
+                await cancel_on.register(rt.registry, tx, renewed, now)
+                if updates_left:
+                    await tx.add_tasks([NewTask(run.id, now, "update")])
 
         await self.commit(run.id, job)
         if status in ENDED or status == "held":
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
             rt.results.notify(run.id, dataclasses.replace(run, **final))
+        elif writes.tells_callers:  # a value set, an update answered: wake their callers
+            rt.results.notify(run.id)
         rt.after_commit()
 
     async def _commit_simple(

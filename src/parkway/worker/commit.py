@@ -11,7 +11,7 @@ run can no longer take are buffered again rather than dropped.
 from __future__ import annotations
 
 from parkway import _json
-from parkway.core import intake
+from parkway.core import cancel_on, intake
 from parkway.core import messages as core_messages
 from parkway.core.runtime import Runtime
 from parkway.replay.writes import EventWait, Writes
@@ -36,6 +36,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     for run in writes.runs:
         if await tx.get_run(run.id) is None:
             await tx.insert_run(run)
+            await cancel_on.register(rt.registry, tx, run, now)
     if writes.journal:
         await tx.put_journal(run_id, list(writes.journal.values()))
     # Message waits that may have deliveries to buffer again. Not one that took
@@ -83,3 +84,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.add_tasks(writes.tasks)
     if writes.consumed_signals:
         await tx.delete_signals(writes.consumed_signals)
+    if writes.values:
+        await tx.put_values(run_id, writes.values, now)
+    for update_id, status, answer in writes.updates:
+        await tx.finish_update(run_id, update_id, status, answer, now)

@@ -22,6 +22,7 @@ from parkway.store.postgres.statements import (
     listing,
     lock_key,
 )
+from parkway.store.records import CANCEL_PREFIX
 
 SUBSCRIPTIONS_ORDER = "ORDER BY created_at, run_id, pos"
 
@@ -112,6 +113,7 @@ class EventOps(RunOps):
         token, unannounce = self._announce_maybe(now)
         params: dict[str, Any] = dict(
             domain=event.domain, name=event.name, known=orjson.dumps(known).decode(), id=event.id,
+            cancels=CANCEL_PREFIX + event.name,
             subject=event.subject, subject_or_any=event.subject or "*", payload=event.payload,
             now=now, fresh=fresh_after, envelope=envelope, mark=random.getrandbits(63),
             token=token,

@@ -32,7 +32,18 @@ class JournalOps(RunOps):
         if len(latest) == 1:
             # The usual case (a step's result): plain values, no arrays to build.
             e = latest[0]
-            one = (run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at)
+            one = (
+                run_id,
+                e.pos,
+                e.kind,
+                e.name,
+                e.state,
+                e.value,
+                e.deadline,
+                e.at,
+                e.branch,
+                e.seq,
+            )
             if not self._fuse("put_journal_entry", one, run_id):
                 await self._write(Q["put_journal_entry"], one)
             return
@@ -40,7 +51,7 @@ class JournalOps(RunOps):
             run_id, [e.pos for e in latest], [e.kind for e in latest],
             [e.name for e in latest], [e.state for e in latest],
             [e.value for e in latest], [e.deadline for e in latest],
-            [e.at for e in latest],
+            [e.at for e in latest], [e.branch for e in latest], [e.seq for e in latest],
         )  # fmt: skip
         if not self._fuse("put_journal", params, run_id):
             await self._write(Q["put_journal"], params)

@@ -122,23 +122,25 @@ SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject IS N
 -- == journal ==
 
 -- name: journal
-SELECT pos, kind, name, state, value, deadline, at FROM parkway.journal
+SELECT pos, kind, name, state, value, deadline, at, branch, seq FROM parkway.journal
 WHERE run_id = %s ORDER BY pos
 
 -- name: put_journal
-INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at)
+INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
 SELECT %s::text, * FROM unnest(%s::int4[], %s::text[], %s::text[], %s::text[], %s::bytea[],
-                               %s::float8[], %s::float8[])
+                               %s::float8[], %s::float8[], %s::text[], %s::int8[])
 ON CONFLICT (run_id, pos) DO UPDATE SET
     kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
-    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
+    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at,
+    branch = EXCLUDED.branch, seq = EXCLUDED.seq
 
 -- name: put_journal_entry
-INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (run_id, pos) DO UPDATE SET
     kind = EXCLUDED.kind, name = EXCLUDED.name, state = EXCLUDED.state,
-    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at
+    value = EXCLUDED.value, deadline = EXCLUDED.deadline, at = EXCLUDED.at,
+    branch = EXCLUDED.branch, seq = EXCLUDED.seq
 
 -- name: clear_journal
 DELETE FROM parkway.journal WHERE run_id = %s
@@ -307,7 +309,7 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
        c.lease_owner, c.lease_until,
        t.ids, t.due_ats, t.kinds, t.poss, t.payloads,
-       j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats,
+       j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats, j.branches, j.seqs,
        m.ids, m.names, m.payloads, m.ats,
        (SELECT count(*) FROM due) AS found
 
@@ -336,7 +338,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN LATERAL (
     SELECT array_agg(pos) AS poss, array_agg(kind) AS kinds, array_agg(name) AS names,
            array_agg(state) AS states, array_agg(value) AS "values",
-           array_agg(deadline) AS deadlines, array_agg(at) AS ats
+           array_agg(deadline) AS deadlines, array_agg(at) AS ats,
+           array_agg(branch) AS branches, array_agg(seq) AS seqs
     FROM parkway.journal WHERE run_id = c.id AND c.status NOT IN ('completed', 'failed', 'cancelled')
 ) AS j ON true
 LEFT JOIN LATERAL (
@@ -533,9 +536,13 @@ WITH RECURSIVE shapes (shape) AS (
             ORDER BY s.shape LIMIT 1)
     FROM shapes WHERE shapes.shape IS NOT NULL
 ), known AS MATERIALIZED (
+    -- (Declined too when the event meets cancel_on conditions: the usual path
+    -- takes those; one probe of the index by their own name, see core.cancel_on.)
     SELECT NOT EXISTS (
         SELECT 1 FROM shapes WHERE shape IS NOT NULL
           AND shape NOT IN (SELECT jsonb_array_elements_text(%(known)s::jsonb))
+    ) AND NOT EXISTS (
+        SELECT 1 FROM parkway.subscriptions WHERE domain = %(domain)s AND name = %(cancels)s
     ) AS ok
 ), inserted AS (
     INSERT INTO parkway.events (id, name, domain, subject, payload, published_at)
@@ -658,3 +665,32 @@ ON CONFLICT (message_id) DO UPDATE SET seen_at = EXCLUDED.seen_at
 
 -- name: prune_message_ids
 DELETE FROM parkway.message_ids WHERE seen_at < %s
+
+-- == values and updates ==
+
+-- name: put_values
+INSERT INTO parkway.run_values (run_id, key, value, updated_at)
+SELECT %s::text, k, v, %s::float8 FROM unnest(%s::text[], %s::bytea[]) AS u (k, v)
+ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
+
+-- name: run_values
+SELECT run_id, key, value FROM parkway.run_values WHERE run_id = ANY(%s::text[])
+ORDER BY run_id, key
+
+-- name: add_update
+INSERT INTO parkway.updates (run_id, id, name, payload, status, result, created_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (run_id, id) DO NOTHING
+RETURNING seq
+
+-- name: get_update
+SELECT run_id, id, name, payload, status, result, created_at, finished_at, seq
+FROM parkway.updates WHERE run_id = %s AND id = %s
+
+-- name: pending_updates
+SELECT run_id, id, name, payload, status, result, created_at, finished_at, seq
+FROM parkway.updates WHERE run_id = %s AND status = 'pending' ORDER BY seq
+
+-- name: finish_update
+UPDATE parkway.updates SET status = %s, result = %s, finished_at = %s
+WHERE run_id = %s AND id = %s

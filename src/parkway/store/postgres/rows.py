@@ -51,7 +51,8 @@ def claimed_run(row: Row) -> LoadedRun:
     run = RunRecord(*row[:16])
     t_ids, t_dues, t_kinds, t_poss, t_payloads = row[16:21]
     j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[21:28]
-    m_ids, m_names, m_payloads, m_ats = row[28:32]
+    j_branches, j_seqs = row[28:30]
+    m_ids, m_names, m_payloads, m_ats = row[30:34]
     tasks = [
         TaskRecord(*task)
         for task in sorted(zip(
@@ -63,7 +64,7 @@ def claimed_run(row: Row) -> LoadedRun:
         JournalEntry(*entry)
         for entry in sorted(zip(
             j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
-            j_deadlines or (), j_ats or (), strict=True,
+            j_deadlines or (), j_ats or (), j_branches or (), j_seqs or (), strict=True,
         ), key=_first)
     ]  # fmt: skip
     signals = None

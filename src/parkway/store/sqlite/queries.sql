@@ -19,11 +19,12 @@ INSERT INTO runs (id, workflow, version, status, input, output, error, domain, s
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: journal
-SELECT pos, kind, name, state, value, deadline, at FROM journal WHERE run_id = ? ORDER BY pos
+SELECT pos, kind, name, state, value, deadline, at, branch, seq
+FROM journal WHERE run_id = ? ORDER BY pos
 
 -- name: put_journal
-INSERT OR REPLACE INTO journal (run_id, pos, kind, name, state, value, deadline, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT OR REPLACE INTO journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 -- name: clear_journal
 DELETE FROM journal WHERE run_id = ?
@@ -143,6 +144,15 @@ WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*
   AND kind = 'message'
 ORDER BY created_at, run_id
 
+-- name: find_cancel_subscriptions
+-- (cancel_on's conditions: indexed under a name of their own, see parkway.core.cancel_on.)
+SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
+       deadline
+FROM subscriptions
+WHERE domain = ? AND name = ? AND shape = ? AND digest = ? AND subject IN (?, '*')
+  AND kind = 'cancel'
+ORDER BY created_at, run_id
+
 -- name: list_subscriptions
 -- Completed by statements.listing: the filters given and the order.
 SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,
@@ -213,3 +223,28 @@ INSERT OR REPLACE INTO message_ids (message_id, seen_at) VALUES (?, ?)
 
 -- name: prune_message_ids
 DELETE FROM message_ids WHERE seen_at < ?
+
+-- == values and updates ==
+
+-- name: put_value
+INSERT OR REPLACE INTO run_values (run_id, key, value, updated_at) VALUES (?, ?, ?, ?)
+
+-- name: run_values
+-- The run ids as one JSON array parameter: one statement for any number of them.
+SELECT run_id, key, value FROM run_values
+WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, key
+
+-- name: add_update
+INSERT OR IGNORE INTO updates (run_id, id, name, payload, status, result, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+
+-- name: get_update
+SELECT run_id, id, name, payload, status, result, created_at, finished_at, seq
+FROM updates WHERE run_id = ? AND id = ?
+
+-- name: pending_updates
+SELECT run_id, id, name, payload, status, result, created_at, finished_at, seq
+FROM updates WHERE run_id = ? AND status = 'pending' ORDER BY seq
+
+-- name: finish_update
+UPDATE updates SET status = ?, result = ?, finished_at = ? WHERE run_id = ? AND id = ?

@@ -21,6 +21,7 @@ MIGRATIONS = load_migrations(__package__, "migrations")
 FIND_SUBSCRIPTIONS = {
     "event": Q["find_event_subscriptions"],
     "message": Q["find_message_subscriptions"],
+    "cancel": Q["find_cancel_subscriptions"],
 }
 
 

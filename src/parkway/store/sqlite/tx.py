@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from parkway.store.base import (
@@ -25,6 +25,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    UpdateRecord,
     load_in,
 )
 from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
@@ -107,7 +108,10 @@ class SQLiteTx(ComposedTx):
     async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         self._c.executemany(
             Q["put_journal"],
-            [(run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at) for e in entries],
+            [
+                (run_id, e.pos, e.kind, e.name, e.state, e.value, e.deadline, e.at, e.branch, e.seq)
+                for e in entries
+            ],
         )
 
     async def clear_journal(self, run_id: str) -> None:
@@ -185,7 +189,7 @@ class SQLiteTx(ComposedTx):
     async def find_subscriptions(
         self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
     ) -> list[SubscriptionRecord]:
-        if kind not in ("event", "message"):
+        if kind not in FIND_SUBSCRIPTIONS:
             raise ValueError(f"unknown subscription kind {kind!r}")
         # The kind goes in as a literal (see the query); '*' never names a real
         # subject, so a missing subject matches only wildcards.
@@ -263,6 +267,38 @@ class SQLiteTx(ComposedTx):
     async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
         rows = self._c.execute(Q["expire_messages"], (reason, now)).fetchall()
         return [MessageRecord(*row) for row in rows]
+
+    # -- values and updates ------------------------------------------------------------------
+
+    async def put_values(self, run_id: str, values: Mapping[str, bytes], at: float) -> None:
+        self._c.executemany(Q["put_value"], [(run_id, k, v, at) for k, v in values.items()])
+
+    async def run_values(self, run_ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
+        out: dict[str, dict[str, bytes]] = {}
+        for run_id, key, value in self._c.execute(Q["run_values"], (json.dumps(list(run_ids)),)):
+            out.setdefault(run_id, {})[key] = value
+        return out
+
+    async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
+        u = update
+        cursor = self._c.execute(
+            Q["add_update"], (u.run_id, u.id, u.name, u.payload, u.status, u.result, u.created_at)
+        )
+        if cursor.rowcount:
+            return None
+        return await self.get_update(u.run_id, u.id)
+
+    async def get_update(self, run_id: str, update_id: str) -> UpdateRecord | None:
+        row = self._c.execute(Q["get_update"], (run_id, update_id)).fetchone()
+        return None if row is None else UpdateRecord(*row)
+
+    async def pending_updates(self, run_id: str) -> list[UpdateRecord]:
+        return [UpdateRecord(*row) for row in self._c.execute(Q["pending_updates"], (run_id,))]
+
+    async def finish_update(
+        self, run_id: str, update_id: str, status: str, result: bytes | None, at: float
+    ) -> None:
+        self._c.execute(Q["finish_update"], (status, result, at, run_id, update_id))
 
     async def message_id_seen(self, message_id: str) -> float | None:
         row = self._c.execute(Q["message_id_seen"], (message_id,)).fetchone()

@@ -1,0 +1,111 @@
+"""Updates and values: what callers ask of a run and get back, and what it publishes.
+
+An update is recorded with the run's task in one transaction; the worker that
+advances the run handles it when the run is quiet (see
+:mod:`parkway.replay.updates`) and records the answer with the journal, in one
+commit. So an accepted update is applied exactly once, and a caller that asks
+again with the same id (after a crash, say) gets that same answer. Callers in
+this process are woken by the commit; others read again, more slowly each time
+(2 ms doubling to 50 ms), as ``result()`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from parkway import _json
+from parkway.core.runtime import Runtime
+from parkway.errors import (
+    ResultTimeoutError,
+    RunClosedError,
+    RunNotFoundError,
+    UpdateFailedError,
+    UpdateRejectedError,
+)
+from parkway.models import ErrorInfo
+from parkway.store.base import ENDED, NewTask, UpdateRecord
+from parkway.store.records import UPDATE_PENDING
+
+FIRST_POLL = 0.002
+LAST_POLL = 0.05
+
+
+async def update(
+    rt: Runtime, run_id: str, name: str, payload: bytes, update_id: str, timeout: float
+) -> Any:
+    """Send update ``name`` to the run and wait for its answer (see ``Engine.update``)."""
+    now = rt.now()
+    record = UpdateRecord(run_id, update_id, name, payload, UPDATE_PENDING, None, now)
+    async with rt.store.transaction() as tx:
+        run = await tx.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        existing = await tx.add_update(record)
+        if existing is None:
+            if run.status in ENDED:
+                # (Raised inside the transaction: the update is not kept.)
+                raise RunClosedError(run_id, run.status, f"update {name!r}")
+            await tx.add_tasks([NewTask(run_id, now, "update")])
+    if existing is None:
+        rt.after_commit()
+    return await answer(rt, run_id, update_id, timeout)
+
+
+async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> Any:
+    """The answer to update ``update_id``, once the run has given it."""
+    deadline = time.monotonic() + timeout
+    poll = FIRST_POLL if "shared" in rt.store.capabilities else LAST_POLL
+    while True:
+        async with rt.store.transaction(readonly=True) as tx:
+            # The run first: where each statement reads its own snapshot (PostgreSQL's
+            # READ COMMITTED), an update read after a run that ended is final.
+            run = await tx.get_run(run_id)
+            found = await tx.get_update(run_id, update_id)
+        if found is None or run is None:
+            raise RunNotFoundError(run_id)
+        if found.status != UPDATE_PENDING:
+            return _answered(found)
+        if run.status in ENDED:  # it ended before it was quiet: nobody will answer
+            raise RunClosedError(run_id, run.status, f"update {found.name!r}")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ResultTimeoutError(run_id, timeout)
+        await rt.results.wait(run_id, min(poll, remaining))
+        poll = min(poll * 2, LAST_POLL)
+
+
+def _answered(found: UpdateRecord) -> Any:
+    value = _json.loads(found.result)
+    if found.status == "done":
+        return value
+    if found.status == "rejected":
+        raise UpdateRejectedError(found.run_id, found.name, str(value))
+    if found.status == "failed":
+        raise UpdateFailedError(found.run_id, found.name, ErrorInfo.from_dict(value))
+    raise RunClosedError(found.run_id, found.status, f"update {found.name!r}")
+
+
+async def values(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """The run's values, by key."""
+    async with rt.store.transaction(readonly=True) as tx:
+        if await tx.get_run(run_id) is None:
+            raise RunNotFoundError(run_id)
+        found = await tx.run_values([run_id])
+    return {k: _json.loads(v) for k, v in found.get(run_id, {}).items()}
+
+
+async def value(rt: Runtime, run_id: str, key: str, timeout: float) -> Any:
+    """The run's value ``key``, waiting up to ``timeout`` seconds for it to be set
+    (``None`` if it was not)."""
+    deadline = time.monotonic() + timeout
+    poll = FIRST_POLL if "shared" in rt.store.capabilities else LAST_POLL
+    while True:
+        found = await values(rt, run_id)
+        if key in found:
+            return found[key]
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        await rt.results.wait(run_id, min(poll, remaining))
+        poll = min(poll * 2, LAST_POLL)

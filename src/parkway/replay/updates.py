@@ -1,0 +1,184 @@
+"""Updates and values in the replay machine: what callers ask of a run, and read of it.
+
+``ctx.on_update(name, handler, validate=...)`` registers a handler in the
+workflow's own code (so replay registers it again). An update (``engine.update``)
+is handled when the run is quiet, every branch waiting on an input: its
+validator runs first, against the run's state as it is then; a rejection
+journals nothing. An accepted update is journaled (kind ``update``, at the next
+position: the order it was applied in), and its handler runs as a branch of
+its own (``u<pos>``), which may await ctx operations; its end is journaled
+(``update.done``), and what it returned is the caller's answer. Replay applies
+the ``update`` entry where it stands in the journal's order, so the handler
+sees the state it saw the first time.
+
+``ctx.set_value(key, value)`` is journaled (kind ``value.set``) and written with
+the commit that journals it; replay does not write it again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from parkway import _json
+from parkway.errors import InvalidArgumentError, NonDeterminismError, SerializationError
+from parkway.models import error_dict
+from parkway.replay.branch import Branch
+from parkway.replay.state import MachineState
+from parkway.store.base import JournalEntry, UpdateRecord
+
+Handler = tuple[Callable[..., Any], Callable[[Any], Any] | None]
+
+# The journal "branch" of the updates applied: not a line of code, the order they
+# were applied in among the run's operations.
+UPDATES = "!updates"
+
+
+class Updates(MachineState):
+    """``ctx.on_update``, the updates sent to the run, and ``ctx.set_value``."""
+
+    _handlers: dict[str, Handler]
+    _updates: list[UpdateRecord]
+    _handled: set[str]
+
+    # -- what the workflow's code calls ------------------------------------------------------
+
+    def on_update(
+        self, name: str, handler: Callable[..., Any], validate: Callable[[Any], Any] | None
+    ) -> None:
+        self._handlers[name] = (handler, validate)
+
+    def set_value(self, key: str, data: bytes) -> None:
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "value.set", key)
+        if entry is not None:
+            self._applied.add(entry.pos)
+            return
+        self._record_new(branch, "value.set", key, "done", data)
+        self.writes.values[key] = data
+
+    # -- handling the updates sent -----------------------------------------------------------
+
+    def _handle_updates(self) -> bool:
+        """Validate and apply the updates not handled yet (the run is quiet); whether
+        a handler ran (the run's state may have changed)."""
+        ran = False
+        while self._updates:
+            update = self._updates.pop(0)
+            if update.id in self._handled:
+                continue
+            self._handled.add(update.id)
+            found = self._handlers.get(update.name)
+            if found is None:
+                known = ", ".join(sorted(self._handlers)) or "none"
+                self._reject(update, f"the run has no update handler {update.name!r} ({known})")
+                continue
+            handler, validate = found
+            payload = _json.loads(update.payload)
+            if validate is not None:
+                try:
+                    validate(payload)
+                except Exception as exc:
+                    self._reject(update, str(exc) or type(exc).__name__)
+                    continue
+            value = {"id": update.id, "payload": payload}
+            entry = self._record_new(self._updates_line, "update", update.name, "done",
+                                     _json.dumps(value))  # fmt: skip
+            self._run_handler(entry, update.id, handler, payload)
+            ran = True
+        return ran
+
+    def _replay_update(self, entry: JournalEntry) -> None:
+        """The journal's next entry is an accepted update: run its handler again."""
+        value = _json.loads(entry.value)
+        self._handled.add(value["id"])
+        found = self._handlers.get(entry.name)
+        if found is None:
+            self._hold(
+                NonDeterminismError(
+                    self.run.id, entry.pos, f"update {entry.name!r}",
+                    "no handler of that name registered at that point",
+                )
+            )  # fmt: skip
+            return
+        self._run_handler(entry, value["id"], found[0], value["payload"])
+
+    def _run_handler(
+        self, entry: JournalEntry, update_id: str, handler: Callable[..., Any], payload: Any
+    ) -> None:
+        path = f"u{entry.pos}"
+        branch = Branch(path, None, self._by_branch.get(path, []))  # type: ignore[arg-type]
+        branch.update_id = update_id
+        branch.update_name = entry.name
+        try:
+            result = handler(payload)
+        except Exception as exc:
+            self._update_ended(branch, None, exc)
+            return
+        if inspect.iscoroutine(result):
+            branch.coro = result
+            self._ready.append((branch, None, None))
+        else:
+            self._update_ended(branch, result, None)
+
+    def _update_ended(self, branch: Branch, value: Any, error: BaseException | None) -> None:
+        """An update's handler returned ``value`` or raised ``error``: journal it once."""
+        branch.done = True
+        name = branch.update_name or ""
+        if branch.index < len(branch.entries):
+            done = branch.entries[branch.index]
+            if done.kind == "update.done" and done.name == name:
+                self._applied.add(done.pos)  # (answered already: replay writes nothing)
+                return
+            self._hold(
+                NonDeterminismError(
+                    self.run.id, done.pos, f"{done.kind} {done.name!r}", "the update returning"
+                )
+            )  # fmt: skip
+            return
+        status, state = "done", "done"
+        if error is None:
+            try:
+                data = _json.dumps(value, f"the result of update {name!r}")
+            except SerializationError as exc:
+                error = exc
+        if error is not None:
+            status, state, data = "failed", "error", _json.dumps(error_dict(error))
+        self._record_new(branch, "update.done", name, state, data)
+        assert branch.update_id is not None
+        self.writes.updates.append((branch.update_id, status, data))
+
+    def _reject(self, update: UpdateRecord, reason: str) -> None:
+        self.writes.updates.append((update.id, "rejected", _json.dumps(reason)))
+
+    @property
+    def _updates_line(self) -> Branch:
+        return Branch(UPDATES, None, [])  # type: ignore[arg-type]
+
+    def _branch_now(self) -> Branch:
+        raise NotImplementedError
+
+    def _next_entry(self, branch: Branch, kind: str, name: str) -> JournalEntry | None:
+        raise NotImplementedError
+
+    def _hold(self, exc: NonDeterminismError) -> None:
+        raise NotImplementedError
+
+
+def check_handler(name: Any, handler: Any, validate: Any) -> None:
+    """Validate ``ctx.on_update``'s arguments at the edge."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidArgumentError(
+            f"an update name must be a non-empty string, got {name!r}", field="name"
+        )
+    if not callable(handler):
+        raise InvalidArgumentError(
+            f"ctx.on_update({name!r}) needs a handler function, got {handler!r}",
+            field="handler",
+        )
+    if validate is not None and not callable(validate):
+        raise InvalidArgumentError(
+            f"ctx.on_update({name!r}, validate=...) must be a function or None, got {validate!r}",
+            field="validate",
+        )

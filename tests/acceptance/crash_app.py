@@ -47,7 +47,27 @@ def build(url: str | None = None, *, worker: bool = True) -> Engine:
         payload = await ctx.wait_for_signal("go")
         return await ctx.step(record, ctx.run_id, payload["n"], name="after-signal")
 
+    @engine.workflow(name="gathered")
+    async def gathered(ctx: WorkflowContext, input: Any) -> list[list[str]]:
+        # Branches of slow sync steps side by side: a worker killed mid-gather must
+        # not run again a step whose result was committed, whichever branch it is in.
+        async def branch(b: int) -> list[str]:
+            return [
+                await ctx.step(record, ctx.run_id, b * 10 + k, name=f"b{b}-{k}")
+                for k in range(GATHER_STEPS)
+            ]
+
+        return list(await ctx.gather(*(branch(b) for b in range(GATHER_BRANCHES))))
+
     return engine
+
+
+GATHER_BRANCHES = 4
+GATHER_STEPS = 3
+
+
+def expected_gathered(run_id: str) -> list[list[str]]:
+    return [[f"{run_id}:{b * 10 + k}" for k in range(GATHER_STEPS)] for b in range(GATHER_BRANCHES)]
 
 
 def expected_output(run_id: str) -> dict[str, Any]:

@@ -268,3 +268,47 @@ async def test_sigkill_during_the_step_after_a_signal_loses_no_signal(tmp_path: 
     assert all(count <= 2 for count in counts.values()), counts
     twice = sum(count == 2 for count in counts.values())
     print(f"killed at {killed_at}/{len(ids)} completed; steps run twice: {twice}")
+
+
+async def test_sigkill_mid_gather_reruns_no_committed_step(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    log = tmp_path / "steps.log"
+    log.touch()
+    workers: list[Worker] = []
+    client: Engine = crash_app.build(url, worker=False)
+    ids = [f"g-{i:02d}" for i in range(20)]
+    total = crash_app.GATHER_BRANCHES * crash_app.GATHER_STEPS
+    try:
+        async with client:
+            for run_id in ids:
+                await client.start("gathered", id=run_id)
+            first = await spawn(tmp_path, client, log, workers)
+            deadline = time.monotonic() + 30
+            while len(executions(log.read_bytes())) < len(ids) * total // 3:
+                assert time.monotonic() < deadline, first.output()
+                await asyncio.sleep(0.01)
+            assert await first.stop(signal.SIGKILL, 10) == -signal.SIGKILL
+            before_kill = log.read_bytes()
+            committed: dict[str, set[int]] = {}
+            for run_id in ids:
+                history = await client.history(run_id)
+                committed[run_id] = {
+                    int(e.name[1:].split("-")[0]) * 10 + int(e.name.split("-")[1])
+                    for e in history
+                    if e.kind == "step" and e.status == "done"
+                }
+            second = await spawn(tmp_path, client, log, workers)
+            for run_id in ids:
+                result = await client.handle(run_id).result(timeout=60)
+                assert result == crash_app.expected_gathered(run_id), second.output()
+            assert await second.stop(signal.SIGTERM, 10) == 0, second.output()
+    finally:
+        for w in workers:
+            await w.ensure_dead()
+    phase2 = executions(log.read_bytes()[len(before_kill) :])
+    assert any(committed.values()), "the kill came before any step committed"
+    for run_id, index in phase2:
+        assert index not in committed[run_id], (run_id, index, "ran again though committed")
+    counts = Counter(executions(log.read_bytes()))
+    assert all(n <= 2 for n in counts.values())
+    assert len(counts) == len(ids) * total

@@ -656,3 +656,26 @@ async def test_cancel_on_refuses_bad_conditions(engine: Engine) -> None:
         engine.workflow(cancel_on=[CancelOn("")])(counter)
     with pytest.raises(ParkwayError, match="match"):
         engine.workflow(cancel_on=[CancelOn("x", match=[1])])(counter)  # type: ignore[arg-type]
+
+
+@pytest.mark.requires("shared")
+async def test_a_client_engine_updates_and_reads_a_run_another_engine_advances(
+    make_engine: Any,
+) -> None:
+    worker = await make_engine()
+    worker.workflow(name="counter")(counter)
+
+    @worker.workflow()
+    async def linked(ctx, _input):
+        ctx.set_value("link", "https://pay.example/7")
+        await ctx.wait_for_signal("never")
+
+    client = await make_engine(worker=False)  # registers nothing: it starts by name
+    handle = await client.start("counter", id="c")
+    assert await handle.update("add", 6, timeout=10) == 6
+    with pytest.raises(UpdateRejectedError):
+        await handle.update("add", 0, timeout=10)
+    linked_run = await client.start("linked", id="l")
+    assert await linked_run.value("link", timeout=10) == "https://pay.example/7"
+    assert await handle.update("add", 4, timeout=10) == 10
+    assert await handle.result(timeout=10) == 10

@@ -17,7 +17,14 @@ EXPECTED = {
     1: ["1 product:456", "emailed client:5: Blue mug is back"],
     2: ["to client:5: product 456 is back", "1"],
     3: ["approved declined", "outcome='buffered'"],
-    4: ["reminded"],
+    4: [
+        "https://pay.example/7?amount=12",
+        "rejected: unknown code 'NOPE'",
+        "discounted: 10.8",
+        "'outcome': 'paid', 'total': 10.8",
+        "order 8 cancelled",
+    ],
+    5: ["reminded"],
 }
 
 

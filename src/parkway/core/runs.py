@@ -56,7 +56,8 @@ async def insert_run(
     """Insert a new run and its start task (``fields``: as :func:`new_run` takes)."""
     record = new_run(rt, workflow, version, run_id, data, **fields)
     await tx.insert_run(record)
-    await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
+    payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
+    await tx.add_tasks([NewTask(run_id, record.created_at, "start", payload=payload)])
     await cancel_on.register(rt.registry, tx, record, record.created_at)
 
 

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import click
 import orjson
 
 from parkway.engine import Engine
@@ -52,9 +53,14 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(data, default=repr, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+_format = "text"  # the format configure_logging set, which say() follows
+
+
 def configure_logging(level: str, fmt: str) -> None:
     """Every log line of this process (parkway's, uvicorn's, the application's) to
     stderr, at ``level`` and up, in format ``fmt`` (``text`` or ``json``)."""
+    global _format
+    _format = fmt
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -65,6 +71,17 @@ def configure_logging(level: str, fmt: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+
+
+def say(message: str) -> None:
+    """A command's own line on stderr (started, listening, stopped): at any log level,
+    as a JSON object when the logs are (so that every line of the stream parses)."""
+    if _format == "json":
+        record = logging.makeLogRecord(
+            {"name": "parkway.cli", "levelno": logging.INFO, "levelname": "INFO", "msg": message}
+        )
+        message = JsonFormatter().format(record)
+    click.echo(message, err=True)
 
 
 # -- /metrics for a worker -------------------------------------------------------------------

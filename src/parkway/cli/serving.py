@@ -13,7 +13,13 @@ import click
 
 from parkway.cli.common import APP, DURATION, engine_for, redact, run
 from parkway.cli.group import cli
-from parkway.cli.observing import LOG_FORMATS, LOG_LEVELS, configure_logging, serve_metrics
+from parkway.cli.observing import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    configure_logging,
+    say,
+    serve_metrics,
+)
 from parkway.engine import Engine
 from parkway.errors import ParkwayError
 
@@ -94,7 +100,7 @@ def _exit(command: str, message: str, code: int) -> None:
     stuck = _busy_threads()
     if stuck:
         message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
-    click.echo(f"parkway {command}: {message}, pid {os.getpid()}", err=True)
+    say(f"parkway {command}: {message}, pid {os.getpid()}")
     if stuck:
         # A sync step past the grace period must not hold the process: Python would
         # join its thread at exit. Its run was released (or its lease will expire).
@@ -137,14 +143,13 @@ async def _work(engine: Engine, grace: float, metrics: tuple[str, int] | None) -
             server = await serve_metrics(engine, *metrics)
             host, port = server.sockets[0].getsockname()[:2]
             where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/metrics"
-            click.echo(f"parkway worker: metrics at {where}", err=True)
+            say(f"parkway worker: metrics at {where}")
     except ParkwayError:
         await engine.close(grace=0)
         raise
-    click.echo(
+    say(
         f"parkway worker: started on {redact(engine.url)} (pid {os.getpid()}, "
-        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)",
-        err=True,
+        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)"
     )
     try:
         await stop.wait()
@@ -220,13 +225,12 @@ def serve(
     auth = "token required" if token else "no token required"
     warning = exposure_warning(host, token)
     if warning is not None:
-        click.echo(f"parkway serve: {warning}", err=True)
+        say(f"parkway serve: {warning}")
 
     def listening(url: str) -> None:
-        click.echo(
+        say(
             f"parkway serve: listening on {url} ({auth}), store {redact(engine.url)}, "
-            f"pid {os.getpid()}",
-            err=True,
+            f"pid {os.getpid()}"
         )
 
     code = 0

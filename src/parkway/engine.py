@@ -102,7 +102,7 @@ class Engine(RunOperations, IntakeOperations):
         # (see RunOperations.start). The command line opens an app's engine without
         # its worker for one command; that engine stays what its app made it.
         self._client = not worker
-        self._store_url = resolved
+        self._store_url: str | None = resolved
         self._rt = Runtime(
             open_store(resolved),
             clock if clock is not None else SystemClock(),
@@ -155,11 +155,13 @@ class Engine(RunOperations, IntakeOperations):
         lease: Duration | None = None,
         metrics: Any = None,
         tracing: Any = None,
+        clock: Clock | None = None,
     ) -> None:
-        """Change settings of a closed engine (a command line's options, say).
+        """Change settings of a closed engine (a command line's options, a test's).
 
-        ``metrics`` and ``tracing``, if given, replace the engine's (as its
-        constructor takes them); ``None`` keeps them.
+        ``url``: the next :meth:`open` makes its store anew on it (an empty one,
+        for ``memory://``). ``metrics`` and ``tracing``, if given, replace the
+        engine's (as its constructor takes them); ``None`` keeps each setting.
 
         Raises:
             InvalidArgumentError: The engine is open, or a value is malformed.
@@ -190,7 +192,15 @@ class Engine(RunOperations, IntakeOperations):
         if url is not None:
             if not isinstance(url, str):
                 raise InvalidArgumentError(f"url must be a string, got {url!r}")
-            self.url = url  # the store is made anew by open()
+            self.url = url
+            self._store_url = None  # (made anew by open(), even on the same URL)
+        if clock is not None:
+            self._rt.clock = clock
+
+    @property
+    def clock(self) -> Clock:
+        """Engine time: a :class:`parkway.testing.ManualClock` in tests, else real time."""
+        return self._rt.clock
 
     @property
     def is_open(self) -> bool:
@@ -340,7 +350,7 @@ class Engine(RunOperations, IntakeOperations):
         """Open the store (creating or migrating its schema) and start the worker."""
         if self._open:
             return
-        if self.url != self._store_url:  # the url was changed before opening (CLI --url)
+        if self.url != self._store_url:  # the url was set before opening (CLI --url)
             self._rt.store, self._store_url = open_store(self.url), self.url
         await self._rt.store.open()
         self._rt.opened()

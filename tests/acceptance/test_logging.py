@@ -58,7 +58,7 @@ async def test_a_failed_run_is_an_error_with_its_traceback_and_each_attempt_a_wa
         ("WARNING", "step_failed"),
         ("ERROR", "failed"),
     ]
-    started, first, second, failed = records
+    _, first, second, failed = records
     for record in records:
         assert (record.workflow, record.version) == ("fragile", "2")  # type: ignore[attr-defined]
     assert [first.attempt, second.attempt] == [1, 2]  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ async def test_parkway_worker_logs_json_lines_with_the_fields(
     assert failed["level"] == "ERROR" and failed["logger"] == "parkway.runs"
     assert failed["workflow"] == "checkout" and failed["version"] == "1"
     assert failed["error_type"] == "StepFailedError"
-    assert "TypeError" in failed["traceback"] and "item[\"price\"]" in failed["traceback"]
+    assert "TypeError" in failed["traceback"] and 'item["price"]' in failed["traceback"]
     assert mine[1]["level"] == "WARNING" and mine[1]["attempt"] == 1
     assert isinstance(mine[1]["duration_ms"], float)
     assert {"time", "message"} <= set(failed)

@@ -54,7 +54,8 @@ def resumed_by(advances: Sequence[ReadableSpan], sender: ReadableSpan) -> Readab
         a
         for a in advances
         if a.parent is not None
-        and (a.parent.trace_id, a.parent.span_id) == (sender.context.trace_id, sender.context.span_id)
+        and (a.parent.trace_id, a.parent.span_id)
+        == (sender.context.trace_id, sender.context.span_id)
     ]
     assert [(link.context.trace_id, link.context.span_id) for link in advance.links] == [
         (sender.context.trace_id, sender.context.span_id)

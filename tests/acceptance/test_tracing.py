@@ -100,7 +100,7 @@ async def test_each_sender_s_span_is_the_parent_of_the_advance_it_woke_in_anothe
     last = resumed_by(advances, correlate)
     assert first.attributes["parkway.outcome"] == "parked"  # type: ignore[index]
     assert last.attributes["parkway.outcome"] == "completed"  # type: ignore[index]
-    assert last.attributes["parkway.woken_by"] == ("message",)  # type: ignore[index]
+    assert last.attributes["parkway.woken_by"] == "message"  # type: ignore[index]
     # The step ran inside the advance that took the message: its child, in its trace.
     [close] = named(spans, "parkway.step close")
     assert child_of(spans, last) == [close]

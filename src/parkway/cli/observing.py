@@ -17,6 +17,8 @@ import orjson
 from parkway.engine import Engine
 from parkway.errors import MetricsDisabledError, ParkwayError
 
+log = logging.getLogger("parkway.cli")
+
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 LOG_FORMATS = ["text", "json"]
 
@@ -88,7 +90,7 @@ def say(message: str) -> None:
 
 _REASONS = {
     200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    503: "Service Unavailable",
+    500: "Internal Server Error", 503: "Service Unavailable",
 }  # fmt: skip
 _REQUEST_LIMIT = 16 * 1024  # a scrape's request head is a few hundred bytes
 _READ_TIMEOUT = 10.0
@@ -109,6 +111,9 @@ async def serve_metrics(engine: Engine, host: str, port: int) -> asyncio.Server:
             status, body, content_type = await _answer(engine, head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             status, body, content_type = 400, b"bad request\n", "text/plain; charset=utf-8"
+        except Exception:  # a bug, not the scraper's fault: answered, and logged
+            log.exception("metrics: the scrape failed")
+            status, body, content_type = 500, b"internal error\n", "text/plain; charset=utf-8"
         try:
             writer.write(
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"

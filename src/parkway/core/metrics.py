@@ -15,7 +15,7 @@ import weakref
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
@@ -103,24 +103,33 @@ class Metrics:
         }
         self.store = StoreGauges()
         registry.register(self.store)
+        # Each labelled child, once: .labels() costs three times the increment.
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        key = (id(metric), *labels)  # (the metrics live as long as this object)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # -- what happened -----------------------------------------------------------------------
 
     def run_started(self, workflow: str) -> None:
-        self._started.labels(workflow).inc()
+        self._child(self._started, workflow).inc()
 
     def run_ended(self, workflow: str, status: str) -> None:
         ended = self._ended.get(status)
         if ended is not None:
-            ended.labels(workflow).inc()
+            self._child(ended, workflow).inc()
 
     def step(self, workflow: str, step: str, ok: bool, seconds: float) -> None:
-        self._steps.labels(workflow, step, "ok" if ok else "error").inc()
-        self._step_seconds.labels(workflow, step).observe(seconds)
+        self._child(self._steps, workflow, step, "ok" if ok else "error").inc()
+        self._child(self._step_seconds, workflow, step).observe(seconds)
 
     def woke(self, workflow: str, kind: str, latency: float) -> None:
-        self._wakes.labels(workflow, kind).inc()
-        self._wake_seconds.labels(workflow, kind).observe(latency)
+        self._child(self._wakes, workflow, kind).inc()
+        self._child(self._wake_seconds, workflow, kind).observe(latency)
 
     def called(self, kind: str, outcome: str) -> None:
         calls = self._calls.get(kind)
@@ -169,5 +178,11 @@ class StoreGauges(Collector):
                 "parkway_dead_letters",
                 "Messages that expired unconsumed, kept as dead letters.",
                 stats.dead_letters,
+            ),
+            CounterMetricFamily(
+                "parkway_lease_takeovers",
+                "Runs this process's worker took over from an expired lease (a worker that "
+                "died or stalled).",
+                stats.takeovers,
             ),
         ]

@@ -148,17 +148,20 @@ class Telemetry:
         return self._observed(kind, coro, attrs)
 
     async def _observed(self, kind: str, coro: Coroutine[Any, Any, T], attrs: dict[str, Any]) -> T:
-        metrics = self.metrics
+        metrics, tracing = self.metrics, self.tracing
+        span = token = None
+        if tracing is not None:
+            span, token = tracing.begin_client(kind, attrs)
         try:
-            if self.tracing is not None:
-                with self.tracing.client_span(kind, attrs):
-                    result = await coro
-            else:
-                result = await coro
-        except Exception as exc:
-            if metrics is not None:
+            result = await coro
+        except BaseException as exc:
+            if span is not None and tracing is not None:
+                tracing.end(span, token, exc)
+            if metrics is not None and isinstance(exc, Exception):
                 metrics.called(kind, failure_outcome(exc))
             raise
+        if span is not None and tracing is not None:
+            tracing.end(span, token)
         if metrics is not None:
             metrics.called(kind, outcome_of(kind, result))
         return result
@@ -241,11 +244,16 @@ class Telemetry:
     async def step(self, request: RunStep, attempt: Awaitable[StepResult]) -> StepResult:
         """One attempt of a step (``attempt``: it running): timed, logged, counted, traced."""
         advance = _ADVANCE.get()
+        tracing = self.tracing
         began = time.perf_counter()
-        if self.tracing is not None:
-            with self.tracing.step_span(request) as span:
+        if tracing is not None:
+            span, token = tracing.begin_step(request)
+            try:
                 result = await attempt
-                self.tracing.step_done(span, result)
+            except BaseException as exc:  # (cancelled: a step's own error is in its result)
+                tracing.end(span, token, exc)
+                raise
+            tracing.end(span, token, result.error)
         else:
             result = await attempt
         took = time.perf_counter() - began

@@ -14,7 +14,6 @@ Imported only when tracing is on (see :func:`tracing_for`). Spans:
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -25,7 +24,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from parkway.errors import InvalidArgumentError
-from parkway.replay.requests import RunStep, StepResult
+from parkway.replay.requests import RunStep
 from parkway.store.base import RunRecord, TaskRecord, Tx
 
 T = TypeVar("T")
@@ -42,17 +41,31 @@ class Tracing:
 
     # -- senders -----------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def client_span(self, kind: str, attrs: dict[str, Any]) -> Iterator[Span]:
-        """The span of a client call, current while it runs."""
+    # Spans are started and made current by hand, not with start_as_current_span (its
+    # two context managers cost as much again as the span), and carry few attributes
+    # (the SDK checks each one's type on every span): what the span's name does not say.
+
+    def begin_client(self, kind: str, attrs: dict[str, Any]) -> tuple[Span, object]:
+        """Start the span of a client call and make it current; returns it and its token.
+
+        ``attrs``: ``name`` (of the event, message, signal) or ``workflow`` name it;
+        ``run_id`` is its attribute."""
         name = attrs.get("name") or attrs.get("workflow")
-        attributes = {f"parkway.{key}": value for key, value in attrs.items() if value is not None}
-        with self.tracer.start_as_current_span(
+        run_id = attrs.get("run_id")
+        span = self.tracer.start_span(
             f"parkway.{kind} {name}" if name else f"parkway.{kind}",
             kind=SpanKind.PRODUCER,
-            attributes=attributes,
-        ) as span:
-            yield span
+            attributes={"parkway.run_id": run_id} if run_id else None,
+        )
+        return span, otel_context.attach(trace.set_span_in_context(span))
+
+    def end(self, span: Span, token: object, error: BaseException | None = None) -> None:
+        """End a span :meth:`begin_client` or :meth:`begin_step` made current."""
+        otel_context.detach(token)  # type: ignore[arg-type]
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        span.end()
 
     def carrier(self) -> dict[str, str]:
         """The current trace context, as the propagator writes it (empty: none)."""
@@ -65,6 +78,8 @@ class Tracing:
         context = otel_context.get_current()
 
         async def bound(tx: Tx) -> T:
+            if otel_context.get_current() is context:  # (run by its own caller: most are)
+                return await job(tx)
             token = otel_context.attach(context)
             try:
                 return await job(tx)
@@ -98,10 +113,8 @@ class Tracing:
             links=links,
             attributes={
                 "parkway.run_id": run.id,
-                "parkway.workflow": run.workflow,
                 "parkway.version": run.version,
-                "parkway.generation": run.generation,
-                "parkway.woken_by": sorted({t.kind for t in tasks}),
+                "parkway.woken_by": ",".join(sorted({t.kind for t in tasks})),
             },
         )
         return span, otel_context.attach(trace.set_span_in_context(span))
@@ -124,18 +137,12 @@ class Tracing:
 
     # -- steps -------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def step_span(self, request: RunStep) -> Iterator[Span]:
-        with self.tracer.start_as_current_span(
-            f"parkway.step {request.cmd.name}",
-            attributes={"parkway.step": request.cmd.name, "parkway.attempt": request.attempt},
-        ) as span:
-            yield span
-
-    def step_done(self, span: Span, result: StepResult) -> None:
-        if result.error is not None:
-            span.record_exception(result.error)
-            span.set_status(Status(StatusCode.ERROR, f"{type(result.error).__name__}"))
+    def begin_step(self, request: RunStep) -> tuple[Span, object]:
+        """Start the span of a step's attempt and make it current (end it with :meth:`end`)."""
+        span = self.tracer.start_span(
+            f"parkway.step {request.cmd.name}", attributes={"parkway.attempt": request.attempt}
+        )
+        return span, otel_context.attach(trace.set_span_in_context(span))
 
 
 def _version() -> str | None:

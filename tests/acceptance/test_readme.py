@@ -18,6 +18,7 @@ EXPECTED = {
     2: ["to client:5: product 456 is back", "1"],
     3: ["approved declined", "outcome='buffered'"],
     4: ["reminded"],
+    5: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 
 

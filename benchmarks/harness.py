@@ -104,8 +104,10 @@ class Bench:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database} WITH (FORCE)")
 
     def engine(self, **options: Any) -> Engine:
-        if getattr(self.options, "telemetry", "off") == "on":
+        telemetry = getattr(self.options, "telemetry", "off")
+        if telemetry in ("on", "metrics"):
             options.setdefault("metrics", _registry())
+        if telemetry in ("on", "tracing"):
             options.setdefault("tracing", _tracer_provider())
         return Engine(self.url, **options)
 

@@ -3,7 +3,7 @@
 Run from the project root::
 
     python -m benchmarks.parkway_bench --shape SHAPE [--n N] [--db sqlite|memory|postgres]
-        [--telemetry off|on]
+        [--telemetry off|metrics|tracing|on]
 
 Each invocation is a fresh process (so peak RSS is the shape's own) on a fresh
 database in a new temporary folder. The shapes match ``benchmarks.peers.dbos_bench``
@@ -16,8 +16,9 @@ Shapes
     in-process worker runs them as they come); clock from the first start to the last
     result: ``wf_per_s``. The steps are ``async def`` functions, or with ``--steps
     sync`` plain ``def`` ones (which the engine runs in a thread each). With
-    ``--telemetry on`` (any shape that makes its engine with ``Bench.engine``), the
-    engine counts metrics and makes spans: the overhead of observing it.
+    ``--telemetry metrics|tracing|on`` (any shape that makes its engine with
+    ``Bench.engine``), the engine counts metrics, makes spans, or both: the
+    overhead of observing it.
 ``park`` (N=10000, ``--wait signal|event|message``)
     N runs started and parked on ``wait_for_signal`` (or ``wait_for_event("order.paid",
     match={"order_id": i})``, or ``wait_for_message``); clock until the engine is idle
@@ -567,10 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--telemetry",
-        choices=["off", "on"],
+        choices=["off", "metrics", "tracing", "on"],
         default="off",
-        help="on: the engine counts Prometheus metrics and makes OpenTelemetry spans (an SDK "
-        "provider, batched to an exporter that drops them), for the overhead of both",
+        help="the engine counts Prometheus metrics (metrics), makes OpenTelemetry spans "
+        "(tracing: an SDK provider, batched to an exporter that drops them), or both (on)",
     )
     parser.add_argument(
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"

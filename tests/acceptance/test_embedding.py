@@ -3,6 +3,7 @@ its lifespan, its routes, its dashboard (in a real browser too)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,23 @@ def shop(engine: Engine) -> FastAPI:
     return app
 
 
-async def test_mounted_in_fastapi_the_app_s_lifespan_opens_the_engine(
-    engine_url: str, clock: ManualClock
-) -> None:
-    engine = Engine(engine_url, clock=clock)
-    register(engine)
-    app = shop(engine)
+@contextlib.asynccontextmanager
+async def served(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client on ``app``, between its lifespan's startup and shutdown."""
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://shop.test") as http,
     ):
+        yield http
+
+
+async def test_mounted_in_fastapi_the_app_s_lifespan_opens_the_engine(
+    engine_url: str, clock: ManualClock
+) -> None:
+    engine = Engine(engine_url, clock=clock)
+    register(engine)
+    async with served(shop(engine)) as http:
         assert engine.is_open
         assert (await http.get("/hello")).json() == {"hello": "world"}
         assert (await http.post("/orders/a/1")).status_code == 404  # (FastAPI's own routing)
@@ -87,12 +94,7 @@ async def test_an_engine_the_application_opened_itself_is_left_open(
 ) -> None:
     engine = await make_engine()
     register(engine)
-    app = shop(engine)
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://shop.test") as http,
-    ):
+    async with served(shop(engine)) as http:
         assert (await http.get("/parkway/healthz")).status_code == 200
     assert engine.is_open
 
@@ -102,11 +104,7 @@ async def test_mounted_without_a_lifespan_the_503_says_what_to_do(engine_url: st
     register(engine)
     app = FastAPI()  # (no lifespan: nothing opens the engine)
     app.mount("/parkway", create_app(engine, api_token=""))
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://shop.test") as http,
-    ):
+    async with served(app) as http:
         answer = await http.get("/parkway/runs")
     assert answer.status_code == 503
     detail = answer.json()["detail"]

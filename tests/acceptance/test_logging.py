@@ -41,12 +41,19 @@ def register(engine: Engine) -> None:
         return await ctx.step(lambda: f"approved by {decision}", name="record")
 
 
-async def test_a_failed_run_is_an_error_with_its_traceback_and_each_attempt_a_warning(
-    make_engine: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    engine = await make_engine()
+@pytest.fixture
+async def logged(make_engine: Any, caplog: pytest.LogCaptureFixture) -> Engine:
+    """An engine with this module's workflows, its INFO records captured."""
+    engine: Engine = await make_engine()
     register(engine)
     caplog.set_level(logging.INFO, logger="parkway")
+    return engine
+
+
+async def test_a_failed_run_is_an_error_with_its_traceback_and_each_attempt_a_warning(
+    logged: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = logged
     handle = await engine.start("fragile", None, id="fragile-1")
     with pytest.raises(WorkflowFailedError):
         await handle.result(timeout=10)
@@ -75,11 +82,9 @@ async def test_a_failed_run_is_an_error_with_its_traceback_and_each_attempt_a_wa
 
 
 async def test_a_run_that_parks_resumes_and_completes_says_so_with_what_it_waited_for(
-    make_engine: Any, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    logged: Engine, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = await make_engine()
-    register(engine)
-    caplog.set_level(logging.INFO, logger="parkway")
+    engine = logged
     handle = await engine.start("approval", {"amount": 5}, id="approval-1")
     await engine.idle()
     await engine.signal("approval-1", "approve", "ann")
@@ -101,11 +106,9 @@ async def test_a_run_that_parks_resumes_and_completes_says_so_with_what_it_waite
 
 
 async def test_a_cancelled_run_is_logged_once(
-    make_engine: Any, caplog: pytest.LogCaptureFixture
+    logged: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = await make_engine()
-    register(engine)
-    caplog.set_level(logging.INFO, logger="parkway")
+    engine = logged
     await engine.start("approval", None, id="approval-2")
     await engine.idle()
     await engine.cancel("approval-2")
@@ -117,10 +120,9 @@ async def test_a_cancelled_run_is_logged_once(
 
 
 async def test_nothing_is_logged_at_info_unless_asked(
-    make_engine: Any, caplog: pytest.LogCaptureFixture
+    logged: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = await make_engine()
-    register(engine)
+    engine = logged
     caplog.set_level(logging.WARNING, logger="parkway")
     handle = await engine.start("approval", None, id="approval-3")
     await engine.idle()

@@ -1437,17 +1437,23 @@ async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Stor
         ["a"], ["b"],
     )  # fmt: skip
     assert (await store.stats(NOW)).takeovers == 1
-    async with store.transaction() as tx:  # w1 died: its other run, handed over
+    async with store.transaction() as tx:  # w1 died: its other run, handed over (not counted)
         leases = [
             await tx.lease_run(r, owner="w3", now=NOW, wall_now=WALL + 12, lease_until=WALL + 42)
             for r in ("a", "b")
         ]
     assert sum(1 for lease in leases if lease.taken) == 1
-    assert (await store.stats(NOW)).takeovers == 2
-    await store.release_leases("w2")
+    assert (await store.stats(NOW)).takeovers == 1
+    await store.release_leases("w2")  # released, not expired: no takeover
     await store.release_leases("w3")
-    await store.claim("w4", now=NOW, wall_now=WALL + 13, lease_until=WALL + 43, limit=5)
-    assert (await store.stats(NOW)).takeovers == 2
+    assert (
+        len(await store.claim("w4", now=NOW, wall_now=WALL + 13, lease_until=WALL + 43, limit=5))
+        == 2
+    )
+    assert (await store.stats(NOW)).takeovers == 1
+    taken = await store.claim("w5", now=NOW, wall_now=WALL + 44, lease_until=WALL + 74, limit=5)
+    assert len(taken) == 2
+    assert (await store.stats(NOW)).takeovers == 3
 
 
 async def test_start_run_and_send_signal_give_their_task_its_payload(store: Store) -> None:

@@ -172,10 +172,8 @@ class MemoryTx(_ValuesAndUpdates, ComposedTx):
         run = self._s.runs.get(run_id)
         if run is None or run.status in ENDED:
             return Lease(run_id, taken=False)
-        if run.lease_owner is not None:
-            if (run.lease_until or 0) >= wall_now:
-                return Lease(run_id, taken=False)
-            self._s.takeovers += 1
+        if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
+            return Lease(run_id, taken=False)
         before = _copy(run)
         run.lease_owner, run.lease_until = owner, lease_until
         if run.status == "pending":

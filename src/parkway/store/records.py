@@ -255,8 +255,9 @@ class StoreStats:
     ``parked``: parked runs, by workflow. ``due``: tasks due now and not yet
     done (the backlog), the oldest due at ``oldest_due_at`` (``None``: none is
     due). ``dead_letters``: messages that expired unconsumed. ``takeovers``: runs
-    this store object leased from a lease that had expired (a worker that died
-    or stalled), since it was opened: this process's count, not the store's.
+    this store object's claims leased from a lease that had expired (its worker
+    died or stalled), since it was made: this process's count, not the store's.
+    (A hand-over's ``Tx.lease_run`` of such a run is not counted.)
     """
 
     parked: dict[str, int]

@@ -141,6 +141,36 @@ async def test_steps_are_spans_under_their_advance_and_a_failure_is_recorded(
     assert event.attributes["exception.type"] == "TypeError"  # type: ignore[index]
 
 
+async def test_an_update_s_span_is_the_parent_of_the_advance_that_applied_it(
+    make_engine: Any,
+) -> None:
+    provider, exporter = traced()
+    engine = await make_engine(tracing=provider)
+
+    @engine.workflow()
+    async def counter(ctx, input):
+        state = {"total": 0}
+
+        def add(amount: int) -> int:
+            state["total"] += amount
+            return state["total"]
+
+        ctx.on_update("add", add)
+        await ctx.wait_until(lambda: state["total"] >= 3)
+        return state["total"]
+
+    handle = await engine.start("counter", id="n1")
+    await engine.idle()
+    assert await engine.update("n1", "add", 3) == 3
+    assert await handle.result(timeout=10) == 3
+    spans = exporter.get_finished_spans()
+    [update] = named(spans, "parkway.update add")
+    assert update.kind == SpanKind.PRODUCER
+    assert update.attributes["parkway.run_id"] == "n1"  # type: ignore[index]
+    advance = resumed_by(named(spans, "parkway.advance counter"), update)
+    assert advance.attributes["parkway.woken_by"] == "update"  # type: ignore[index]
+
+
 async def test_a_span_a_step_makes_is_the_step_s_child(make_engine: Any) -> None:
     provider, exporter = traced()
     engine = await make_engine(tracing=provider)

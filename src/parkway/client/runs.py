@@ -216,7 +216,8 @@ class RunOperations(Facade):
         update_id = check_id(id)
         seconds = to_seconds(timeout, "timeout")
         data = _json.dumps(payload, f"the payload of update {name!r}")
-        return await core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+        updated = core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+        return await self._rt.telemetry.call("update", updated, name=name, run_id=run_id)
 
     async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any:
         """The run's latest value ``key`` (``ctx.set_value``), or ``None`` if it has not

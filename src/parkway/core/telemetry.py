@@ -49,7 +49,7 @@ log = logging.getLogger("parkway.runs")
 
 # The tasks that wake a parked run (a "start" begins one; a "cancel" ends it).
 START = "start"
-WAKES = frozenset({"delivery", "message", "signal", "timer", "child", "wake"})
+WAKES = frozenset({"delivery", "message", "signal", "timer", "child", "wake", "update"})
 # Pending journal entries that are not waits of their own (ctx.first's marker).
 _NOT_WAITS = frozenset({"first"})
 

@@ -2,8 +2,8 @@
 
 Imported only when tracing is on (see :func:`tracing_for`). Spans:
 
-- ``parkway.start``, ``parkway.publish``, ``parkway.correlate``, ``parkway.signal``
-  (kind ``PRODUCER``): a client call; what it stores carries its context (W3C
+- ``parkway.start``, ``parkway.publish``, ``parkway.correlate``, ``parkway.signal``,
+  ``parkway.update`` (kind ``PRODUCER``): a client call; what it stores carries its context (W3C
   trace context, through the global propagator);
 - ``parkway.advance <workflow>`` (``CONSUMER``): one advance of one run. Woken by
   one sender, it is that sender's span's child (in its trace, in any process);

@@ -104,6 +104,11 @@ class Bench:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.pg_database} WITH (FORCE)")
 
     def engine(self, **options: Any) -> Engine:
+        telemetry = getattr(self.options, "telemetry", "off")
+        if telemetry in ("on", "metrics"):
+            options.setdefault("metrics", _registry())
+        if telemetry in ("on", "tracing"):
+            options.setdefault("tracing", _tracer_provider())
         return Engine(self.url, **options)
 
     def count_completed(self) -> int:
@@ -119,6 +124,32 @@ class Bench:
             with sqlite3.connect(self.path) as conn:
                 row = conn.execute(query.format("")).fetchone()
         return int(row[0]) if row else 0
+
+
+def _registry() -> Any:
+    """A Prometheus registry of the shape's own (``--telemetry on``)."""
+    from prometheus_client import CollectorRegistry
+
+    return CollectorRegistry()
+
+
+def _tracer_provider() -> Any:
+    """An OpenTelemetry SDK provider whose spans are batched to an exporter that drops
+    them (``--telemetry on``): the cost of making and ending spans, not of shipping them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    return provider
 
 
 def table_bytes(path: Path) -> dict[str, dict[str, int]]:

@@ -3,6 +3,7 @@
 Run from the project root::
 
     python -m benchmarks.parkway_bench --shape SHAPE [--n N] [--db sqlite|memory|postgres]
+        [--telemetry off|metrics|tracing|on]
 
 Each invocation is a fresh process (so peak RSS is the shape's own) on a fresh
 database in a new temporary folder. The shapes match ``benchmarks.peers.dbos_bench``
@@ -14,7 +15,10 @@ Shapes
     N workflows of 3 trivial steps each, started one by one from this process (the
     in-process worker runs them as they come); clock from the first start to the last
     result: ``wf_per_s``. The steps are ``async def`` functions, or with ``--steps
-    sync`` plain ``def`` ones (which the engine runs in a thread each).
+    sync`` plain ``def`` ones (which the engine runs in a thread each). With
+    ``--telemetry metrics|tracing|on`` (any shape that makes its engine with
+    ``Bench.engine``), the engine counts metrics, makes spans, or both: the
+    overhead of observing it.
 ``park`` (N=10000, ``--wait signal|event|message``)
     N runs started and parked on ``wait_for_signal`` (or ``wait_for_event("order.paid",
     match={"order_id": i})``, or ``wait_for_message``); clock until the engine is idle
@@ -157,7 +161,11 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
         results = [await h.result(timeout=600) for h in handles]
         seconds = time.perf_counter() - t0
     assert results == [(i + 1) * 2 + 1 for i in range(n)]
-    return {"wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind}
+    telemetry = getattr(bench.options, "telemetry", "off")
+    return {
+        "wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind,
+        "telemetry": telemetry,
+    }  # fmt: skip
 
 
 PARKERS: dict[str, Callable[[Any, int], Coroutine[Any, Any, Any]]] = {}
@@ -557,6 +565,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--wait", choices=sorted(PARKERS), default="signal", help="park: what the runs wait on"
+    )
+    parser.add_argument(
+        "--telemetry",
+        choices=["off", "metrics", "tracing", "on"],
+        default="off",
+        help="the engine counts Prometheus metrics (metrics), makes OpenTelemetry spans "
+        "(tracing: an SDK provider, batched to an exporter that drops them), or both (on)",
     )
     parser.add_argument(
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"

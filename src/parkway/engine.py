@@ -52,6 +52,13 @@ class Engine(RunOperations, IntakeOperations):
         event_retention: How long event ids are remembered for de-duplication.
         lease: How long a worker owns a run it advances before another may take it
             over (renewed while the worker lives).
+        metrics: Count what runs do for Prometheus: ``True`` (prometheus_client's
+            default registry) or a ``CollectorRegistry``; see :meth:`render_metrics`.
+            Needs the ``metrics`` extra.
+        tracing: OpenTelemetry spans for client calls, advances and steps: ``True``
+            (the global tracer provider), a ``TracerProvider``, ``False``; ``None``
+            (the default): on if the application configured an SDK by the time the
+            engine opens. Needs the ``tracing`` extra.
 
     Use it as ``async with Engine(...) as engine:`` or with :meth:`open`/:meth:`close`.
     """
@@ -68,6 +75,8 @@ class Engine(RunOperations, IntakeOperations):
         message_ttl: Duration = "1h",
         event_retention: Duration = "24h",
         lease: Duration = "30s",
+        metrics: Any = None,
+        tracing: Any = None,
     ) -> None:
         resolved = url if url is not None else os.environ.get("PARKWAY_URL") or DEFAULT_URL
         if not isinstance(resolved, str):
@@ -93,7 +102,7 @@ class Engine(RunOperations, IntakeOperations):
         # (see RunOperations.start). The command line opens an app's engine without
         # its worker for one command; that engine stays what its app made it.
         self._client = not worker
-        self._store_url = resolved
+        self._store_url: str | None = resolved
         self._rt = Runtime(
             open_store(resolved),
             clock if clock is not None else SystemClock(),
@@ -101,6 +110,7 @@ class Engine(RunOperations, IntakeOperations):
             settings,
             event_extractor=event_extractor,
         )
+        self._rt.telemetry.configure(metrics=metrics, tracing=tracing)
         self._worker: Worker | None = None
         self._open = False
 
@@ -143,8 +153,15 @@ class Engine(RunOperations, IntakeOperations):
         worker: bool | None = None,
         concurrency: int | None = None,
         lease: Duration | None = None,
+        metrics: Any = None,
+        tracing: Any = None,
+        clock: Clock | None = None,
     ) -> None:
-        """Change settings of a closed engine (a command line's options, say).
+        """Change settings of a closed engine (a command line's options, a test's).
+
+        ``url``: the next :meth:`open` makes its store anew on it (an empty one,
+        for ``memory://``). ``metrics`` and ``tracing``, if given, replace the
+        engine's (as its constructor takes them); ``None`` keeps each setting.
 
         Raises:
             InvalidArgumentError: The engine is open, or a value is malformed.
@@ -164,12 +181,26 @@ class Engine(RunOperations, IntakeOperations):
                 raise InvalidArgumentError("lease must be longer than zero")
             settings = dataclasses.replace(settings, lease=seconds)
         self._rt.settings = settings
+        telemetry = self._rt.telemetry
+        if metrics is not None or tracing is not None:
+            telemetry.configure(
+                metrics=telemetry.metrics_option if metrics is None else metrics,
+                tracing=telemetry.tracing_option if tracing is None else tracing,
+            )
         if worker is not None:
             self.run_worker = worker
         if url is not None:
             if not isinstance(url, str):
                 raise InvalidArgumentError(f"url must be a string, got {url!r}")
-            self.url = url  # the store is made anew by open()
+            self.url = url
+            self._store_url = None  # (made anew by open(), even on the same URL)
+        if clock is not None:
+            self._rt.clock = clock
+
+    @property
+    def clock(self) -> Clock:
+        """Engine time: a :class:`parkway.testing.ManualClock` in tests, else real time."""
+        return self._rt.clock
 
     @property
     def is_open(self) -> bool:
@@ -319,10 +350,11 @@ class Engine(RunOperations, IntakeOperations):
         """Open the store (creating or migrating its schema) and start the worker."""
         if self._open:
             return
-        if self.url != self._store_url:  # the url was changed before opening (CLI --url)
+        if self.url != self._store_url:  # the url was set before opening (CLI --url)
             self._rt.store, self._store_url = open_store(self.url), self.url
         await self._rt.store.open()
         self._rt.opened()
+        self._rt.telemetry.opened()
         self._open = True
         self._rt.clock.attach(self)
         if self.run_worker:
@@ -359,6 +391,23 @@ class Engine(RunOperations, IntakeOperations):
         """
         self._require_open()
         await housekeeping.idle(self._rt, timeout)
+
+    @property
+    def metrics_enabled(self) -> bool:
+        """Whether this engine counts for Prometheus (it was given ``metrics=``)."""
+        return self._rt.telemetry.metrics is not None
+
+    async def render_metrics(self) -> tuple[bytes, str]:
+        """This engine's metrics in Prometheus's text format, and its content type.
+
+        The counters are this process's; the store's gauges (parked runs, the
+        due-task backlog, the oldest due task's age, dead letters) are read now.
+
+        Raises:
+            MetricsDisabledError: The engine was not given ``metrics=``.
+        """
+        self._require_open()
+        return await self._rt.telemetry.render_metrics(self._rt.store, self._rt.now())
 
     def poke(self) -> None:
         """Make this process's worker look for work now (a manual clock moved)."""

@@ -284,3 +284,31 @@ class UpdateFailedError(ParkwayError):
     def __init__(self, run_id: str, name: str, error: Any) -> None:
         self.run_id, self.name, self.error = run_id, name, error
         super().__init__(f"update {name!r} of run {run_id!r} failed: {error}")
+
+
+class MissingExtraError(ParkwayError, ImportError):
+    """A feature needs an optional extra of parkway that is not installed.
+
+    Also an :class:`ImportError`, so that ``except ImportError`` around an
+    optional import keeps working.
+
+    Attributes:
+        extra: The extra to install (``pip install 'parkway[<extra>]'``).
+        feature: What needs it (``"the PostgreSQL store"``, ``"parkway.http"``).
+        missing: The module that could not be imported.
+    """
+
+    def __init__(self, extra: str, feature: str, missing: str) -> None:
+        ParkwayError.__init__(
+            self,
+            f"{feature} needs the {extra!r} extra ({missing} is not installed): "
+            f"pip install 'parkway[{extra}]'",
+        )
+        self.extra, self.feature, self.missing = extra, feature, missing
+        self.name = missing
+
+
+class MetricsDisabledError(ParkwayError):
+    """This engine does not count metrics: give it ``metrics=True`` (or a
+    prometheus_client ``CollectorRegistry``), with the ``metrics`` extra installed
+    (pip install 'parkway[metrics]')."""

@@ -25,6 +25,7 @@ EXPECTED = {
         "order 8 cancelled",
     ],
     5: ["reminded"],
+    6: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 
 

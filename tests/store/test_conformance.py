@@ -34,6 +34,7 @@ from parkway.store.base import (
     MessageRecord,
     NewTask,
     RunRecord,
+    StoreStats,
     SubscriptionRecord,
     Tx,
     UpdateRecord,
@@ -1384,6 +1385,89 @@ async def test_a_write_that_fails_fails_its_transaction_and_saves_nothing(store:
         assert await tx.get_run("lost") is None
         assert await tx.journal("lost") == []
     assert not await store.has_due(NOW)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stats (what metrics read)
+
+
+async def test_stats_of_an_empty_store(store: Store) -> None:
+    assert await store.stats(NOW) == StoreStats({}, 0, None, 0, 0)
+
+
+async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: Store) -> None:
+    async with store.transaction() as tx:
+        for run_id, workflow, status in [
+            ("p1", "order", "parked"), ("p2", "order", "parked"), ("p3", "refund", "parked"),
+            ("r1", "order", "running"), ("c1", "order", "completed"), ("x1", "order", "pending"),
+        ]:  # fmt: skip
+            await tx.insert_run(run(run_id, workflow=workflow, status=status))
+        await tx.add_tasks(
+            [
+                NewTask("p1", NOW - 30, "delivery", 1, b"{}"),
+                NewTask("p1", NOW - 10, "timer", 2),
+                NewTask("x1", NOW - 20, "start"),
+                NewTask("p3", NOW + 100, "timer", 1),  # not due yet
+            ]
+        )
+        await tx.add_message(message("reply", "k1", expires_at=NOW - 1))
+        await tx.add_message(message("reply", "k2", expires_at=NOW - 1))
+        await tx.add_message(message("reply", "k3", expires_at=NOW + 60))
+        await tx.expire_messages(NOW, "expired")
+    stats = await store.stats(NOW)
+    assert stats.parked == {"order": 2, "refund": 1}
+    assert (stats.due, stats.oldest_due_at) == (3, NOW - 30)
+    assert stats.dead_letters == 2
+    later = await store.stats(NOW + 100)
+    assert (later.due, later.oldest_due_at) == (4, NOW - 30)
+    async with store.transaction() as tx:  # done tasks leave the backlog
+        await tx.delete_tasks([t.id for t in await tx.due_tasks("p1", NOW)])
+    assert (await store.stats(NOW)).oldest_due_at == NOW - 20
+
+
+async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Store) -> None:
+    await _runs_with_tasks(store, {"a": [NOW], "b": [NOW]}, status="running")
+    assert sorted(
+        await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 10, limit=5)
+    ) == ["a", "b"]
+    # Live leases are not taken; a run no one leases is no takeover either.
+    assert await store.claim("w2", now=NOW, wall_now=WALL + 5, lease_until=WALL + 35, limit=5) == []
+    assert (await store.stats(NOW)).takeovers == 0
+    assert await store.claim("w2", now=NOW, wall_now=WALL + 11, lease_until=WALL + 41, limit=1) in (
+        ["a"], ["b"],
+    )  # fmt: skip
+    assert (await store.stats(NOW)).takeovers == 1
+    async with store.transaction() as tx:  # w1 died: its other run, handed over (not counted)
+        leases = [
+            await tx.lease_run(r, owner="w3", now=NOW, wall_now=WALL + 12, lease_until=WALL + 42)
+            for r in ("a", "b")
+        ]
+    assert sum(1 for lease in leases if lease.taken) == 1
+    assert (await store.stats(NOW)).takeovers == 1
+    await store.release_leases("w2")  # released, not expired: no takeover
+    await store.release_leases("w3")
+    assert (
+        len(await store.claim("w4", now=NOW, wall_now=WALL + 13, lease_until=WALL + 43, limit=5))
+        == 2
+    )
+    assert (await store.stats(NOW)).takeovers == 1
+    taken = await store.claim("w5", now=NOW, wall_now=WALL + 44, lease_until=WALL + 74, limit=5)
+    assert len(taken) == 2
+    assert (await store.stats(NOW)).takeovers == 3
+
+
+async def test_start_run_and_send_signal_give_their_task_its_payload(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.start_run(run("r"), NOW, task_payload=b'{"trace": {"traceparent": "x"}}')
+    async with store.transaction() as tx:
+        sent = await tx.send_signal("r", "go", b"1", NOW, task_payload=b'{"trace": {}}')
+    assert sent.status == "pending"
+    async with store.transaction(readonly=True) as tx:
+        tasks = await tx.due_tasks("r", NOW)
+    assert sorted((t.kind, t.payload) for t in tasks) == [
+        ("signal", b'{"trace": {}}'),
+        ("start", b'{"trace": {"traceparent": "x"}}'),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

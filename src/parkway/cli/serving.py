@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
 import os
 import signal
 import sys
@@ -14,8 +13,24 @@ import click
 
 from parkway.cli.common import APP, DURATION, engine_for, redact, run
 from parkway.cli.group import cli
+from parkway.cli.observing import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    configure_logging,
+    say,
+    serve_metrics,
+)
 from parkway.engine import Engine
 from parkway.errors import ParkwayError
+
+LOG_LEVEL = click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True,
+    help="Log lines at this level and up (runs' lifecycle is at info).",
+)  # fmt: skip
+LOG_FORMAT = click.option(
+    "--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
+    help="text, or json: one JSON object a line, with each line's structured fields.",
+)  # fmt: skip
 
 
 @cli.command()
@@ -27,8 +42,13 @@ from parkway.errors import ParkwayError
                    "(renewed while alive; default: the engine's, 30).")  # fmt: skip
 @click.option("--grace", type=DURATION, default=30.0, show_default=True,
               help="Seconds in-flight runs get to finish on shutdown.")  # fmt: skip
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True)  # fmt: skip
+@LOG_LEVEL
+@LOG_FORMAT
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: any free "
+                   "port, printed at start). Needs the metrics extra.")  # fmt: skip
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address the metrics listen on (0.0.0.0: every interface).")  # fmt: skip
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -37,31 +57,39 @@ def worker(
     lease: float | None,
     grace: float,
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run APP's worker until SIGTERM or SIGINT, then stop gracefully.
 
     In-flight runs finish (up to --grace) or are released for another worker.
     A second signal stops at once; the runs then move on once their lease expires.
+    Each run's start, parks, wakes, steps and end are logged at INFO; a failed
+    step attempt at WARNING; a failed run at ERROR, with its traceback.
     """
-    engine = _working_engine(ctx, app, log_level, concurrency)
+    engine = _working_engine(ctx, app, log_level, log_format, concurrency)
     if lease is not None:
         engine.configure(lease=lease)
+    if metrics_port is not None and not engine.metrics_enabled:
+        try:
+            engine.configure(metrics=True)
+        except ParkwayError as exc:
+            raise click.ClickException(f"--metrics-port: {exc}") from exc
+    metrics = None if metrics_port is None else (metrics_host, metrics_port)
     code = 0
     try:
-        message = f"stopped ({run(_work(engine, grace), wait_for_threads=False)})"
+        message = f"stopped ({run(_work(engine, grace, metrics), wait_for_threads=False)})"
     except _Forced as exc:
         code, message = 1, f"stopped at once ({exc}); leases expire on their own"
     _exit("worker", message, code)
 
 
 def _working_engine(
-    ctx: click.Context, app: Engine, log_level: str, concurrency: int | None
+    ctx: click.Context, app: Engine, log_level: str, log_format: str, concurrency: int | None
 ) -> Engine:
     """APP's engine set to run its worker here (``worker`` and ``serve``), with logging on."""
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )  # fmt: skip
+    configure_logging(log_level, log_format)
     engine = engine_for(ctx, app)
     engine.configure(worker=True, concurrency=concurrency)
     return engine
@@ -72,7 +100,7 @@ def _exit(command: str, message: str, code: int) -> None:
     stuck = _busy_threads()
     if stuck:
         message += f"; abandoned {len(stuck)} step(s) still running, their runs will be retried"
-    click.echo(f"parkway {command}: {message}, pid {os.getpid()}", err=True)
+    say(f"parkway {command}: {message}, pid {os.getpid()}")
     if stuck:
         # A sync step past the grace period must not hold the process: Python would
         # join its thread at exit. Its run was released (or its lease will expire).
@@ -94,7 +122,7 @@ class _Forced(Exception):
     """A second stop signal arrived during the graceful shutdown."""
 
 
-async def _work(engine: Engine, grace: float) -> str:
+async def _work(engine: Engine, grace: float, metrics: tuple[str, int] | None) -> str:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -109,13 +137,24 @@ async def _work(engine: Engine, grace: float) -> str:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
     await engine.open()
-    click.echo(
+    server = None
+    try:
+        if metrics is not None:
+            server = await serve_metrics(engine, *metrics)
+            host, port = server.sockets[0].getsockname()[:2]
+            where = f"http://{host if ':' not in host else f'[{host}]'}:{port}/metrics"
+            say(f"parkway worker: metrics at {where}")
+    except ParkwayError:
+        await engine.close(grace=0)
+        raise
+    say(
         f"parkway worker: started on {redact(engine.url)} (pid {os.getpid()}, "
-        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)",
-        err=True,
+        f"concurrency {engine.concurrency}, lease {engine.lease:g}s)"
     )
     try:
         await stop.wait()
+        if server is not None:
+            server.close()
         await engine.close(grace=grace)
     except asyncio.CancelledError:
         raise _Forced(" then ".join(received)) from None
@@ -134,8 +173,13 @@ async def _work(engine: Engine, grace: float) -> str:
               help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
 @click.option("--grace", type=DURATION, default=30.0, show_default=True,
               help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True)  # fmt: skip
+@LOG_LEVEL
+@LOG_FORMAT
+@click.option(
+    "--log-polls",
+    is_flag=True,
+    help="Also log the dashboard's own polling requests (left out by default).",
+)
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
               help="Also answer requests for this Host name (a DNS name the server is "
               "reached by, behind a proxy say); '*' answers any. Repeatable.")  # fmt: skip
@@ -148,6 +192,8 @@ def serve(
     concurrency: int | None,
     grace: float,
     log_level: str,
+    log_format: str,
+    log_polls: bool,
     allow_hosts: tuple[str, ...],
 ) -> None:
     """Serve APP's JSON API and dashboard over HTTP, with its worker, until SIGTERM or SIGINT.
@@ -156,7 +202,8 @@ def serve(
     PARKWAY_API_TOKEN set, every route but /healthz needs
     `Authorization: Bearer <token>`. Requests must name this server in their Host
     header (its address, an IP address, localhost, or an --allow-host name), a guard
-    against DNS rebinding. Needs the http extra: pip install 'parkway[http]'.
+    against DNS rebinding. Prometheus metrics are at /metrics (with the metrics
+    extra). Needs the http extra: pip install 'parkway[http]'.
     """
     missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
     if missing:
@@ -167,7 +214,9 @@ def serve(
     from parkway.http.server import ForcedStopError, bind, exposure_warning, served_hosts
     from parkway.http.server import serve as serve_http
 
-    engine = _working_engine(ctx, app, log_level, concurrency)
+    engine = _working_engine(ctx, app, log_level, log_format, concurrency)
+    if not engine.metrics_enabled and _importable("prometheus_client"):
+        engine.configure(metrics=True)
     try:
         sock = bind(host, port)
     except ParkwayError as exc:
@@ -176,20 +225,19 @@ def serve(
     auth = "token required" if token else "no token required"
     warning = exposure_warning(host, token)
     if warning is not None:
-        click.echo(f"parkway serve: {warning}", err=True)
+        say(f"parkway serve: {warning}")
 
     def listening(url: str) -> None:
-        click.echo(
+        say(
             f"parkway serve: listening on {url} ({auth}), store {redact(engine.url)}, "
-            f"pid {os.getpid()}",
-            err=True,
+            f"pid {os.getpid()}"
         )
 
     code = 0
     try:
         coro = serve_http(
             engine, sock, grace=grace, log_level=log_level, on_listening=listening,
-            allowed_hosts=served_hosts(host, allow_hosts),
+            allowed_hosts=served_hosts(host, allow_hosts), log_polls=log_polls,
         )  # fmt: skip
         message = f"stopped ({run(coro, wait_for_threads=False)})"
     except ForcedStopError as exc:

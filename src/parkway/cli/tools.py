@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -25,6 +26,8 @@ def demo(ctx: click.Context) -> None:
     if ctx.obj.get("url") is not None:
         click.echo("note: --url is ignored; the demo always uses ./parkway-demo.db", err=True)
 
+    # The payment step fails on purpose, and the demo tells it: not its warning too.
+    logging.getLogger("parkway.runs").setLevel(logging.ERROR)
     run(run_demo(".", say=click.echo))
 
 

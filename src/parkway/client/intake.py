@@ -48,7 +48,8 @@ class IntakeOperations(Facade):
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
         limits.optional_identifier(event.id, "event id", field="id")
-        return await intake.publish(self._rt, event)
+        published = intake.publish(self._rt, event)
+        return await self._rt.telemetry.call("publish", published, name=event.name)
 
     async def subscriptions(
         self, run_id: str | None = None, name: str | None = None
@@ -97,9 +98,10 @@ class IntakeOperations(Facade):
         limits.optional_identifier(message_id, "message_id", field="message_id")
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {name!r}")
-        return await core_messages.correlate(
+        correlated = core_messages.correlate(
             self._rt, name, key, data, message_id=message_id, ttl=seconds
         )
+        return await self._rt.telemetry.call("correlate", correlated, name=name)
 
     async def messages(self, status: str | None = None) -> list[MessageInfo]:
         """Buffered messages and dead letters (``status="expired"``), oldest first."""

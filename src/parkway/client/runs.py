@@ -58,7 +58,10 @@ class RunOperations(Facade):
         else:
             name, version = wf.name, wf.version
             encode = functools.partial(encode_input, wf, input)
-        await runs.start(self._rt, name, version, run_id, encode, subject=subject, domain=domain)
+        started = runs.start(
+            self._rt, name, version, run_id, encode, subject=subject, domain=domain
+        )
+        await self._rt.telemetry.call("start", started, workflow=name, run_id=run_id)
         return RunHandle(self, run_id)
 
     def _workflow_to_start(self, workflow: str | Callable[..., Any]) -> WorkflowDef | None:
@@ -140,7 +143,8 @@ class RunOperations(Facade):
         limits.reference(run_id)
         limits.name(name, "signal name")
         data = _json.dumps(payload, f"the payload of signal {name!r}")
-        await core_signals.signal(self._rt, run_id, name, data)
+        sent = core_signals.signal(self._rt, run_id, name, data)
+        await self._rt.telemetry.call("signal", sent, name=name, run_id=run_id)
 
     async def signal_with_start(
         self,
@@ -170,7 +174,8 @@ class RunOperations(Facade):
             start = (name, LATEST, input_data)
         else:
             start = (wf.name, wf.version, encode_input(wf, input))
-        await core_signals.signal(self._rt, id, signal, data, start=start)
+        sent = core_signals.signal(self._rt, id, signal, data, start=start)
+        await self._rt.telemetry.call("signal", sent, name=signal, run_id=id, workflow=start[0])
         return RunHandle(self, id)
 
     async def update(
@@ -211,7 +216,8 @@ class RunOperations(Facade):
         update_id = check_id(id)
         seconds = to_seconds(timeout, "timeout")
         data = _json.dumps(payload, f"the payload of update {name!r}")
-        return await core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+        updated = core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+        return await self._rt.telemetry.call("update", updated, name=name, run_id=run_id)
 
     async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any:
         """The run's latest value ``key`` (``ctx.set_value``), or ``None`` if it has not

@@ -134,7 +134,7 @@ async def publish_in_tx(
     """Record ``event`` and act on it inside ``tx``. ``event`` comes from :func:`prepare`."""
     record = _record(event, payload, now)
     # The payload was validated by prepare(): encode without the NaN scan.
-    envelope = orjson.dumps(event.to_dict())
+    envelope = orjson.dumps(rt.telemetry.stamp(event.to_dict()))
     delivery = await deliver(rt, tx, record, event.payload, envelope)
     if delivery.outcome == "duplicate":
         return PublishResult(duplicate=True, event_id=record.id)
@@ -265,7 +265,7 @@ async def _deliver_alone(
 ) -> PublishResult | None:
     """A publish that starts nothing: :func:`deliver` alone, through the senders'
     committer (``None``: the store declined; nothing was written)."""
-    envelope = orjson.dumps(event.to_dict())  # (prepare() validated the payload)
+    envelope = orjson.dumps(rt.telemetry.stamp(event.to_dict()))  # (prepare() validated it)
 
     async def job(tx: Tx) -> EventDelivery:
         hand_over.forget()  # (run again on its own after a batch that failed: that lease was void)

@@ -45,10 +45,16 @@ log = logging.getLogger("parkway.messages")
 EXPIRED_REASON = "its ttl passed before any run waited for it"
 
 
-def envelope(name: str, key: str, payload: bytes | None, message_id: str | None) -> bytes:
-    return _json.dumps(
-        {"name": name, "key": key, "payload": _json.loads(payload), "message_id": message_id}
-    )
+def envelope(
+    name: str,
+    key: str,
+    payload: bytes | None,
+    message_id: str | None,
+    trace: dict[str, str] | None = None,
+) -> bytes:
+    """A message as its run's task carries it (``trace``: the sender's trace context)."""
+    body = {"name": name, "key": key, "payload": _json.loads(payload), "message_id": message_id}
+    return _json.dumps(body if trace is None else {**body, "trace": trace})
 
 
 async def correlate(
@@ -98,7 +104,7 @@ async def correlate_in_tx(
     Raises:
         CorrelationError: ``ttl`` is 0 and nobody can receive it now.
     """
-    body = envelope(name, key, payload, message_id)
+    body = envelope(name, key, payload, message_id, rt.telemetry.carrier())
     delivery = await deliver(rt, tx, name, key, body, now, message_id=message_id, dedup=dedup)
     if delivery.outcome == "duplicate":
         return CorrelationResult("duplicate")
@@ -212,7 +218,7 @@ async def _deliver_alone(
     hand_over: HandOver,
 ) -> CorrelationResult | None:
     """:func:`deliver` alone, through the senders' committer (``None``: no run waits)."""
-    body = envelope(name, key, data, message_id)
+    body = envelope(name, key, data, message_id, rt.telemetry.carrier())
 
     async def job(tx: Tx) -> MessageDelivery:
         hand_over.forget()  # (run again on its own after a batch that failed: that lease was void)

@@ -56,7 +56,8 @@ async def insert_run(
     """Insert a new run and its start task (``fields``: as :func:`new_run` takes)."""
     record = new_run(rt, workflow, version, run_id, data, **fields)
     await tx.insert_run(record)
-    await tx.add_tasks([NewTask(run_id, record.created_at, "start")])
+    payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
+    await tx.add_tasks([NewTask(run_id, record.created_at, "start", payload=payload)])
     await cancel_on.register(rt.registry, tx, record, record.created_at)
 
 
@@ -76,14 +77,15 @@ async def start(
     wf = rt.registry.get(workflow, version)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
+            traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
             if wf is not None and wf.cancel_on:
                 # Its cancel conditions go with a run inserted now, not with one that was
                 # there: the one-statement start_run would not say which it was.
                 if await tx.get_run(run_id) is None:
-                    await tx.start_run(record, record.created_at)
+                    await tx.start_run(record, record.created_at, task_payload=traced)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
             else:
-                await tx.start_run(record, record.created_at)
+                await tx.start_run(record, record.created_at, task_payload=traced)
             await hand_over(tx, run_id)
     rt.after_commit()
 

@@ -39,7 +39,9 @@ async def signal(
             if start is not None and await tx.get_run(run_id) is None:
                 workflow, version, input_data = start
                 await insert_run(rt, tx, workflow, version, run_id, input_data)
-            sent = await tx.send_signal(run_id, name, data, rt.now())
+            sent = await tx.send_signal(
+                run_id, name, data, rt.now(), task_payload=rt.telemetry.task_payload()
+            )
             # Unless known refused: a store may learn what the signal found only
             # at commit, and the lease it rides with is only taken for a live run.
             if not sent.known or (sent.status is not None and sent.status not in ENDED):

@@ -34,6 +34,7 @@ async def cancel(
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
+    rt.telemetry.cancelled(run)
     children = await tx.list_runs(
         workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
     )

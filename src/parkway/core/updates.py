@@ -46,7 +46,9 @@ async def update(
             if run.status in ENDED:
                 # (Raised inside the transaction: the update is not kept.)
                 raise RunClosedError(run_id, run.status, f"update {name!r}")
-            await tx.add_tasks([NewTask(run_id, now, "update")])
+            await tx.add_tasks(
+                [NewTask(run_id, now, "update", payload=rt.telemetry.task_payload())]
+            )
     if existing is None:
         rt.after_commit()
     return await answer(rt, run_id, update_id, timeout)

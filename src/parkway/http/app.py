@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from parkway import limits
 from parkway.engine import Engine
-from parkway.errors import ParkwayError
+from parkway.errors import MetricsDisabledError, ParkwayError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
@@ -51,7 +51,7 @@ from parkway.http.parsing import (
 )
 from parkway.http.routes import ROUTES
 
-__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app"]
+__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
 
 log = logging.getLogger("parkway.http")
 
@@ -66,10 +66,22 @@ class Api:
 
     def __init__(self, engine: Engine, token: Callable[[], str | None] = lambda: None) -> None:
         self.engine, self.token = engine, token
+        # Whether this app's ASGI lifespan ran (None: never, as when it is mounted
+        # inside another app, whose server sends lifespan events to that app only).
+        self.started: bool | None = None
 
     def _require_open(self) -> None:
-        if not self.engine.is_open:
-            raise Problem(503, "the engine is not open (the server is starting or stopping)")
+        if self.engine.is_open:
+            return
+        if self.started is None:
+            raise Problem(
+                503,
+                "the engine is not open, and this app's lifespan never ran (is it mounted "
+                "inside another app?): open the engine in that app's lifespan, e.g. "
+                "FastAPI(lifespan=parkway.http.lifespan(engine)), or `async with engine:` "
+                "around serving",
+            )
+        raise Problem(503, "the engine is not open (the server is starting or stopping)")
 
     async def publish(self, request: Request) -> Response:
         body = await parse_body(request, schemas.PublishRequest)
@@ -199,6 +211,14 @@ class Api:
             raise Problem(503, f"the store does not answer: {exc}", type(exc).__name__) from exc
         return json_response({"status": "ok"})
 
+    async def metrics(self, request: Request) -> Response:
+        self._require_open()
+        try:
+            body, content_type = await self.engine.render_metrics()
+        except MetricsDisabledError as exc:
+            raise Problem(404, str(exc), type(exc).__name__) from exc
+        return Response(body, 200, media_type=content_type)
+
     async def openapi(self, request: Request) -> Response:
         # (The token is read on each request, so is whether the document says it is needed.)
         return json_response(openapi_document(token_required=bool(self.token())))
@@ -218,6 +238,7 @@ def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
 # -- the routes under /runs/{id} ------------------------------------------------------------
 
 RUN_PREFIX = "/runs/"
+METRICS_PATH = "/metrics"
 
 
 class _AnyPath(Convertor[str]):
@@ -311,15 +332,13 @@ def create_app(
         return endpoint
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        opened = not engine.is_open
-        if opened:
-            await engine.open()
+    async def own_lifespan(app: Starlette) -> AsyncIterator[None]:
+        api.started = True
         try:
-            yield
+            async with lifespan(engine)(app):
+                yield
         finally:
-            if opened:
-                await engine.close()
+            api.started = False
 
     async def run_endpoint(request: Request) -> Response:
         method = "GET" if request.method == "HEAD" else request.method
@@ -332,6 +351,8 @@ def create_app(
         if not spec.path.startswith(RUN_PREFIX):
             by_path.setdefault(spec.path, {})[spec.method] = getattr(Api, spec.handler)
     routes = [Route(path, bind(h), methods=list(h)) for path, h in by_path.items()]
+    # Prometheus's, not the API's: served, not described in /openapi.json.
+    routes.append(Route(METRICS_PATH, bind({"GET": Api.metrics}), methods=["GET"]))
     # Every /runs/{id}... route, told apart by _run_route (a run id may hold "/").
     routes.append(
         Route(RUN_PREFIX + "{rest:parkway_run_path}", run_endpoint, methods=["GET", "POST"])
@@ -352,8 +373,31 @@ def create_app(
             # Starlette answers with this, then re-raises so that the server logs the traceback.
             Exception: _on_unexpected,
         },
-        lifespan=lifespan,
+        lifespan=own_lifespan,
     )
+
+
+def lifespan(engine: Engine) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
+    """An ASGI lifespan that opens ``engine`` at startup and closes it at shutdown.
+
+    For the app that mounts :func:`create_app` (a mounted app's own lifespan never
+    runs): ``FastAPI(lifespan=lifespan(engine))`` or ``Starlette(lifespan=...)``.
+    An engine already open at startup is left open at shutdown (its owner closes it).
+    Inside a lifespan of your own, ``async with lifespan(engine)(app):``.
+    """
+
+    @contextlib.asynccontextmanager
+    async def span(_app: Any) -> AsyncIterator[None]:
+        opened = not engine.is_open
+        if opened:
+            await engine.open()
+        try:
+            yield
+        finally:
+            if opened:
+                await engine.close()
+
+    return span
 
 
 async def _on_problem(request: Request, exc: Exception) -> Response:

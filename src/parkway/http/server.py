@@ -19,6 +19,7 @@ import uvicorn
 
 from parkway.engine import Engine
 from parkway.errors import ParkwayError
+from parkway.http.access import AccessLog
 from parkway.http.app import create_app
 from parkway.http.guards import host_name
 
@@ -110,12 +111,17 @@ async def serve(
     log_level: str,
     on_listening: Callable[[str], None],
     allowed_hosts: Collection[str] | None = None,
+    log_polls: bool = False,
 ) -> str:
     """Run ``engine`` (with its worker) and the HTTP API on ``sock`` until a stop signal.
+
+    uvicorn's log lines go to the handlers this process configured (one format
+    for all); each request is logged on ``parkway.access`` (see :class:`AccessLog`).
 
     Args:
         allowed_hosts: The ``Host`` names answered (see :func:`served_hosts`);
             ``None``: any.
+        log_polls: Log the dashboard's own polling requests too.
 
     Returns:
         The name of the signal that stopped it.
@@ -123,8 +129,9 @@ async def serve(
     Raises:
         ForcedStopError: A second signal came before the graceful stop ended.
     """
+    app = AccessLog(create_app(engine, allowed_hosts=allowed_hosts), polls=log_polls)
     config = uvicorn.Config(
-        create_app(engine, allowed_hosts=allowed_hosts), log_level=log_level,
+        app, log_level=log_level, log_config=None, access_log=False,
         timeout_graceful_shutdown=max(1, math.ceil(grace)), server_header=False,
     )  # fmt: skip
     server = _Server(config)

@@ -119,7 +119,7 @@ class Operations(MachineState):
                 if entry is not None:
                     self.writes.finished_waits.append(op.entry.pos)  # type: ignore[union-attr]
                 return _json.loads(data)
-            log.info("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
+            log.debug("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
             # (A branch withdrawn by its gather is not retried: nobody awaits it.)
             if attempt < retry.max_attempts and not op.branch.withdrawn:
                 delay = retry.delay(attempt)

@@ -11,7 +11,7 @@ def open_store(url: str) -> Store:
     ``memory://`` keeps everything in this process; ``sqlite:///path`` is the
     embedded default; ``postgresql://`` is for many workers on many machines.
     """
-    from parkway.errors import ParkwayError
+    from parkway.errors import MissingExtraError, ParkwayError
 
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "memory":
@@ -25,10 +25,15 @@ def open_store(url: str) -> Store:
     if scheme in ("postgres", "postgresql"):
         try:
             from parkway.store.postgres import PostgresStore
-        except ImportError as exc:  # psycopg is a dependency; a broken install says so
-            raise ParkwayError(
-                f"the PostgreSQL store needs psycopg 3 and psycopg-pool ({exc}); "
-                "pip install 'psycopg[binary]' psycopg-pool"
+        except ImportError as exc:  # the driver is the postgres extra's
+            missing = exc.name or ""
+            if missing.startswith("parkway"):
+                raise
+            if isinstance(exc, ModuleNotFoundError):
+                raise MissingExtraError("postgres", "the PostgreSQL store", missing) from exc
+            raise ParkwayError(  # installed, but it does not load (no libpq, say)
+                f"the PostgreSQL store cannot load its driver ({exc}); "
+                "pip install --force-reinstall 'parkway[postgres]'"
             ) from exc
 
         return PostgresStore.from_url(url)

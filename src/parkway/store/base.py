@@ -32,6 +32,7 @@ from parkway.store.records import (
     RunRecord,
     Sent,
     SignalRecord,
+    StoreStats,
     SubscriptionRecord,
     TaskRecord,
     UpdateRecord,
@@ -48,10 +49,13 @@ class Tx(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...
-    async def start_run(self, run: RunRecord, due_at: float) -> None:
+    async def start_run(
+        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
+    ) -> None:
         """Insert ``run`` and its start task due at ``due_at``, unless the id exists.
 
-        Idempotent: a second start of the same id changes nothing.
+        Idempotent: a second start of the same id changes nothing. ``task_payload``:
+        the start task's (the starter's trace context, see :mod:`parkway.core.telemetry`).
         """
         ...
 
@@ -125,10 +129,19 @@ class Tx(Protocol):
     async def add_signal(
         self, run_id: str, name: str, payload: bytes | None, at: float
     ) -> None: ...
-    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
-        """Buffer a signal for the run, with its task due at ``at``, unless the run
-        is missing or has ended; what it found: the run's status (``None``: no such
-        run), maybe known only once the transaction has committed."""
+    async def send_signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes | None,
+        at: float,
+        *,
+        task_payload: bytes | None = None,
+    ) -> Sent:
+        """Buffer a signal for the run, with its task due at ``at`` (carrying
+        ``task_payload``: the sender's trace context), unless the run is missing or
+        has ended; what it found: the run's status (``None``: no such run), maybe
+        known only once the transaction has committed."""
         ...
 
     async def signals(self, run_id: str) -> list[SignalRecord]: ...
@@ -352,6 +365,12 @@ class Store(Protocol):
         """Whether any task is due at ``now``."""
         ...
 
+    async def stats(self, now: float) -> StoreStats:
+        """The gauges at ``now`` (see :class:`StoreStats`), read cheaply: by index,
+        for a scrape every few seconds (each count grows with what it counts, the
+        backlog, the parked runs, the dead letters, never with all the runs)."""
+        ...
+
     async def changed(self) -> bool:
         """Whether another process committed since the last call (cheap; polled)."""
         ...
@@ -400,11 +419,13 @@ class ComposedTx:
     def _tx(self) -> Tx:
         return cast(Tx, self)
 
-    async def start_run(self, run: RunRecord, due_at: float) -> None:
+    async def start_run(
+        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
+    ) -> None:
         tx = self._tx()
         if await tx.get_run(run.id) is None:
             await tx.insert_run(run)
-            await tx.add_tasks([NewTask(run.id, due_at, "start")])
+            await tx.add_tasks([NewTask(run.id, due_at, "start", payload=task_payload)])
 
     async def update_leased(
         self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
@@ -412,14 +433,22 @@ class ComposedTx:
         if not await self._tx().update_run(run_id, changes, owner=owner, release=release):
             raise LeaseLostError(f"lost the lease on run {run_id!r}")
 
-    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
+    async def send_signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes | None,
+        at: float,
+        *,
+        task_payload: bytes | None = None,
+    ) -> Sent:
         tx = self._tx()
         run = await tx.get_run(run_id)
         if run is None:
             return Sent(None, known=True)
         if run.status not in ENDED:
             await tx.add_signal(run_id, name, payload, at)
-            await tx.add_tasks([NewTask(run_id, at, "signal")])
+            await tx.add_tasks([NewTask(run_id, at, "signal", payload=task_payload)])
         return Sent(run.status, known=True)
 
     async def record_event(
@@ -466,6 +495,7 @@ __all__ = [
     "Sent",
     "SignalRecord",
     "Store",
+    "StoreStats",
     "SubscriptionRecord",
     "TaskRecord",
     "Tx",

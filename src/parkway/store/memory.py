@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import dataclasses
 import functools
 import heapq
@@ -27,6 +28,7 @@ from parkway.store.base import (
     NewTask,
     RunRecord,
     SignalRecord,
+    StoreStats,
     SubscriptionRecord,
     TaskRecord,
     UpdateRecord,
@@ -64,6 +66,7 @@ class _State:
         self.shapes: dict[tuple[str, str], set[str]] = {}
         self.run_subs: dict[str, set[int]] = {}
         self.messages: dict[int, MessageRecord] = {}
+        self.takeovers = 0  # runs leased from an expired lease (see StoreStats)
         self.next_message = 1
         self.message_ids: dict[str, float] = {}
         self.message_waits: dict[tuple[str, str], tuple[str, int]] = {}
@@ -552,8 +555,10 @@ class MemoryStore:
                 run = state.runs.get(task.run_id)
                 if run is None or task.run_id in claimed:
                     continue
-                if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
-                    continue
+                if run.lease_owner is not None:
+                    if (run.lease_until or 0) >= wall_now:
+                        continue
+                    state.takeovers += 1
                 run.lease_owner, run.lease_until = owner, lease_until
                 if run.status == "pending":
                     run.status = "running"
@@ -591,3 +596,13 @@ class MemoryStore:
 
     async def changed(self) -> bool:
         return False
+
+    async def stats(self, now: float) -> StoreStats:
+        async with self._lock:
+            state = self._state
+            parked = collections.Counter(
+                r.workflow for r in state.runs.values() if r.status == "parked"
+            )
+            due = [t.due_at for t in state.tasks.values() if t.due_at <= now]
+            dead = sum(1 for m in state.messages.values() if m.status == "expired")
+            return StoreStats(dict(parked), len(due), min(due, default=None), dead, state.takeovers)

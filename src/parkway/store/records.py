@@ -248,6 +248,25 @@ class EventDelivery:
     lease: Lease | None = None
 
 
+@dataclass
+class StoreStats:
+    """What :meth:`Store.stats` read: the gauges an operator watches.
+
+    ``parked``: parked runs, by workflow. ``due``: tasks due now and not yet
+    done (the backlog), the oldest due at ``oldest_due_at`` (``None``: none is
+    due). ``dead_letters``: messages that expired unconsumed. ``takeovers``: runs
+    this store object's claims leased from a lease that had expired (its worker
+    died or stalled), since it was made: this process's count, not the store's.
+    (A hand-over's ``Tx.lease_run`` of such a run is not counted.)
+    """
+
+    parked: dict[str, int]
+    due: int
+    oldest_due_at: float | None
+    dead_letters: int
+    takeovers: int = 0
+
+
 # The kind of a task that carries a message to the run waiting for it: its own,
 # so that one a run can no longer take (its wait timed out, it ended) is buffered
 # again instead of dropped.

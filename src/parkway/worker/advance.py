@@ -123,6 +123,7 @@ class Advancer:
             if any(t.kind == "update" for t in tasks):
                 async with self._store_call(run) as tx:
                     updates = await tx.pending_updates(run.id)
+            rt.telemetry.begin(run, tasks, rt.now())
             machine = Machine(
                 wf, run, loaded.journal, tasks, registry=rt.registry, clock=rt.now,
                 prepare_event=self._prepare, event_retention=rt.settings.event_retention,
@@ -171,9 +172,9 @@ class Advancer:
                         if not machine.writes.may_wait_for_commit:
                             await self._flush(run, machine)
                         if len(requests) == 1 and not inflight:
-                            machine.resume(token, await self._call(request.cmd))
+                            machine.resume(token, await self._call(request))
                         else:
-                            inflight[asyncio.ensure_future(self._call(request.cmd))] = token
+                            inflight[asyncio.ensure_future(self._call(request))] = token
                     elif isinstance(request, AwaitFuture):
                         inflight[asyncio.ensure_future(_settled(request.future))] = token
                     elif isinstance(request, Flush):
@@ -185,8 +186,8 @@ class Advancer:
                 await asyncio.wait(inflight)
             machine.close()
 
-    async def _call(self, cmd: StepCmd) -> StepResult:
-        return await call_step(cmd, self.executor)
+    async def _call(self, request: RunStep) -> StepResult:
+        return await self.rt.telemetry.step(request, call_step(request.cmd, self.executor))
 
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self._store_call(run) as tx:
@@ -210,7 +211,7 @@ class Advancer:
             await apply_writes(rt, tx, writes)
 
         with _store_errors(run):
-            await self.commit(run.id, job)
+            await self.commit(run.id, rt.telemetry.bind(job))
         if writes.tells_callers:
             rt.results.notify(run.id)
         rt.after_commit()
@@ -313,7 +314,8 @@ class Advancer:
                 if updates_left:
                     await tx.add_tasks([NewTask(run.id, now, "update")])
 
-        await self.commit(run.id, job)
+        await self.commit(run.id, rt.telemetry.bind(job))
+        rt.telemetry.committed(run, outcome, machine)
         if status in ENDED or status == "held":
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
             rt.results.notify(run.id, dataclasses.replace(run, **final))

@@ -250,9 +250,8 @@ class Worker:
     def _launch(self, run_id: str, loaded: LoadedRun | None, pokes: int) -> None:
         # The run's previous advance may still be finishing (its commit, which let
         # go of the lease, is done): the new one replaces it here.
-        task = asyncio.create_task(
-            self._advancer.advance(run_id, loaded), name=f"parkway-run-{run_id}"
-        )
+        advance = self.rt.telemetry.advancing(self._advancer.advance(run_id, loaded))
+        task = asyncio.create_task(advance, name=f"parkway-run-{run_id}")
         self.inflight[run_id] = task
         self._poked_at[task] = pokes
         self._last_work = time.monotonic()

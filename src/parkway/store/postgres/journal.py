@@ -125,7 +125,15 @@ class JournalOps(RunOps):
     async def add_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         await self._write(Q["add_signal"], (run_id, name, payload, at))
 
-    async def send_signal(self, run_id: str, name: str, payload: bytes | None, at: float) -> Sent:
+    async def send_signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes | None,
+        at: float,
+        *,
+        task_payload: bytes | None = None,
+    ) -> Sent:
         # Queued, with a commit mark: in a transaction of its own (or with a lease
         # for this process's worker) the signal goes with its COMMIT, one round
         # trip; what it found is known once that returns.
@@ -133,7 +141,7 @@ class JournalOps(RunOps):
         token, unannounce = self._announce_maybe(at)
         params: dict[str, Any] = dict(
             run=run_id, name=name, payload=payload, at=at, token=token,
-            mark=random.getrandbits(63), quiet=False,
+            mark=random.getrandbits(63), quiet=False, task_payload=task_payload,
         )  # fmt: skip
         self._signal = (run_id, params)
         self._task_runs.add(run_id)

@@ -86,10 +86,11 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING
 
 -- name: start_run
--- A run and its start task, unless the id exists: idempotent, so a start cut off
--- with its connection is simply sent again. Returns the run and its start task
--- (nothing if the id exists), and notifies other processes' listeners unless
--- the payload is NULL (the run is inserted leased to this process's worker).
+-- A run and its start task (with its payload: the starter's trace context, or
+-- NULL), unless the id exists: idempotent, so a start cut off with its connection
+-- is simply sent again. Returns the run and its start task (nothing if the id
+-- exists), and notifies other processes' listeners unless the notification is
+-- NULL (the run is inserted leased to this process's worker).
 WITH inserted AS (
     INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain,
                               subject, parent_id, trigger, generation, created_at,
@@ -101,12 +102,12 @@ WITH inserted AS (
               lease_until
 ), task AS (
     INSERT INTO parkway.tasks (run_id, due_at, kind, pos, payload)
-    SELECT id, %s, 'start', NULL, NULL FROM inserted
-    RETURNING id, due_at
+    SELECT id, %s, 'start', NULL, %s FROM inserted
+    RETURNING id, due_at, payload
 )
 SELECT i.id, i.workflow, i.version, i.status, i.input, i.output, i.error, i.domain,
        i.subject, i.parent_id, i.trigger, i.generation, i.created_at, i.updated_at,
-       i.lease_owner, i.lease_until, t.id, t.due_at,
+       i.lease_owner, i.lease_until, t.id, t.due_at, t.payload,
        (SELECT pg_notify('parkway_tasks', note) FROM (SELECT %s::text AS note) AS n
         WHERE note IS NOT NULL)
 FROM inserted AS i, task AS t
@@ -200,6 +201,7 @@ INSERT INTO parkway.mailbox (run_id, name, payload, at) VALUES (%s, %s, %s, %s)
 -- The commit mark (see migration 003) records the status too: a commit whose
 -- reply was lost still tells what it found. ``quiet``: the lease statement right
 -- after it notifies instead, only if it did not lease the run (see lease_from).
+-- ``task_payload``: the signal task's (the sender's trace context, or NULL).
 WITH run AS (
     SELECT status FROM parkway.runs WHERE id = %(run)s FOR NO KEY UPDATE
 ), buffered AS (
@@ -208,8 +210,8 @@ WITH run AS (
     WHERE status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING run_id
 ), task AS (
-    INSERT INTO parkway.tasks (run_id, due_at, kind)
-    SELECT run_id, %(at)s, 'signal' FROM buffered
+    INSERT INTO parkway.tasks (run_id, due_at, kind, payload)
+    SELECT run_id, %(at)s, 'signal', %(task_payload)s FROM buffered
     RETURNING run_id
 ), marked AS (
     INSERT INTO parkway.commit_marks (mark, result) VALUES (%(mark)s, (SELECT status FROM run))
@@ -261,7 +263,9 @@ SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan
 -- taken, so the caller can claim again for the others). Followed by
 -- claimed_columns, claimed_from and claimed_loads.
 WITH due AS (
-    SELECT r.id, r.ctid FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+    -- (taken: held by a worker whose lease ran out; see claim_takeovers)
+    SELECT r.id, r.ctid, r.lease_owner IS NOT NULL AS taken
+    FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
     ORDER BY t.due_at, t.id
     LIMIT %(limit)s
@@ -298,6 +302,27 @@ WITH due AS (
               lease_until
 )
 
+-- name: stats_parked
+-- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the
+-- next workflow name after the last, then the count of its parked runs; so the
+-- read grows with the workflows and their parked runs, not with all the runs.
+WITH RECURSIVE names(name) AS (
+    SELECT min(workflow) FROM parkway.runs
+    UNION ALL
+    SELECT (SELECT min(workflow) FROM parkway.runs WHERE workflow > names.name)
+    FROM names WHERE names.name IS NOT NULL
+)
+SELECT name, (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND status = 'parked')
+FROM names WHERE name IS NOT NULL
+
+-- name: stats_due
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
+SELECT count(*), min(due_at) FROM parkway.tasks WHERE due_at <= %s
+
+-- name: stats_dead_letters
+-- messages_by_expiry (status, expires_at): the dead letters' range of it.
+SELECT count(*) FROM parkway.messages WHERE status = 'expired'
+
 -- name: claimed_columns
 -- The end of both claims (claim_due, lease_run): what advancing each leased run
 -- needs, a row per run (its tasks, journal and mailbox as arrays of columns),
@@ -312,6 +337,11 @@ SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.doma
        j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats, j.branches, j.seqs,
        m.ids, m.names, m.payloads, m.ats,
        (SELECT count(*) FROM due) AS found
+
+-- name: claim_takeovers
+-- claim_due's last column, after claimed_columns: how many of the runs it leased it
+-- took over from a lease that had expired (see StoreStats.takeovers).
+       , (SELECT count(DISTINCT id) FROM due WHERE taken) AS takeovers
 
 -- name: claimed_from
 -- claim_due's rows: one per run it leased.

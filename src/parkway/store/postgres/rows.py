@@ -38,10 +38,10 @@ def run_row(run: RunRecord, lease: tuple[str, float] | None = None) -> tuple[Any
 
 
 def started_run(row: Row) -> LoadedRun:
-    """A row of start_run: the run's 16 columns, then its start task's id and due
-    time."""
+    """A row of start_run: the run's 16 columns, then its start task's id, due time
+    and payload."""
     run = RunRecord(*row[:16])
-    return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, None)], [])
+    return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, row[18])], [])
 
 
 def claimed_run(row: Row) -> LoadedRun:

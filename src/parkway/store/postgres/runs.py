@@ -21,12 +21,17 @@ RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT %s"
 
 
 def start_params(
-    run: RunRecord, due_at: float, note: str | None, *, lease: tuple[str, float] | None = None
+    run: RunRecord,
+    due_at: float,
+    payload: bytes | None,
+    note: str | None,
+    *,
+    lease: tuple[str, float] | None = None,
 ) -> tuple[Any, ...]:
-    """start_run's parameters: the run's columns, its start task's due time and the
-    notification (None: none); with ``lease`` (owner, until), the run inserted
-    leased to that owner, running."""
-    return (*run_row(run, lease), due_at, note)
+    """start_run's parameters: the run's columns, its start task's due time and
+    payload, and the notification (None: none); with ``lease`` (owner, until), the
+    run inserted leased to that owner, running."""
+    return (*run_row(run, lease), due_at, payload, note)
 
 
 class RunOps(Transport):
@@ -36,7 +41,7 @@ class RunOps(Transport):
     # parameters), which lease_run may turn into a leased insert, and the
     # send_signal (its run and parameters), whose notification it may take over.
     # (None until set: class defaults, so that a transaction costs no __init__ here.)
-    _started: tuple[RunRecord, float, tuple[Any, ...]] | None = None
+    _started: tuple[RunRecord, float, bytes | None, tuple[Any, ...]] | None = None
     _signal: tuple[str, dict[str, Any]] | None = None
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -46,11 +51,13 @@ class RunOps(Transport):
     async def insert_run(self, run: RunRecord) -> None:
         await self._write(Q["insert_run"], run_row(run))
 
-    async def start_run(self, run: RunRecord, due_at: float) -> None:
-        params = start_params(run, due_at, self._announce(due_at))
+    async def start_run(
+        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
+    ) -> None:
+        params = start_params(run, due_at, task_payload, self._announce(due_at))
         await self._write(Q["start_run"], params, idempotent=True)
         self._task_runs.add(run.id)
-        self._started = (run, due_at, params)
+        self._started = (run, due_at, task_payload, params)
 
     async def update_run(
         self,
@@ -100,14 +107,14 @@ class RunOps(Transport):
         if signal is not None and signal[0] == run_id and self._last_params() is signal[1]:
             signal[1]["quiet"] = True
         started = self._started
-        if started is not None and started[0].id == run_id and self._last_params() is started[2]:
+        if started is not None and started[0].id == run_id and self._last_params() is started[3]:
             # The run this transaction starts (its start_run is the last write): that
             # statement inserts it leased instead, with no notification (no one
             # else need hear of it), and returns it with its start task.
-            run, due_at, _ = started
-            params = start_params(run, due_at, None, lease=(owner, lease_until))
+            run, due_at, payload, _ = started
+            params = start_params(run, due_at, payload, None, lease=(owner, lease_until))
             self._queued[-1] = step = (Q["start_run"], params)
-            self._started = (run, due_at, params)
+            self._started = (run, due_at, payload, params)
 
             def inserted(result: Result) -> None:
                 taken(started_run(result.rows[0]) if result.rows else None)

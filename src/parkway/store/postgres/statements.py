@@ -34,7 +34,10 @@ def _lines(*parts: str) -> str:
 
 
 # A claim of whatever is due (claim_settings goes before it, in its pipeline).
-CLAIM_DUE = _lines(Q["claim_due"], Q["claimed_columns"], Q["claimed_from"], Q["claimed_loads"])
+CLAIM_DUE = _lines(
+    Q["claim_due"], Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
+    Q["claimed_loads"],
+)  # fmt: skip
 # A lease of one run in the sender's transaction: of the run named (``run``), or
 # with ``run`` None of the run the delivery statement just before it delivered to.
 LEASE_RUN = _lines(Q["lease_run"], Q["claimed_columns"], Q["lease_from"], Q["claimed_loads"])

@@ -22,6 +22,7 @@ from parkway.store.base import (
     LoadedRun,
     RunRecord,
     SignalRecord,
+    StoreStats,
     TaskRecord,
     reads_mailbox,
 )
@@ -64,6 +65,8 @@ class PostgresStore(Connections):
         self._listener = Listener(conninfo, display=display, token=self._token)
         # What claim() read of the runs it leased, until the worker loads them.
         self._claimed: dict[str, LoadedRun] = {}
+        # Runs its claims took over from an expired lease (see StoreStats).
+        self._takeovers = 0
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -157,19 +160,20 @@ class PostgresStore(Connections):
         # claim_settings in queries.sql.
         claimed: list[str] = []
         while len(claimed) < limit:
-            params = dict(
-                now=now, wall=wall_now, limit=limit - len(claimed), owner=owner, until=lease_until
-            )
+            places = limit - len(claimed)
+            params = dict(now=now, wall=wall_now, limit=places, owner=owner, until=lease_until)
             _, claim = await self._pipeline([(Q["claim_settings"], ()), (CLAIM_DUE, params)])
             rows = claim.rows or []
             for row in rows:
                 loaded = claimed_run(row)
                 self._claimed[loaded.run.id] = loaded
                 claimed.append(loaded.run.id)
+            if rows:
+                self._takeovers += rows[0][-1]  # (claim_takeovers)
             # Fewer runs than places taken: some run had several due tasks, and
             # others may be due behind them. (The worker counts on a claim that
             # leased fewer runs than asked having left none due.)
-            if not rows or rows[0][-1] < params["limit"] or rows[0][-1] == len(rows):
+            if not rows or rows[0][-2] < places or rows[0][-2] == len(rows):  # (-2: found)
                 break
         return claimed
 
@@ -215,6 +219,19 @@ class PostgresStore(Connections):
             log.warning("could not read the next due time", exc_info=True)
             return None
         return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    async def stats(self, now: float) -> StoreStats:
+        parked, due, dead = await self._pipeline(
+            [(Q["stats_parked"], ()), (Q["stats_due"], (now,)), (Q["stats_dead_letters"], ())]
+        )
+        count, oldest = (due.rows or [(0, None)])[0]
+        return StoreStats(
+            {str(name): int(n) for name, n in parked.rows or [] if n},
+            int(count),
+            None if oldest is None else float(oldest),
+            int((dead.rows or [(0,)])[0][0]),
+            self._takeovers,
+        )
 
     async def has_due(self, now: float) -> bool:
         rows = await self._single(Q["has_due"], (now,))

@@ -97,6 +97,39 @@ SELECT min(due_at) FROM tasks WHERE due_at > ?
 -- name: has_due
 SELECT 1 FROM tasks WHERE due_at <= ? LIMIT 1
 
+-- name: stats_parked
+-- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the
+-- next workflow name after the last, then the count of its parked runs; so the
+-- read grows with the workflows and their parked runs, not with all the runs.
+WITH RECURSIVE names(name) AS (
+    SELECT min(workflow) FROM runs
+    UNION ALL
+    SELECT (SELECT min(workflow) FROM runs WHERE workflow > names.name)
+    FROM names WHERE names.name IS NOT NULL
+)
+SELECT name, (SELECT count(*) FROM runs WHERE workflow = names.name AND status = 'parked')
+FROM names WHERE name IS NOT NULL
+
+-- name: stats_due
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
+SELECT count(*), min(due_at) FROM tasks WHERE due_at <= ?
+
+-- name: stats_dead_letters
+-- messages_by_expiry (status, expires_at): the dead letters' range of it.
+SELECT count(*) FROM messages WHERE status = 'expired'
+
+-- name: takeovers_trigger
+-- A claim that leases a run whose lease another owner held (and let expire: the
+-- claim takes no live lease) tells the store, which counts it (see StoreStats).
+-- TEMP: this connection's, never in the file.
+CREATE TEMP TRIGGER IF NOT EXISTS parkway_takeovers
+AFTER UPDATE OF lease_owner ON main.runs
+WHEN OLD.lease_owner IS NOT NULL AND NEW.lease_owner IS NOT NULL
+     AND NEW.lease_owner <> OLD.lease_owner
+BEGIN
+    SELECT parkway_took_over();
+END
+
 -- name: get_event
 SELECT id, name, domain, subject, payload, published_at FROM events WHERE id = ?
 

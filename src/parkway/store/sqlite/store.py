@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from parkway.errors import ParkwayError, StoreError
-from parkway.store.base import LoadedRun, load_in_transaction
+from parkway.store.base import LoadedRun, StoreStats, load_in_transaction
 from parkway.store.sqlite.checkpoints import FOREGROUND_CHECKPOINT_PAGES, Checkpoints
 from parkway.store.sqlite.statements import MIGRATIONS, Q
 from parkway.store.sqlite.tx import SQLiteTx
@@ -45,6 +45,10 @@ class SQLiteStore:
         # Datagrams that wake other processes' workers when a commit adds tasks
         # (see parkway.store.sqlite.wakeup); the worker's poll of data_version stays.
         self.wakeups = Wakeups(path) if path != ":memory:" else None
+        # Runs this store's claims took over from an expired lease (see StoreStats),
+        # counted by a trigger of the connection's while a claim runs.
+        self._takeovers = 0
+        self._claiming = False
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -82,6 +86,8 @@ class SQLiteStore:
             if self.path != ":memory:":
                 conn.execute(f"PRAGMA wal_autocheckpoint = {FOREGROUND_CHECKPOINT_PAGES:d}")
             self._migrate(conn)
+            conn.create_function("parkway_took_over", 0, self._took_over)
+            conn.execute(Q["takeovers_trigger"])
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         self._conn = conn
@@ -146,10 +152,26 @@ class SQLiteStore:
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         async with self.transaction():
-            rows = self.conn.execute(
-                Q["claim"], (owner, lease_until, now, wall_now, limit)
-            ).fetchall()
+            self._claiming = True
+            try:
+                rows = self.conn.execute(
+                    Q["claim"], (owner, lease_until, now, wall_now, limit)
+                ).fetchall()
+            finally:
+                self._claiming = False
             return [run_id for (run_id,) in rows]
+
+    def _took_over(self) -> None:
+        if self._claiming:  # (not a hand-over's lease_run: see StoreStats)
+            self._takeovers += 1
+
+    async def stats(self, now: float) -> StoreStats:
+        async with self._lock:
+            conn = self.conn
+            parked = {name: count for name, count in conn.execute(Q["stats_parked"]) if count}
+            due, oldest = conn.execute(Q["stats_due"], (now,)).fetchone()
+            (dead,) = conn.execute(Q["stats_dead_letters"]).fetchone()
+        return StoreStats(parked, due, oldest, dead, self._takeovers)
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         async with self.transaction():

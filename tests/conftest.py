@@ -146,13 +146,20 @@ class MakeEngine(Protocol):
 
 
 @pytest.fixture
-async def make_engine(engine_url: str, clock: ManualClock) -> AsyncIterator[MakeEngine]:
+async def make_engine(
+    engine_url: str, clock: ManualClock, request: pytest.FixtureRequest
+) -> AsyncIterator[MakeEngine]:
     """Build an Engine on this test's URL with the test's ManualClock, opened by default.
 
     Every engine made is closed at teardown (closing an already closed engine is
-    a no-op), newest first.
+    a no-op), newest first. A test marked ``replays`` gets engines that keep no
+    parked run in memory: each resume replays the journal.
     """
     made: list[Engine] = []
+    if request.node.get_closest_marker("replays") is not None:
+        defaults: dict[str, Any] = {"cached_runs": 0}
+    else:
+        defaults = {}
 
     async def factory(
         *,
@@ -162,7 +169,7 @@ async def make_engine(engine_url: str, clock: ManualClock) -> AsyncIterator[Make
         open: bool = True,
         **kwargs: Any,
     ) -> Engine:
-        engine = Engine(url or engine_url, clock=clock, worker=worker, **kwargs)
+        engine = Engine(url or engine_url, clock=clock, worker=worker, **{**defaults, **kwargs})
         made.append(engine)
         if open:
             await engine.open()

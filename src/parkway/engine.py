@@ -52,6 +52,11 @@ class Engine(RunOperations, IntakeOperations):
         event_retention: How long event ids are remembered for de-duplication.
         lease: How long a worker owns a run it advances before another may take it
             over (renewed while the worker lives).
+        cached_runs: Parked runs the worker keeps in memory, least recently parked
+            dropped first, so that their next input resumes them where they parked
+            instead of replaying their journal (``0``: none; each costs a few KB).
+        history_threshold: The journal length past which a run's
+            ``ctx.continue_as_new_suggested`` is true, and a warning is logged.
         metrics: Count what runs do for Prometheus: ``True`` (prometheus_client's
             default registry) or a ``CollectorRegistry``; see :meth:`render_metrics`.
             Needs the ``metrics`` extra.
@@ -75,6 +80,8 @@ class Engine(RunOperations, IntakeOperations):
         message_ttl: Duration = "1h",
         event_retention: Duration = "24h",
         lease: Duration = "30s",
+        cached_runs: int = 1000,
+        history_threshold: int = 10_000,
         metrics: Any = None,
         tracing: Any = None,
     ) -> None:
@@ -92,6 +99,8 @@ class Engine(RunOperations, IntakeOperations):
             event_retention=to_seconds(event_retention, "event_retention"),
             lease=to_seconds(lease, "lease"),
             concurrency=concurrency,
+            cached_runs=_count(cached_runs, "cached_runs", least=0),
+            history_threshold=_count(history_threshold, "history_threshold", least=1),
         )
         if settings.lease <= 0:
             raise InvalidArgumentError("lease must be longer than zero")
@@ -153,6 +162,7 @@ class Engine(RunOperations, IntakeOperations):
         worker: bool | None = None,
         concurrency: int | None = None,
         lease: Duration | None = None,
+        cached_runs: int | None = None,
         metrics: Any = None,
         tracing: Any = None,
         clock: Clock | None = None,
@@ -180,6 +190,10 @@ class Engine(RunOperations, IntakeOperations):
             if seconds <= 0:
                 raise InvalidArgumentError("lease must be longer than zero")
             settings = dataclasses.replace(settings, lease=seconds)
+        if cached_runs is not None:
+            settings = dataclasses.replace(
+                settings, cached_runs=_count(cached_runs, "cached_runs", least=0)
+            )
         self._rt.settings = settings
         telemetry = self._rt.telemetry
         if metrics is not None or tracing is not None:
@@ -416,3 +430,12 @@ class Engine(RunOperations, IntakeOperations):
     async def next_due(self, *, after: float | None = None) -> float | None:
         """The earliest task due time in engine seconds (strictly after ``after``)."""
         return await self._rt.next_due(after=after)
+
+
+def _count(value: Any, name: str, *, least: int) -> int:
+    """A whole-number setting, at least ``least``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise InvalidArgumentError(
+            f"{name} must be a whole number >= {least}, got {value!r}", field=name
+        )
+    return value

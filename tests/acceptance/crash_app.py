@@ -31,6 +31,15 @@ def record(run_id: str, index: int) -> str:
     return f"{run_id}:{index}"
 
 
+def top(run_id: str) -> None:
+    """Log that ``run_id``'s code ran from its top (a start, or a replay)."""
+    fd = os.open(os.environ["CRASH_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{run_id} -1\n".encode())
+    finally:
+        os.close(fd)
+
+
 def build(url: str | None = None, *, worker: bool = True) -> Engine:
     engine = Engine(url, worker=worker)
 
@@ -59,9 +68,22 @@ def build(url: str | None = None, *, worker: bool = True) -> Engine:
 
         return list(await ctx.gather(*(branch(b) for b in range(GATHER_BRANCHES))))
 
+    @engine.workflow(name="ticked")
+    async def ticked(ctx: WorkflowContext, input: Any) -> list[str]:
+        # An entity: parked between inputs, so the worker keeps it in memory and
+        # wakes it where it parked. A worker killed while it holds such runs must
+        # leave nothing the next worker, replaying their journals, cannot redo.
+        top(ctx.run_id)  # (not a step: once per replay from the top)
+        done = []
+        for i in range(TICKS):
+            tick = await ctx.wait_for_signal("tick")
+            done.append(await ctx.step(record, ctx.run_id, tick["n"], name=f"tick-{i}"))
+        return done
+
     return engine
 
 
+TICKS = 3
 GATHER_BRANCHES = 4
 GATHER_STEPS = 3
 

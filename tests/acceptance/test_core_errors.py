@@ -269,6 +269,7 @@ async def test_empty_signal_name_in_a_workflow_fails_the_run(engine: Engine) -> 
 # -- non-determinism -----------------------------------------------------------------------------
 
 
+@pytest.mark.replays
 async def test_changed_step_order_after_park_holds_the_run(engine: Engine) -> None:
     calls: list[str] = []
     order = ["a", "b"]
@@ -309,6 +310,7 @@ async def test_changed_step_order_after_park_holds_the_run(engine: Engine) -> No
     ]
 
 
+@pytest.mark.replays
 async def test_changed_operation_later_in_the_journal_reports_its_position(
     engine: Engine, clock
 ) -> None:
@@ -338,6 +340,7 @@ async def test_changed_operation_later_in_the_journal_reports_its_position(
     assert (await h.info()).status is not RunStatus.COMPLETED
 
 
+@pytest.mark.replays
 async def test_held_run_resumes_once_the_code_replays_again(engine: Engine) -> None:
     order = ["a", "b"]
 

@@ -194,6 +194,7 @@ async def test_workflow_exception_fails_the_run_with_its_type(engine: Engine) ->
     assert "missing-thing" in info.error.message
 
 
+@pytest.mark.replays
 async def test_now_uuid_random_are_stable_across_replay(engine: Engine, clock, t0) -> None:
     seen: list[dict] = []
 

@@ -312,3 +312,79 @@ async def test_sigkill_mid_gather_reruns_no_committed_step(tmp_path: Path) -> No
     counts = Counter(executions(log.read_bytes()))
     assert all(n <= 2 for n in counts.values())
     assert len(counts) == len(ids) * total
+
+
+async def test_sigkill_of_a_worker_holding_parked_runs_in_memory_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    # The first worker keeps the parked runs' machines and wakes them on each tick
+    # without a replay; killed mid-way through the second tick, it leaves the
+    # second worker to replay each run's journal: a tick whose step committed is
+    # never run again, and every tick is taken.
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    log = tmp_path / "steps.log"
+    log.touch()
+    workers: list[Worker] = []
+    client: Engine = crash_app.build(url, worker=False)
+    ids = [f"t-{i:03d}" for i in range(60)]
+
+    async def parked_count() -> int:
+        return len(await client.list_runs(workflow="ticked", status="parked", limit=len(ids) + 1))
+
+    def steps(data: bytes) -> list[tuple[str, int]]:
+        return [(run_id, n) for run_id, n in executions(data) if n >= 0]
+
+    async def wait_logged(count: int, worker: Worker, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(steps(log.read_bytes())) < count:
+            assert time.monotonic() < deadline, worker.output()
+            await asyncio.sleep(0.01)
+
+    try:
+        async with client:
+            for run_id in ids:
+                await client.start("ticked", id=run_id)
+            first = await spawn(tmp_path, client, log, workers)
+            deadline = time.monotonic() + 30
+            while await parked_count() < len(ids):
+                assert time.monotonic() < deadline, first.output()
+                await asyncio.sleep(0.05)
+            for run_id in ids:
+                await client.signal(run_id, "tick", {"n": 0})
+            await wait_logged(len(ids), first)
+            while await parked_count() < len(ids):  # all parked again, held in memory
+                assert time.monotonic() < deadline, first.output()
+                await asyncio.sleep(0.02)
+            for run_id in ids:
+                await client.signal(run_id, "tick", {"n": 1})
+            await wait_logged(len(ids) + len(ids) // 3, first)
+            assert await first.stop(signal.SIGKILL, 10) == -signal.SIGKILL
+            before_kill = log.read_bytes()
+            committed = {
+                run_id: {
+                    e.name for e in await client.history(run_id)
+                    if e.kind == "step" and e.status == "done"
+                }
+                for run_id in ids
+            }  # fmt: skip
+            for run_id in ids:
+                await client.signal(run_id, "tick", {"n": 2})
+            second = await spawn(tmp_path, client, log, workers)
+            for run_id in ids:
+                result = await client.handle(run_id).result(timeout=60)
+                assert result == [f"{run_id}:{n}" for n in range(crash_app.TICKS)], result
+            assert await second.stop(signal.SIGTERM, 10) == 0, second.output()
+    finally:
+        for w in workers:
+            await w.ensure_dead()
+    assert all("tick-0" in names for names in committed.values())
+    assert any("tick-1" in names for names in committed.values()), "killed before tick 1"
+    assert not all("tick-1" in names for names in committed.values()), "killed after tick 1"
+    # The first worker ran each run's code from the top once: it woke them after.
+    tops = Counter(run_id for run_id, n in executions(before_kill) if n < 0)
+    assert tops == dict.fromkeys(ids, 1), tops
+    for run_id, n in steps(log.read_bytes()[len(before_kill) :]):
+        assert f"tick-{n}" not in committed[run_id], (run_id, n, "ran again though committed")
+    counts = Counter(steps(log.read_bytes()))
+    assert set(counts) == {(r, n) for r in ids for n in range(crash_app.TICKS)}
+    assert all(c <= 2 for c in counts.values()), counts

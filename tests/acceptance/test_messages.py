@@ -1044,6 +1044,7 @@ async def test_a_rejected_buffered_message_does_not_block_the_keys_run(engine: E
     assert out.outcome in ("started", "buffered")
 
 
+@pytest.mark.replays
 async def test_a_message_delivered_while_the_timeout_is_processed_is_not_lost(
     engine: Engine, clock
 ) -> None:

@@ -1073,17 +1073,35 @@ def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
     # ordered aggregate sorts on its own, once per column): the client orders them.
     run_columns = (
         "r", "wf", "1", "running", b"{}", None, None, "default", None, None, None, 0,
-        NOW, NOW, "w", WALL + 30,
+        NOW, NOW, "w", WALL + 30, None,
     )  # fmt: skip
     tasks = ([7, 3], [NOW, NOW], ["signal", "signal"], [None, None], [None, None])
     journal = ([1, 0], ["step", "step"], ["b", "a"], ["done", "done"], [b"2", b"1"])
     journal_times = ([None, None], [NOW, NOW], [None, None], [None, None])  # + branch, seq
     mailbox = ([12, 11], ["second", "first"], [b"2", b"1"], [NOW, NOW])
-    loaded = rows.claimed_run((*run_columns, *tasks, *journal, *journal_times, *mailbox, 2))
+    row = (*run_columns, *tasks, *journal, *journal_times, *mailbox, 2)
+    loaded = rows.claimed_run(row, "w")
     assert [t.id for t in loaded.tasks] == [3, 7]
+    assert loaded.journal is not None
     assert [(e.pos, e.name, e.value) for e in loaded.journal] == [(0, "a", b"1"), (1, "b", b"2")]
     assert loaded.signals is not None
     assert [(s.id, s.name) for s in loaded.signals] == [(11, "first"), (12, "second")]
+
+
+def test_a_claimed_row_of_a_run_its_worker_parked_last_has_no_journal(backend: str) -> None:
+    # The claim leaves out the journal of a run this worker's advance parked last
+    # (advanced_by): its cache may hold the run's machine.
+    run_columns = (
+        "r", "wf", "1", "parked", b"{}", None, None, "default", None, None, None, 0,
+        NOW, NOW, "w", WALL + 30, "w",
+    )  # fmt: skip
+    tasks = ([7], [NOW], ["timer"], [0], [None])
+    nothing = (None,) * 13
+    mine = rows.claimed_run((*run_columns, *tasks, *nothing, 1), "w")
+    assert mine.journal is None and [t.id for t in mine.tasks] == [7]
+    # Another worker's claim of the same row reads the journal (here: empty).
+    theirs = rows.claimed_run((*run_columns, *tasks, *nothing, 1), "other")
+    assert theirs.journal == []
 
 
 @contextlib.asynccontextmanager

@@ -55,12 +55,17 @@ class LocalWorker(Protocol):
 
 @dataclass(frozen=True)
 class Settings:
-    """The engine's settings the core reads (all in seconds, validated by the engine)."""
+    """The engine's settings the core reads (durations in seconds, validated by the
+    engine). ``cached_runs``: parked runs a worker keeps in memory to resume without
+    a replay; ``history_threshold``: the journal length past which a run is told to
+    continue as new."""
 
     message_ttl: float
     event_retention: float
     lease: float
     concurrency: int
+    cached_runs: int = 1000
+    history_threshold: int = 10_000
 
 
 class Runtime:

@@ -333,8 +333,8 @@ def waiting_for(machine: Machine | None) -> list[dict[str, Any]]:
         return []
     return [
         {"kind": e.kind, "name": e.name, "until": _iso(e.deadline)}
-        for e in sorted(machine.entries.values(), key=lambda e: e.pos)
-        if e.state == "pending" and e.kind not in _NOT_WAITS
+        for e in machine.waiting
+        if e.kind not in _NOT_WAITS
     ]
 
 

@@ -60,6 +60,16 @@ class SideValues(Protocol):
         """Register the run's handler of updates ``name`` (see ``ctx.on_update``)."""
         ...
 
+    @property
+    def reached(self) -> int:
+        """The journal's operations the code has reached so far (this generation)."""
+        ...
+
+    @property
+    def history_threshold(self) -> int:
+        """The length past which the run had better continue as new."""
+        ...
+
 
 class ChildHandle:
     """A child run started from a workflow; ``await handle.result()`` waits for it."""
@@ -181,6 +191,21 @@ class WorkflowContext:
     def random(self) -> float:
         """A random float in [0, 1), the same on every replay."""
         return float(self._sides.side("random", _random.random))
+
+    @property
+    def history_length(self) -> int:
+        """How many journal entries this run's generation has at this point of its
+        code: the same on every replay, so code may branch on it."""
+        return self._sides.reached
+
+    @property
+    def continue_as_new_suggested(self) -> bool:
+        """Whether the journal has grown past the engine's ``history_threshold``
+        (10,000 entries by default): a long-lived run (an entity receiving an input
+        a day, a counter) should then ``ctx.continue_as_new(state)`` at its next
+        quiet point, so that a replay (after a restart, on another worker) stays
+        cheap. Deterministic, like :attr:`history_length`."""
+        return self._sides.reached >= self._sides.history_threshold
 
     def set_value(self, key: str, value: Any) -> None:
         """Publish a JSON ``value`` under ``key`` for callers (a payment link, a

@@ -54,6 +54,14 @@ log = logging.getLogger("parkway.replay")
 
 Token = Pending
 
+# How a machine that may be kept and woken ended its advance: parked on its waits,
+# or waiting on a step's retry backoff (its run stays ``running`` meanwhile).
+PARKED_STATUSES = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+# The journal length past which a run had better continue as new: a cached run's
+# resume costs the same at any length, but a replay (a restart, another worker)
+# costs about 3 µs an entry.
+HISTORY_THRESHOLD = 10_000
+
 
 class Machine(Composites, Updates):
     """One advance of one run's code over what the worker loaded; no I/O.
@@ -69,11 +77,18 @@ class Machine(Composites, Updates):
         event_retention: How far back ``since_start`` may look.
         signals: The run's mailbox, if the worker read it with the run.
         updates: The updates sent to the run not handled yet, if any came.
+        history_threshold: The journal length past which the run is told it had
+            better continue as new (``ctx.continue_as_new_suggested``).
 
     Call :meth:`start`; then, while :attr:`outcome` is ``None``, do each request
     :meth:`take_requests` hands out and :meth:`resume` with its answer.
     :attr:`writes` holds what is to be committed; :meth:`take_writes` hands it
     over at each commit.
+
+    A machine that parked may be kept (the worker's cache of runs) and, once its
+    parking has been committed, woken with the inputs that came since
+    (:meth:`wake`) instead of being built and replayed again: it goes on from
+    where it parked, exactly as a replay of its journal would have.
     """
 
     def __init__(
@@ -89,6 +104,7 @@ class Machine(Composites, Updates):
         event_retention: float,
         signals: list[SignalRecord] | None = None,
         updates: list[UpdateRecord] | None = None,
+        history_threshold: int = HISTORY_THRESHOLD,
     ) -> None:
         self.wf, self.run = wf, run
         self.tasks = tasks
@@ -96,7 +112,12 @@ class Machine(Composites, Updates):
         self.clock_now = clock
         self.prepare_event = prepare_event
         self.event_retention = event_retention
-        self.entries = {e.pos: e for e in journal}
+        self.entries = {}
+        self._holding, self._event_ids = set(), set()
+        for entry in journal:
+            self._keep(entry)
+        self.reached = 0
+        self.history_threshold = history_threshold
         in_order = sorted(journal, key=lambda e: e.pos)
         self._by_branch: dict[str, list[JournalEntry]] = {}
         for entry in in_order:
@@ -132,6 +153,7 @@ class Machine(Composites, Updates):
         self._mailbox: list[SignalRecord] | None = None if signals is None else list(signals)
         self._root: Branch | None = None
         self._current: Branch | None = None
+        self._loaded = len(self.entries)
 
     # -- the driver's side -------------------------------------------------------------------
 
@@ -161,6 +183,53 @@ class Machine(Composites, Updates):
         self._root = Branch(ROOT, coro, self._by_branch.get(ROOT, []))
         self._ready.append((self._root, None, None))
         self._run()
+
+    def wake(
+        self,
+        run: RunRecord,
+        tasks: list[TaskRecord],
+        *,
+        signals: list[SignalRecord] | None = None,
+        updates: list[UpdateRecord] | None = None,
+    ) -> None:
+        """Go on from where the run parked, with ``tasks`` (and the mailbox and updates)
+        that came since: each parked wait looks for its input again, in the order a
+        replay of the journal would reach it.
+
+        Only for a machine whose parked outcome was committed, and whose journal no
+        one has advanced since (the worker's cache checks both).
+        """
+        assert self.outcome is not None and self.outcome.status in PARKED_STATUSES, self.outcome
+        self.run, self.tasks = run, tasks
+        self.consumed_tasks, self.delivered = set(), set()
+        self.claimed = frozenset(t.id for t in tasks)
+        self.writes = self._new_writes()
+        self.park_status = RunStatus.PARKED.value
+        self.outcome = None
+        self._mailbox = None if signals is None else list(signals)
+        self._updates = list(updates or [])
+        self._loaded = len(self.entries)
+        # (wait_until's register again as they are examined.)
+        self._conditions = []
+        parked, self._parked = self._parked, []
+        self._live.extend(sorted(parked, key=_journal_order))
+        self._run()
+
+    @property
+    def parked(self) -> bool:
+        """Whether the machine parked (it may be kept and woken, see :meth:`wake`)."""
+        return self.outcome is not None and self.outcome.status in PARKED_STATUSES
+
+    @property
+    def waiting(self) -> list[JournalEntry]:
+        """The journal entries of the waits the run parked on, in journal order."""
+        entries = [op.entry for op in self._parked if op.entry is not None]
+        return sorted(entries, key=lambda e: e.pos)
+
+    @property
+    def history_crossed(self) -> bool:
+        """Whether this advance took the journal past :attr:`history_threshold`."""
+        return self._loaded <= self.history_threshold < len(self.entries)
 
     def take_requests(self) -> list[tuple[Token, Request]]:
         """The requests made since the last call, each with the token to answer it by."""
@@ -199,6 +268,7 @@ class Machine(Composites, Updates):
             entry = branch.entries[branch.index]
             if entry.kind == "patch" and entry.name == change_id:
                 branch.index += 1
+                self.reached += 1
                 self._applied.add(entry.pos)
                 return True
             return False
@@ -206,6 +276,7 @@ class Machine(Composites, Updates):
             return True
         self._record_new(branch, "patch", change_id, "done", b"true")
         branch.index += 1
+        self.reached += 1
         return True
 
     # -- scheduling --------------------------------------------------------------------------
@@ -294,6 +365,7 @@ class Machine(Composites, Updates):
         a different operation there holds the run."""
         index = branch.index
         branch.index += 1
+        self.reached += 1
         if index >= len(branch.entries):
             return None
         entry = branch.entries[index]
@@ -498,6 +570,13 @@ class Machine(Composites, Updates):
 
     def _close_branch(self, branch: Branch) -> None:
         _close(branch)
+
+
+def _journal_order(op: Pending) -> int:
+    """Where a replay of the journal reaches ``op``'s entry (see ``_schedule``)."""
+    entry = op.entry
+    assert entry is not None
+    return entry.pos if entry.seq is None else entry.seq
 
 
 def _await(future: asyncio.Future[Any]) -> Op:

@@ -311,13 +311,10 @@ class Operations(MachineState):
                 self.consumed_tasks.add(task.id)
 
     def _consumed_events(self) -> frozenset[str]:
-        ids = set()
+        ids = set(self._event_ids)
         trigger = _json.loads(self.run.trigger)
         if trigger:
             ids.add(trigger.get("id"))
-        for entry in self.entries.values():
-            if entry.kind == "event" and entry.state == "done":
-                ids.add(_json.loads(entry.value)["event"]["id"])
         return frozenset(i for i in ids if i)
 
     # -- children and publishes --------------------------------------------------------------
@@ -388,5 +385,6 @@ class Operations(MachineState):
         self.writes.publishes.append((pos, event, payload, op.branch.journal_path))
         committed: dict[int, JournalEntry] = yield Flush()
         entry = committed[pos]
-        op.entry = self.entries[pos] = entry
+        op.entry = entry
+        self._keep(entry)
         return PublishResult.from_dict(_json.loads(entry.value))

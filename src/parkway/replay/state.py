@@ -56,6 +56,13 @@ class MachineState:
     _withdrawn_paths: list[str]
     _conditions: list[Pending]  # wait_until's parked, checked when the run is quiet
     _applied: set[int]  # entries answered out of order (side values, markers)
+    # Kept as entries are journaled, so that nothing an advance asks of the journal
+    # costs more as it grows (a cached run's resume must not): the positions of
+    # the waits that may hold a delivery the run did not take, and the ids of
+    # the events the run took.
+    _holding: set[int]
+    _event_ids: set[str]
+    reached: int  # the operations the code has reached so far (ctx.history_length)
 
     # The scheduler's side, which operations call.
     def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:
@@ -102,7 +109,7 @@ class MachineState:
             op.branch.journal_path, seq,
         )  # fmt: skip
         op.entry = entry
-        self.entries[pos] = entry
+        self._keep(entry)
         self.writes.journal[pos] = entry
         return entry
 
@@ -114,9 +121,19 @@ class MachineState:
         entry = JournalEntry(
             pos, kind, name, state, value, None, self.clock_now(), branch.journal_path
         )
-        self.entries[pos] = entry
+        self._keep(entry)
         self.writes.journal[pos] = entry
         return entry
+
+    def _keep(self, entry: JournalEntry) -> None:
+        """``entry`` is the journal's at its position now."""
+        self.entries[entry.pos] = entry
+        if (entry.kind == "message" and entry.state != "done") or entry.kind == "first":
+            self._holding.add(entry.pos)
+        else:
+            self._holding.discard(entry.pos)
+        if entry.kind == "event" and entry.state == "done":
+            self._event_ids.add(_json.loads(entry.value)["event"]["id"])
 
     @staticmethod
     def _deadline(
@@ -178,10 +195,7 @@ class MachineState:
         message waits did not end with a delivery (it is pending, or timed out). A
         wait that took its delivery cannot have another: its subscription went
         with the first."""
-        return any(
-            (e.kind == "message" and e.state != "done") or e.kind == "first"
-            for e in self.entries.values()
-        )
+        return bool(self._holding)
 
     def _completed(self, value: Any) -> Outcome:
         try:

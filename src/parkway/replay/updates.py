@@ -83,6 +83,7 @@ class Updates(MachineState):
                     self._reject(update, str(exc) or type(exc).__name__)
                     continue
             value = {"id": update.id, "payload": payload}
+            self.reached += 1
             entry = self._record_new(self._updates_line, "update", update.name, "done",
                                      _json.dumps(value))  # fmt: skip
             self._run_handler(entry, update.id, handler, payload)
@@ -93,6 +94,7 @@ class Updates(MachineState):
         """The journal's next entry is an accepted update: run its handler again."""
         value = _json.loads(entry.value)
         self._handled.add(value["id"])
+        self.reached += 1
         found = self._handlers.get(entry.name)
         if found is None:
             self._hold(
@@ -126,6 +128,7 @@ class Updates(MachineState):
         """An update's handler returned ``value`` or raised ``error``: journal it once."""
         branch.done = True
         name = branch.update_name or ""
+        self.reached += 1
         if branch.index < len(branch.entries):
             done = branch.entries[branch.index]
             if done.kind == "update.done" and done.name == name:

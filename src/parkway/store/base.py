@@ -40,8 +40,11 @@ from parkway.store.records import (
 
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
-    {"status", "input", "output", "error", "generation", "updated_at", "workflow", "version"}
-)
+    {
+        "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
+        "advanced_by",
+    }
+)  # fmt: skip
 
 
 class Tx(Protocol):
@@ -345,8 +348,15 @@ class Store(Protocol):
         """
         ...
 
-    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
-        """The run, its tasks due at ``now`` and (unless it ended) its journal."""
+    async def load_run(
+        self, run_id: str, now: float, *, owner: str | None = None
+    ) -> LoadedRun | None:
+        """The run, its tasks due at ``now`` and (unless it ended) its journal.
+
+        ``owner``: the loading worker; the journal is not read (``None``) when that
+        worker's advance parked the run last (``RunRecord.advanced_by``). The runs
+        :meth:`claim` leases load the same way for their owner.
+        """
         ...
 
     async def extend_leases(
@@ -388,21 +398,31 @@ class Store(Protocol):
         ...
 
 
-async def load_in_transaction(store: Store, run_id: str, now: float) -> LoadedRun | None:
+async def load_in_transaction(
+    store: Store, run_id: str, now: float, owner: str | None = None
+) -> LoadedRun | None:
     """:meth:`Store.load_run` for stores whose reads are cheap: one read-only transaction."""
     async with store.transaction(readonly=True) as tx:
-        return await load_in(tx, run_id, now)
+        return await load_in(tx, run_id, now, owner)
 
 
-async def load_in(tx: Tx, run_id: str, now: float) -> LoadedRun | None:
-    """What advancing the run needs, read in ``tx``."""
+async def load_in(tx: Tx, run_id: str, now: float, owner: str | None = None) -> LoadedRun | None:
+    """What advancing the run needs, read in ``tx`` (for ``owner``: see
+    :meth:`Store.load_run`)."""
     run = await tx.get_run(run_id)
     if run is None:
         return None
     tasks = await tx.due_tasks(run_id, now)
-    ended = run.status in ENDED
     signals = await tx.signals(run_id) if reads_mailbox(run, tasks) else None
-    return LoadedRun(run, tasks, [] if ended else await tx.journal(run_id), signals)
+    journal: list[JournalEntry] | None = []
+    if run.status not in ENDED:
+        journal = None if holds_journal(run, owner) else await tx.journal(run_id)
+    return LoadedRun(run, tasks, journal, signals)
+
+
+def holds_journal(run: RunRecord, owner: str | None) -> bool:
+    """Whether ``owner``'s advance parked ``run`` last (so it need not read its journal)."""
+    return owner is not None and run.advanced_by == owner
 
 
 def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
@@ -500,6 +520,7 @@ __all__ = [
     "TaskRecord",
     "Tx",
     "UpdateRecord",
+    "holds_journal",
     "load_in",
     "load_in_transaction",
     "reads_mailbox",

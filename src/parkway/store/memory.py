@@ -179,7 +179,7 @@ class MemoryTx(_ValuesAndUpdates, ComposedTx):
         if run.status == "pending":
             run.status = "running"
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
-        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
 
     async def list_runs(
         self,
@@ -582,8 +582,10 @@ class MemoryStore:
         times = [t.due_at for t in self._state.tasks.values() if after is None or t.due_at > after]
         return min(times, default=None)
 
-    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
-        return await load_in_transaction(self, run_id, now)
+    async def load_run(
+        self, run_id: str, now: float, *, owner: str | None = None
+    ) -> LoadedRun | None:
+        return await load_in_transaction(self, run_id, now, owner)
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
         pass  # no push: the worker polls changed()

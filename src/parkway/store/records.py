@@ -32,6 +32,9 @@ class RunRecord:
     updated_at: float
     lease_owner: str | None = None
     lease_until: float | None = None
+    # The worker whose advance parked the run last, if it keeps the run's replay
+    # machine (see parkway.worker.cache): its claims need not read the journal.
+    advanced_by: str | None = None
 
 
 @dataclass
@@ -176,14 +179,16 @@ CANCEL_PREFIX = "\x1fcancel:"
 class LoadedRun:
     """What a worker reads to advance a run: the row, its due tasks and its journal.
 
-    ``journal`` is empty for a run that has ended (nothing is replayed then).
+    ``journal`` is empty for a run that has ended (nothing is replayed then), and
+    ``None`` when it was not read because the loading worker's advance parked the
+    run last (``RunRecord.advanced_by``): that worker may hold it in its cache.
     ``signals`` is its mailbox when a signal task is among ``tasks`` (read with
     the rest, to save the advance a read), else ``None``.
     """
 
     run: RunRecord
     tasks: list[TaskRecord]
-    journal: list[JournalEntry]
+    journal: list[JournalEntry] | None
     signals: list[SignalRecord] | None = None
 
 

@@ -60,7 +60,9 @@ from parkway.store.base import (
     RunRecord,
     TaskRecord,
     Tx,
+    UpdateRecord,
 )
+from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
 
 log = logging.getLogger("parkway.worker")
@@ -77,25 +79,39 @@ class Advancer:
     fences on that run's lease first (through the worker's committer)."""
 
     def __init__(
-        self, rt: Runtime, owner: str, commit: Commit, executor: concurrent.futures.Executor
+        self,
+        rt: Runtime,
+        owner: str,
+        commit: Commit,
+        executor: concurrent.futures.Executor,
+        cache: RunCache,
     ) -> None:
         self.rt, self.owner, self.commit = rt, owner, commit
         self.executor = executor  # where sync steps run
+        self.cache = cache  # parked runs' machines, to wake without a replay
 
     async def advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
         """Advance ``run_id`` (``loaded``: what came with its lease, if anything did)."""
         rt, store = self.rt, self.rt.store
+        # The run's machine, if this worker parked it last: used only if the load did
+        # not read the journal (no other worker advanced the run since).
+        cached = self.cache.take(run_id)
         try:
             if loaded is None:
-                loaded = await store.load_run(run_id, rt.now())
+                loaded = await store.load_run(run_id, rt.now(), owner=self.owner)
         except Exception:  # its lease will expire and a worker will take it again
             log.warning(
                 "run %s: could not load it; retrying after its lease", run_id, exc_info=True
             )
+            if cached is not None:
+                cached.machine.close()
             return
         if loaded is None or loaded.run.lease_owner != self.owner:
+            if cached is not None:  # (another worker has it now)
+                cached.machine.close()
             return
         run, tasks = loaded.run, loaded.tasks
+        machine: Machine | None = None
         try:
             if run.status in ENDED:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
@@ -124,13 +140,26 @@ class Advancer:
                 async with self._store_call(run) as tx:
                     updates = await tx.pending_updates(run.id)
             rt.telemetry.begin(run, tasks, rt.now())
-            machine = Machine(
-                wf, run, loaded.journal, tasks, registry=rt.registry, clock=rt.now,
-                prepare_event=self._prepare, event_retention=rt.settings.event_retention,
-                signals=loaded.signals, updates=updates,
-            )  # fmt: skip
+            if cached is not None and cached.fits(loaded, wf):
+                machine, cached = cached.machine, None
+                machine.wake(run, tasks, signals=loaded.signals, updates=updates)
+            else:
+                machine = await self._machine(run, wf, loaded, updates)
+                machine.start()
             outcome = await self._drive(run, machine)
-            await self._commit(run, tasks, machine.take_writes(), outcome, machine)
+            keep = machine.parked and self.cache.size > 0
+            await self._commit(run, tasks, machine.take_writes(), outcome, machine, keep=keep)
+            if machine.history_crossed:
+                log.warning(
+                    "run %s: its journal has %d entries, past the engine's history_threshold "
+                    "of %d; a replay of it (after a restart, on another worker) grows with "
+                    "it: have the workflow call ctx.continue_as_new when "
+                    "ctx.continue_as_new_suggested", run.id, len(machine.entries),
+                    machine.history_threshold,
+                )  # fmt: skip
+            if keep:
+                self.cache.put(run.id, machine, wf)
+                machine = None
         except LeaseLostError:
             log.warning("run %s: lease lost; another worker has taken it over", run_id)
         except asyncio.CancelledError:
@@ -141,6 +170,31 @@ class Advancer:
                 await self._postpone(run, tasks)
             except Exception:
                 log.exception("run %s: could not postpone", run_id)
+        finally:
+            if machine is not None:
+                machine.close()
+            if cached is not None:  # (not used: the run was advanced elsewhere, or ended)
+                cached.machine.close()
+
+    async def _machine(
+        self,
+        run: RunRecord,
+        wf: WorkflowDef,
+        loaded: LoadedRun,
+        updates: list[UpdateRecord] | None,
+    ) -> Machine:
+        """A machine to replay ``run`` from its journal (read now if the load did not)."""
+        rt = self.rt
+        journal = loaded.journal
+        if journal is None:  # (this worker parked it last, but no longer keeps it)
+            async with self._store_call(run) as tx:
+                journal = await tx.journal(run.id)
+        return Machine(
+            wf, run, journal, loaded.tasks, registry=rt.registry, clock=rt.now,
+            prepare_event=self._prepare, event_retention=rt.settings.event_retention,
+            signals=loaded.signals, updates=updates,
+            history_threshold=rt.settings.history_threshold,
+        )  # fmt: skip
 
     def _prepare(self, event: Event) -> tuple[Event, bytes]:
         return prepare(self.rt, event)
@@ -155,7 +209,6 @@ class Advancer:
         """
         inflight: dict[asyncio.Future[Any], Token] = {}
         try:
-            machine.start()
             while True:
                 requests = machine.take_requests()
                 if not requests:
@@ -184,7 +237,6 @@ class Advancer:
         finally:
             if inflight:  # (the run ended with steps in flight: they settle, unheard)
                 await asyncio.wait(inflight)
-            machine.close()
 
     async def _call(self, request: RunStep) -> StepResult:
         return await self.rt.telemetry.step(request, call_step(request.cmd, self.executor))
@@ -206,7 +258,11 @@ class Advancer:
         rt = self.rt
 
         async def job(tx: Tx) -> None:
-            changes = {"status": RunStatus.RUNNING.value, "updated_at": rt.now()}
+            # (The journal changes: no worker's cached machine of the run holds any
+            # longer, this one's included until its advance parks again.)
+            changes = {
+                "status": RunStatus.RUNNING.value, "updated_at": rt.now(), "advanced_by": None,
+            }  # fmt: skip
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 
@@ -262,11 +318,18 @@ class Advancer:
         machine: Machine | None = None,
         *,
         pin: dict[str, object] | None = None,
+        keep: bool = False,
     ) -> None:
-        """The advance's final commit: its last writes, the run's new status, its tasks."""
+        """The advance's final commit: its last writes, the run's new status, its tasks.
+
+        ``keep``: this worker keeps the parked machine, and says so in the run's row
+        (``advanced_by``); otherwise the row says no worker does.
+        """
         rt = self.rt
         now = rt.now()
-        changes: dict[str, object] = {"updated_at": now, **(pin or {})}
+        changes: dict[str, object] = {
+            "updated_at": now, "advanced_by": self.owner if keep else None, **(pin or {}),
+        }  # fmt: skip
         status = outcome.status
         if status == "held":
             changes["error"] = _json.dumps(outcome.error)

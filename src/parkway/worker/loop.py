@@ -26,6 +26,7 @@ from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import Lease, LoadedRun
 from parkway.worker.advance import Advancer
+from parkway.worker.cache import RunCache
 
 log = logging.getLogger("parkway.worker")
 
@@ -82,7 +83,9 @@ class Worker:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             self.concurrency, thread_name_prefix="parkway-step"
         )
-        self._advancer = Advancer(rt, self.owner, self.commit, self._executor)
+        # Parked runs' machines, so that a resume does not replay the journal.
+        self.cache = RunCache(rt.settings.cached_runs)
+        self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
 
     def start(self) -> None:
         # Commits that add tasks, other processes' too, wake this worker the moment
@@ -136,6 +139,7 @@ class Worker:
         # Threads still in a step past the grace are not waited for here (the
         # command line leaves without them; their runs are released).
         self._executor.shutdown(wait=False)
+        self.cache.clear()
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own

@@ -277,7 +277,7 @@ WITH due AS (
     WHERE ctid = ANY(ARRAY(SELECT ctid FROM due))
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
-              lease_until
+              lease_until, advanced_by
 )
 -- name: lease_run
 -- Lease one run for this process's worker, in the transaction that gave it a
@@ -299,7 +299,7 @@ WITH due AS (
       AND status NOT IN ('completed', 'failed', 'cancelled')
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
-              lease_until
+              lease_until, advanced_by
 )
 
 -- name: stats_parked
@@ -332,7 +332,7 @@ SELECT count(*) FROM parkway.messages WHERE status = 'expired'
 -- reads_mailbox). Then claimed_from or lease_from, and claimed_loads.
 SELECT c.id, c.workflow, c.version, c.status, c.input, c.output, c.error, c.domain,
        c.subject, c.parent_id, c.trigger, c.generation, c.created_at, c.updated_at,
-       c.lease_owner, c.lease_until,
+       c.lease_owner, c.lease_until, c.advanced_by,
        t.ids, t.due_ats, t.kinds, t.poss, t.payloads,
        j.poss, j.kinds, j.names, j.states, j."values", j.deadlines, j.ats, j.branches, j.seqs,
        m.ids, m.names, m.payloads, m.ats,
@@ -371,6 +371,9 @@ LEFT JOIN LATERAL (
            array_agg(deadline) AS deadlines, array_agg(at) AS ats,
            array_agg(branch) AS branches, array_agg(seq) AS seqs
     FROM parkway.journal WHERE run_id = c.id AND c.status NOT IN ('completed', 'failed', 'cancelled')
+      -- (Not the journal of a run this worker's advance parked last: it may hold
+      -- the run's machine. See parkway.worker.cache.)
+      AND c.advanced_by IS DISTINCT FROM %(owner)s
 ) AS j ON true
 LEFT JOIN LATERAL (
     SELECT array_agg(id) AS ids, array_agg(name) AS names, array_agg(payload) AS payloads,

@@ -15,6 +15,7 @@ from parkway.store.base import (
     RunRecord,
     SignalRecord,
     TaskRecord,
+    holds_journal,
     reads_mailbox,
 )
 from parkway.store.postgres.wire import Result
@@ -44,15 +45,17 @@ def started_run(row: Row) -> LoadedRun:
     return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, row[18])], [])
 
 
-def claimed_run(row: Row) -> LoadedRun:
-    """A row of the claim query: the run's 16 columns, then its tasks, journal and
-    mailbox as arrays of columns (``None`` when it has none), each in no particular
-    order: put in order here (tasks and signals by id, the journal by position)."""
-    run = RunRecord(*row[:16])
-    t_ids, t_dues, t_kinds, t_poss, t_payloads = row[16:21]
-    j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[21:28]
-    j_branches, j_seqs = row[28:30]
-    m_ids, m_names, m_payloads, m_ats = row[30:34]
+def claimed_run(row: Row, owner: str) -> LoadedRun:
+    """A row of the claim query for ``owner``: the run's 17 columns, then its tasks,
+    journal and mailbox as arrays of columns (``None`` when it has none), each in no
+    particular order: put in order here (tasks and signals by id, the journal by
+    position). The journal is ``None`` where the claim did not read it (see
+    ``Store.load_run``)."""
+    run = RunRecord(*row[:17])
+    t_ids, t_dues, t_kinds, t_poss, t_payloads = row[17:22]
+    j_poss, j_kinds, j_names, j_states, j_values, j_deadlines, j_ats = row[22:29]
+    j_branches, j_seqs = row[29:31]
+    m_ids, m_names, m_payloads, m_ats = row[31:35]
     tasks = [
         TaskRecord(*task)
         for task in sorted(zip(
@@ -60,7 +63,7 @@ def claimed_run(row: Row) -> LoadedRun:
             t_poss or (), t_payloads or (), strict=True,
         ), key=_first)
     ]  # fmt: skip
-    journal = [
+    journal: list[JournalEntry] | None = None if holds_journal(run, owner) else [
         JournalEntry(*entry)
         for entry in sorted(zip(
             j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
@@ -79,8 +82,8 @@ def claimed_run(row: Row) -> LoadedRun:
     return LoadedRun(run, tasks, journal, signals)
 
 
-def leased_run(result: Result) -> LoadedRun | None:
+def leased_run(result: Result, owner: str) -> LoadedRun | None:
     """What a lease in the sender's transaction returned (see lease_from): its one
     row, whose run is null when it leased nothing."""
     rows = result.rows
-    return claimed_run(rows[0]) if rows and rows[0][0] is not None else None
+    return claimed_run(rows[0], owner) if rows and rows[0][0] is not None else None

@@ -125,7 +125,7 @@ class RunOps(Transport):
         await self._write(
             LEASE_RUN,
             dict(run=run_id, owner=owner, now=now, wall=wall_now, until=lease_until),
-            on_result=lambda result: taken(leased_run(result)),
+            on_result=lambda result: taken(leased_run(result, owner)),
             idempotent=True,
         )
         return lease
@@ -160,7 +160,7 @@ class RunOps(Transport):
         lease = Lease("")
 
         def took(result: Result) -> None:
-            self._took(lease, leased_run(result))
+            self._took(lease, leased_run(result, owner))
 
         await self._write(
             LEASE_RUN, dict(run=None, owner=owner, now=now, wall=wall_now, until=lease_until),

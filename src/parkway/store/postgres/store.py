@@ -165,7 +165,7 @@ class PostgresStore(Connections):
             _, claim = await self._pipeline([(Q["claim_settings"], ()), (CLAIM_DUE, params)])
             rows = claim.rows or []
             for row in rows:
-                loaded = claimed_run(row)
+                loaded = claimed_run(row, owner)
                 self._claimed[loaded.run.id] = loaded
                 claimed.append(loaded.run.id)
             if rows:
@@ -177,7 +177,10 @@ class PostgresStore(Connections):
                 break
         return claimed
 
-    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
+    async def load_run(
+        self, run_id: str, now: float, *, owner: str | None = None
+    ) -> LoadedRun | None:
+        # (Read whole, the journal too: a run not handed over by the claim is rare.)
         claimed = self._claimed.pop(run_id, None)
         if claimed is not None:
             return claimed

@@ -4,7 +4,7 @@
 
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by
 FROM runs WHERE id = ?
 
 -- name: list_runs

@@ -189,8 +189,10 @@ class SQLiteStore:
                 row = self.conn.execute(Q["next_due_after"], (after,)).fetchone()
             return row[0] if row else None
 
-    async def load_run(self, run_id: str, now: float) -> LoadedRun | None:
-        return await load_in_transaction(self, run_id, now)
+    async def load_run(
+        self, run_id: str, now: float, *, owner: str | None = None
+    ) -> LoadedRun | None:
+        return await load_in_transaction(self, run_id, now, owner)
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
         # Not "push": a wake-up may be lost (see parkway.store.sqlite.wakeup), so the

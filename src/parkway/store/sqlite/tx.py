@@ -60,7 +60,7 @@ class SQLiteTx(ComposedTx):
         cursor = self._c.execute(Q["lease_run"], (owner, lease_until, run_id, wall_now))
         if cursor.rowcount != 1:
             return Lease(run_id, taken=False)
-        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now))
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
 
     async def update_run(
         self,

@@ -109,6 +109,9 @@ class Bench:
             options.setdefault("metrics", _registry())
         if telemetry in ("on", "tracing"):
             options.setdefault("tracing", _tracer_provider())
+        cached = getattr(self.options, "cached_runs", None)
+        if cached is not None:
+            options.setdefault("cached_runs", cached)
         return Engine(self.url, **options)
 
     def count_completed(self) -> int:

@@ -577,6 +577,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"
     )
     parser.add_argument(
+        "--cached-runs", type=int, default=None,
+        help="parked runs the worker keeps in memory (default: the engine's; 0: replay "
+        "every resume, as before the cache)",
+    )  # fmt: skip
+    parser.add_argument(
         "--restarts", type=int, default=10, help="resume: restarts, one deep resume after each"
     )
     parser.add_argument(

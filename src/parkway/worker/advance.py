@@ -12,11 +12,8 @@ run's new status.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import dataclasses
-import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -64,6 +61,7 @@ from parkway.store.base import (
 )
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
+from parkway.worker.threads import StepThreads
 
 log = logging.getLogger("parkway.worker")
 
@@ -83,7 +81,7 @@ class Advancer:
         rt: Runtime,
         owner: str,
         commit: Commit,
-        executor: concurrent.futures.Executor,
+        executor: StepThreads,
         cache: RunCache,
     ) -> None:
         self.rt, self.owner, self.commit = rt, owner, commit
@@ -403,7 +401,7 @@ class Advancer:
                 )
 
 
-async def call_step(cmd: StepCmd, executor: concurrent.futures.Executor) -> StepResult:
+async def call_step(cmd: StepCmd, executor: StepThreads) -> StepResult:
     """Run one attempt of a step: what it returned, or the exception it raised.
 
     A sync step may block (requests, file I/O): it runs in ``executor``, with
@@ -413,10 +411,7 @@ async def call_step(cmd: StepCmd, executor: concurrent.futures.Executor) -> Step
         if inspect.iscoroutinefunction(cmd.fn):
             result = await cmd.fn(*cmd.args, **cmd.kwargs)
         else:
-            call = functools.partial(cmd.fn, *cmd.args, **cmd.kwargs)
-            context = contextvars.copy_context()
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(executor, context.run, call)
+            result = await executor.run(cmd.fn, *cmd.args, **cmd.kwargs)
         if inspect.isawaitable(result):
             result = await result
     except Exception as exc:

@@ -11,7 +11,6 @@ commit.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -27,6 +26,7 @@ from parkway.core.runtime import Runtime
 from parkway.store.base import Lease, LoadedRun
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
+from parkway.worker.threads import StepThreads
 
 log = logging.getLogger("parkway.worker")
 
@@ -80,9 +80,7 @@ class Worker:
         # Sync steps run in threads of their own, as many as runs at once: the
         # loop's default executor has a handful (cores + 4), which a gather of
         # sync steps, or many runs in sync steps, would queue behind.
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            self.concurrency, thread_name_prefix="parkway-step"
-        )
+        self._executor = StepThreads(self.concurrency)
         # Parked runs' machines, so that a resume does not replay the journal.
         self.cache = RunCache(rt.settings.cached_runs)
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
@@ -138,7 +136,7 @@ class Worker:
             await asyncio.gather(self._beat_task, return_exceptions=True)
         # Threads still in a step past the grace are not waited for here (the
         # command line leaves without them; their runs are released).
-        self._executor.shutdown(wait=False)
+        self._executor.shutdown()
         self.cache.clear()
         try:
             await self.rt.store.release_leases(self.owner)

@@ -141,7 +141,7 @@ class MachineState:
     ) -> tuple[float | None, float | None]:
         """A wait's deadline and timeout: fixed when it was first reached, kept on replay."""
         if entry is not None:
-            return entry.deadline, _json.loads(entry.value)["timeout"]
+            return entry.deadline, _json.loads(entry.value).get("timeout")
         return (None if timeout is None else now + timeout), timeout
 
     def _resolve(self, op: Pending, kind: str, value: bytes) -> None:
@@ -154,8 +154,13 @@ class MachineState:
             self.writes.finished_waits.append(entry.pos)
 
     def _park(self, op: Pending, kind: str, info: dict[str, Any], deadline: float | None) -> int:
-        """Journal a wait as pending, with a timer task at its deadline if it has one."""
-        entry = self._record(op, kind, "pending", _json.dumps(info), deadline)
+        """Journal a wait as pending, with a timer task at its deadline if it has one.
+
+        ``info`` is what the wait is (its timeout, match, key...): what it leaves
+        out (``None``) is not written, as a parked run's bytes count by the million.
+        """
+        value = {key: item for key, item in info.items() if item is not None}
+        entry = self._record(op, kind, "pending", _json.dumps(value), deadline)
         if deadline is not None:
             self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", entry.pos))
         return entry.pos

@@ -25,7 +25,8 @@ EXPECTED = {
         "order 8 cancelled",
     ],
     5: ["reminded"],
-    6: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
+    6: ["{'total': 120, 'journal': "],
+    7: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 
 

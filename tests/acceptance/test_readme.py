@@ -25,7 +25,12 @@ EXPECTED = {
         "order 8 cancelled",
     ],
     5: ["reminded"],
-    6: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
+    6: [
+        "[['order-4', 'order-3'], ['order-2', 'order-1'], ['order-0']]",
+        "['order-3', 'order-1']",
+        "{'approval': {'parked': 5}}",
+    ],
+    7: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 
 

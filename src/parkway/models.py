@@ -147,6 +147,11 @@ class HistoryEntry(_Subscriptable):
 
     ``status`` is ``done`` (result recorded), ``error`` (the operation raised) or
     ``pending`` (the run waits here now).
+
+    ``deadline``: for a pending operation, when it fires by itself (a wait's
+    timeout, a sleep's end, a failed step's next attempt), ``None`` if never.
+    ``attempt``: for a step waiting to be tried again, the attempt that failed
+    (its error in ``error``).
     """
 
     position: int
@@ -156,6 +161,8 @@ class HistoryEntry(_Subscriptable):
     result: Any
     error: ErrorInfo | None
     at: datetime
+    deadline: datetime | None = None
+    attempt: int | None = None
 
 
 @dataclass(frozen=True)

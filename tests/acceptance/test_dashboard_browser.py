@@ -1,16 +1,26 @@
 """The dashboard in a real browser: headless Chromium against ``parkway serve``.
 
-An operator opens the page, pastes the API token, sees a parked run, clicks it
-to read its history, and sends the signal that completes it. Needs Playwright
-(the Python package, in the dev extra) and a Chromium at ``/usr/bin/chromium``
-(Debian: ``apt-get install chromium``); it skips, saying which is missing,
-without them. Playwright's own browser download is never used.
+An operator opens the page, pastes the API token, and clicks through every view:
+the run list (counts, filters, search, pages), a run's page (timeline, what it
+waits for, values, parent and children, a failure's traceback, signal and
+cancel), dead letters (retry, discard), and the controls a newer server offers
+(pause, resume, retry, schedules) when its /openapi.json lists them.
+
+Needs Playwright (the Python package, in the dev extra) and a Chromium at
+``/usr/bin/chromium`` (Debian: ``apt-get install chromium``); it skips, saying
+which is missing, without them. Playwright's own browser download is never used.
+
+``PARKWAY_SCREENSHOTS=docs/screenshots`` saves a screenshot of each view there
+(the ones docs/dashboard.md shows); otherwise they go to the test's tmp_path.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +30,7 @@ import pytest
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from .test_http import Served, served_app
+from .test_http import Served
 
 CHROMIUM = os.environ.get("PARKWAY_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -33,6 +43,69 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TOKEN = "dashboard-token"
+SCREENSHOTS = os.environ.get("PARKWAY_SCREENSHOTS")
+
+# The operator's application: approvals, an order whose payment child fails, a step
+# retrying with a long backoff, loans waiting for a message, a nightly schedule when
+# this parkway has schedules.
+SHOP_APP = """
+import parkway.core.housekeeping as housekeeping
+from parkway import Engine, Retry
+
+# Dead letters show within a second here, not within a minute (the sweep's period).
+housekeeping.SWEEP_INTERVAL = 0.5
+
+engine = Engine({url!r})
+
+
+@engine.workflow()
+async def approval(ctx, order):
+    ctx.set_value("stage", "awaiting approval")
+    decision = await ctx.wait_for_signal("approve", timeout="2h")
+    ctx.set_value("stage", "decided")
+    return {{"order": order, "decision": decision}}
+
+
+def reserve(sku):
+    return {{"sku": sku, "reserved": True}}
+
+
+def charge_card(order):
+    raise ValueError(f"card declined for order {{order['id']}}")
+
+
+@engine.workflow()
+async def payment(ctx, order):
+    return await ctx.step(charge_card, order, retry=Retry(max_attempts=2, backoff="50ms"))
+
+
+@engine.workflow(on_event="order.created")
+async def fulfilment(ctx, order):
+    await ctx.step(reserve, order["sku"])
+    ctx.set_value("progress", {{"reserved": True, "percent": 50}})
+    await ctx.start_child("payment", order, id=f"payment-{{order['id']}}")
+    return await ctx.wait_for_event("order.shipped", match={{"order": order["id"]}}, timeout="1d")
+
+
+@engine.workflow()
+async def loan(ctx, app_id):
+    return await ctx.wait_for_message("credit.score", app_id, timeout="1h")
+
+
+def fetch_rates():
+    raise ConnectionError("rates service unavailable")
+
+
+@engine.workflow()
+async def rates(ctx, _input):
+    return await ctx.step(fetch_rates, retry=Retry(max_attempts=5, backoff="1h", max_backoff="1h"))
+
+
+if hasattr(engine, "add_schedule"):  # (a parkway with schedules)
+    @engine.workflow(schedule="0 3 * * *")
+    async def nightly(ctx, _input):
+        return "reindexed"
+"""
 
 
 @pytest.fixture
@@ -55,7 +128,12 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    server = Served(served_app(tmp_path), "approvals:engine", env={"PARKWAY_API_TOKEN": TOKEN})
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    (tmp_path / "shop.py").write_text(textwrap.dedent(SHOP_APP.format(url=url)))
+    # (--log-level info: the access log is checked too)
+    server = Served(
+        tmp_path, "shop:engine", "--log-level", "info", env={"PARKWAY_API_TOKEN": TOKEN}
+    )
     try:
         server.wait_ready()
         yield server
@@ -63,107 +141,276 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.kill()
 
 
-def test_an_operator_finds_a_parked_run_reads_its_history_and_signals_it(
-    browser: Any, served: Served, tmp_path: Path
-) -> None:
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _until(check: Any, what: str, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _populate(http: httpx.Client) -> None:
+    """35 runs in every state, two dead letters and a buffered message."""
+    for i in range(30):
+        created = http.post(
+            "/runs",
+            json={"workflow": "approval", "id": f"order-{1000 + i}", "subject": f"client:{i % 4}",
+                  "input": {"sku": "lamp", "qty": 1 + i % 3}},
+        )  # fmt: skip
+        assert created.status_code == 201, created.text
+    started = http.post(
+        "/events",
+        json={"name": "order.created", "id": "ev-9", "subject": "order:9",
+              "payload": {"id": 9, "sku": "desk"}},
+    )  # fmt: skip
+    assert started.json()["started"] == ["evt:ev-9:fulfilment"], started.text
+    for run_id, workflow, data in [("loan-7", "loan", "APP-7"), ("rates-1", "rates", None)]:
+        created = http.post("/runs", json={"workflow": workflow, "id": run_id, "input": data})
+        assert created.status_code == 201, created.text
+    # Two messages no run waits for expire into dead letters; one stays buffered.
+    for key, ttl in [("APP-1", 0.3), ("APP-2", 0.3), ("APP-3", 3600)]:
+        sent = http.post("/messages", json={"name": "credit.score", "key": key,
+                                            "payload": {"score": 700}, "ttl": ttl})  # fmt: skip
+        assert sent.json()["outcome"] == "buffered", sent.text
+    _until(lambda: len(http.get("/messages?status=expired").json()) == 2, "two dead letters")
+    # Started after APP-1 died: it waits, and a retry of the dead letter reaches it.
+    assert http.post(
+        "/runs", json={"workflow": "loan", "id": "loan-1", "input": "APP-1"}
+    ).is_success
+    _until(lambda: http.get("/runs/payment-9").json()["status"] == "failed", "the failed payment")
+    _until(lambda: http.get("/runs/loan-1").json()["status"] == "parked", "loan-1 parked")
+    _until(lambda: http.get("/runs/rates-1/history").json(), "the retrying step")
+
+
+def test_an_operator_clicks_through_every_view(browser: Any, served: Served, shots: Path) -> None:
     from playwright.sync_api import expect
 
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=served.url, headers=auth, timeout=10) as http:
-        for run_id, order in [
-            ("order-1001", {"sku": "lamp", "qty": 2}),
-            ("order-1002", {"sku": "desk", "qty": 1}),
-        ]:
-            created = http.post(
-                "/runs",
-                json={"workflow": "approval", "id": run_id, "subject": "client:5", "input": order},
-            )
-            assert created.status_code == 201, created.text
-        started = http.post(
-            "/events",
-            json={
-                "name": "order.created",
-                "id": "ev-9",
-                "subject": "order:9",
-                "payload": {"id": 9},
-            },
-        )
-        assert started.json()["started"] == ["evt:ev-9:shipment"], started.text
-        http.post("/messages", json={"name": "credit.score", "key": "APP-7", "payload": 640})
+        _populate(http)
+        features = http.get("/openapi.json").json()["paths"]
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     errors: list[str] = []
+    requests: list[tuple[str, bool]] = []  # (url, a poll)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    response = page.goto(served.url + "/")
+    page.on("request", lambda r: requests.append((r.url, "x-parkway-poll" in r.headers)))
+    response = page.goto(served.url + "/?refresh=700")
     assert response is not None and response.status == 401  # no token yet: the page, no data
     expect(page.locator("#toast")).to_contain_text("API token")
-
     page.fill("#token", TOKEN)
     page.click("#token-form button[type=submit]")
-    row = page.locator('#runs tr[data-run-id="order-1001"]')
-    expect(row).to_contain_text("parked")
-    expect(page.locator("#runs tbody tr")).to_have_count(3)
-    expect(page.locator("#messages")).to_contain_text("APP-7")
-    expect(page.locator("#subscriptions")).to_contain_text("order.shipped")
-    expect(page.locator("#subscriptions")).to_contain_text("evt:ev-9:shipment")
+
+    # -- the run list: counts, a page of 25, the next page ------------------------------
     expect(page.locator("#health")).to_have_text("healthy")
+    counts = page.locator("#counts")
+    expect(counts.locator('tr[data-workflow="approval"] td[data-status="parked"]')).to_have_text(
+        "30"
+    )
+    expect(counts.locator('tr[data-workflow="payment"] td[data-status="failed"]')).to_have_text("1")
+    rows = page.locator("#runs tbody tr")
+    expect(rows).to_have_count(25)
+    expect(page.locator("#subscriptions")).to_contain_text("order.shipped")
+    expect(page.locator("#page-newer")).to_be_disabled()
+    page.screenshot(path=str(shots / "runs.png"), full_page=True)
+    first_page = rows.evaluate_all("rows => rows.map(r => r.dataset.runId)")
+    page.click("#page-older")
+    expect(page.locator("#page-label")).to_have_text("page 2")
+    expect(rows).to_have_count(10)
+    expect(page.locator("#page-older")).to_be_disabled()
+    second_page = rows.evaluate_all("rows => rows.map(r => r.dataset.runId)")
+    assert len(set(first_page) | set(second_page)) == 35
+    page.click("#page-newer")
+    expect(page.locator("#page-label")).to_have_text("page 1")
+    expect(rows.first).to_have_attribute("data-run-id", first_page[0])
 
-    row.click()
-    expect(page.locator("#detail-id")).to_have_text("order-1001")
-    expect(page.locator("#run-info")).to_contain_text("parked")
-    expect(page.locator("#run-info")).to_contain_text('"sku": "lamp"')
-    history = page.locator("#history tbody tr")
-    expect(history).to_have_count(1)
-    expect(history.first).to_contain_text("signal")
-    expect(history.first).to_contain_text("pending")
+    # -- search and filters -------------------------------------------------------------
+    page.fill("#run-search", "order-101")
+    page.press("#run-search", "Enter")  # (the filter form is submitted from the keyboard)
+    expect(rows).to_have_count(10)
+    expect(rows.first).to_have_attribute("data-run-id", "order-1019")
+    page.fill("#run-search", "client:3")
+    page.click("#filters-apply")
+    expect(rows).to_have_count(7)  # order-1003, 1007, ... 1027
+    page.select_option("#page-size", "10")
+    page.fill("#run-search", "")
+    page.fill("#created-before", "2000-01-01T00:00:00")
+    page.click("#filters-apply")
+    expect(page.locator("#runs")).to_contain_text("No runs match.")
+    page.fill("#created-before", "")
+    page.fill("#created-after", "2000-01-01T00:00:00")
+    page.click("#filters-apply")
+    expect(rows).to_have_count(10)
+    expect(page.locator("#page-older")).to_be_enabled()
+    page.click("#filters-reset")
+    expect(rows).to_have_count(25)
+    counts.locator('tr[data-workflow="payment"] td[data-status="failed"] button').click()
+    expect(page.locator("#workflow-filter")).to_have_value("payment")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", "payment-9")
+    page.screenshot(path=str(shots / "runs-filtered.png"), full_page=True)
 
-    page.screenshot(path=str(tmp_path / "dashboard-parked.png"), full_page=True)
+    # -- a failed run: its traceback, its timeline, its parent --------------------------
+    rows.first.click()
+    expect(page.locator("#detail-id")).to_have_text("payment-9")
+    expect(page.locator("#detail-status")).to_have_text("failed")
+    expect(page.locator("#failure-panel")).to_be_visible()
+    expect(page.locator("#run-traceback")).to_contain_text("Traceback")
+    expect(page.locator("#run-traceback")).to_contain_text("card declined for order 9")
+    steps = page.locator("#timeline li[data-position]")
+    expect(steps).to_have_count(1)
+    expect(steps.first).to_contain_text("charge_card")
+    expect(steps.first).to_contain_text("error")
+    expect(steps.first).to_contain_text("after 2 attempt(s)")
+    expect(page.locator("#timeline li").last).to_contain_text("took")
+    expect(page.locator("#cancel-run")).to_be_disabled()
+    page.screenshot(path=str(shots / "run-failed.png"), full_page=True)
 
-    page.fill("#signal-name", "x")
+    # -- its parent: values, children, what it waits for -------------------------------
+    page.locator("#run-parent a").click()
+    expect(page.locator("#detail-id")).to_have_text("evt:ev-9:fulfilment")
+    assert page.evaluate("location.hash") == "#run/evt%3Aev-9%3Afulfilment"
+    expect(page.locator("#run-values")).to_contain_text('"percent": 50')
+    expect(page.locator('#run-children tr[data-run-id="payment-9"]')).to_contain_text("failed")
+    wait = page.locator('#run-waits tr[data-kind="event"]')
+    expect(wait).to_contain_text("order.shipped")
+    expect(wait).to_contain_text('match {"order":9}')
+    expect(wait).to_contain_text("in 23 h")  # (the one-day timeout)
+    expect(steps).to_have_count(4)  # reserve, set_value, start_child, the wait
+    expect(steps.first).to_contain_text("reserve")
+    expect(steps.first).to_contain_text("+")  # (the time since the run started)
+    page.screenshot(path=str(shots / "run-waiting.png"), full_page=True)
+
+    # -- a step waiting to be retried ---------------------------------------------------
+    page.goto(served.url + "/?refresh=700#run/rates-1")
+    retry = page.locator('#run-waits tr[data-kind="step"]')
+    expect(retry).to_contain_text("step retry")
+    expect(retry).to_contain_text("attempt 1 failed: rates service unavailable")
+    expect(retry).to_contain_text("in 59 min")
+    expect(steps.first).to_contain_text("pending")
+    page.screenshot(path=str(shots / "run-retrying.png"), full_page=True)
+
+    # -- signal a parked run, cancel another --------------------------------------------
+    page.goto(served.url + "/?refresh=700#run/order-1000")
+    expect(page.locator("#run-values")).to_contain_text("awaiting approval")
+    expect(page.locator('#run-waits tr[data-kind="signal"]')).to_contain_text("approve")
+    page.fill("#signal-name", "approve")
     page.fill("#signal-payload", '{"approved": true, "by": "ops"}')
     page.click("#signal-send")
-    expect(page.locator("#run-info")).to_contain_text("completed", timeout=15_000)
+    expect(page.locator("#detail-status")).to_contain_text("completed", timeout=15_000)
     expect(page.locator("#run-output")).to_contain_text('"approved": true')
-    expect(history.first).to_contain_text("done")
-    expect(row).to_contain_text("completed")
+    expect(page.locator("#run-waits")).to_contain_text("the run has ended")
     expect(page.locator("#signal-send")).to_be_disabled()
-
-    # Publishing from the page resumes the run parked on that event.
-    page.fill("#event-name", "order.shipped")
-    page.fill("#event-payload", '{"carrier": "dhl"}')
-    page.fill("#event-subject", "order:9")
-    page.click("#publish-form button[type=submit]")
-    expect(page.locator("#publish-result")).to_contain_text("evt:ev-9:shipment")
-    expect(page.locator('#runs tr[data-run-id="evt:ev-9:shipment"]')).to_contain_text("completed")
-    expect(page.locator("#subscriptions")).to_contain_text("No run is waiting")
-
-    # Cancelling asks first; the run is then cancelled.
-    page.locator('#runs tr[data-run-id="order-1002"]').click()
-    expect(page.locator("#detail-id")).to_have_text("order-1002")
+    page.goto(served.url + "/?refresh=700#run/order-1001")
+    expect(page.locator("#detail-status")).to_contain_text("parked")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#cancel-run")
-    expect(page.locator("#run-info")).to_contain_text("cancelled")
-    page.locator('#runs tr[data-run-id="order-1001"]').click()
-    expect(page.locator("#run-output")).to_contain_text('"approved": true')
+    expect(page.locator("#detail-status")).to_contain_text("cancelled")
+
+    # -- dead letters: retry one into the run now waiting for it, discard the other ------
+    page.click("#tab-messages")
+    messages = page.locator("#messages tbody tr")
+    expect(messages).to_have_count(3)
+    expect(page.locator("#tab-messages")).to_have_text("Messages (2 dead)")
+    page.screenshot(path=str(shots / "messages.png"), full_page=True)
+    dead = page.locator("#messages tbody tr", has_text="APP-1")
+    expect(dead).to_contain_text("dead letter")
+    dead.locator('button[data-action="retry"]').click()
+    expect(page.locator("#toast")).to_contain_text("delivered (run loan-1)")
+    expect(messages).to_have_count(2)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#messages tbody tr", has_text="APP-2").locator(
+        'button[data-action="discard"]'
+    ).click()
+    expect(messages).to_have_count(1)
+    expect(messages.first).to_contain_text("APP-3")
+    page.select_option("#message-filter", "expired")
+    expect(page.locator("#messages")).to_contain_text("No buffered messages or dead letters.")
+
+    # -- keyboard: the tabs and a run's link are reachable and followed with Enter ------
+    page.focus("#tab-runs")
+    page.keyboard.press("Enter")
+    expect(page.locator("#view-runs")).to_be_visible()
+    expect(page.locator("#workflow-filter")).to_have_value("payment")  # (the filters stay)
+    page.click("#filters-reset")
+    link = page.locator('#runs a[href="#run/loan-1"]')
+    link.focus()
+    polled = len(requests)
+    page.wait_for_timeout(1600)  # (two refreshes of the list)
+    assert len(requests) > polled
+    expect(link).to_be_focused()  # a live refresh keeps the keyboard's place
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-status")).to_contain_text("completed", timeout=15_000)
+    expect(page.locator("#run-output")).to_contain_text('"score": 700')
+
+    # -- pause, resume and retry, when this server has them ------------------------------
+    controls = {verb: f"/runs/{{id}}/{verb}" in features for verb in ("pause", "resume", "retry")}
+    page.goto(served.url + "/?refresh=700#run/order-1002")
+    expect(page.locator("#detail-status")).to_contain_text("parked")
+    for verb, present in controls.items():
+        if not present:
+            expect(page.locator(f"#{verb}-run")).to_be_hidden()
+    if controls["pause"] and controls["resume"]:
+        page.click("#pause-run")
+        expect(page.locator("#detail-status")).to_contain_text("paused")
+        expect(page.locator("#pause-run")).to_be_hidden()
+        page.click("#resume-run")
+        expect(page.locator("#detail-status")).not_to_contain_text("paused")
+        expect(page.locator("#pause-run")).to_be_visible()
+    if controls["retry"]:
+        page.goto(served.url + "/?refresh=700#run/payment-9")
+        page.click("#retry-run")
+        expect(page.locator("#toast")).to_contain_text("run payment-9 retried")
+
+    # -- schedules, when this server has them --------------------------------------------
+    if "/schedules" in features:
+        page.click("#tab-schedules")
+        row = page.locator('#schedules tr[data-schedule-id="nightly"]')
+        expect(row).to_contain_text("0 3 * * *")
+        expect(row).to_contain_text("active")
+        expect(row).to_contain_text("in ")
+        page.screenshot(path=str(shots / "schedules.png"), full_page=True)
+        if "/schedules/{id}/pause" in features:
+            row.locator('button[data-action="pause"]').click()
+            expect(row).to_contain_text("paused")
+            row.locator('button[data-action="resume"]').click()
+            expect(row).to_contain_text("active")
+    else:
+        expect(page.locator("#tab-schedules")).to_be_hidden()
 
     # The token lives in this tab's sessionStorage only.
     assert page.evaluate("sessionStorage.getItem('parkway.token')") == TOKEN
-    shot = tmp_path / "dashboard.png"
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
-    print(f"dashboard screenshot: {shot}")
-
-    page.select_option("#status-filter", "cancelled")
-    expect(page.locator("#runs tbody tr")).to_have_count(1)
-    expect(page.locator("#runs tbody tr").first).to_contain_text("order-1002")
-
-    with httpx.Client(base_url=served.url, headers=auth, timeout=10) as http:
-        run = http.get("/runs/order-1001").json()
-        assert http.get("/runs/order-1002").json()["status"] == "cancelled"
-        shipment = http.get("/runs/evt:ev-9:shipment").json()
-    assert run["status"] == "completed"
-    assert run["output"]["decision"] == {"approved": True, "by": "ops"}
-    assert shipment["output"] == {"carrier": "dhl"}
     assert not [e for e in errors if "401" not in e], errors
+
+    # -- the access log: the operator's actions, not the page's own polling --------------
+    page.goto("about:blank")  # (what the page still had in flight has landed in the log)
+    page.wait_for_timeout(500)
+    before = len(served.stderr)
+    requests.clear()
+    page.goto(served.url + "/?refresh=300#runs")
+    counted = lambda poll: [u for u, p in requests if u.endswith("/runs/counts") and p == poll]  # noqa: E731
+    for _ in range(100):  # (the page's events are seen while Playwright is called)
+        if len(counted(True)) >= 3:
+            break
+        page.wait_for_timeout(100)
+    assert len(counted(True)) >= 3, requests[-10:]
+    page.goto("about:blank")
+    page.wait_for_timeout(500)
+    page.close()
     assert served.stop() == 0, served.stderr
+    log = served.stderr
+    assert re.search(r'"POST /runs/order-1001/cancel HTTP/1.1" 202', log), log[-3000:]
+    assert re.search(r'"DELETE /messages/\d+ HTTP/1.1" 200', log)
+    # The page's first load of the view is logged; its polls of it are not.
+    assert counted(False) == [served.url + "/runs/counts"], requests
+    assert len(re.findall(r'"GET /runs/counts HTTP', log[before:])) == 1, log[before:]

@@ -401,6 +401,7 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
         ("POST", "/messages"),
         ("POST", "/runs"),
         ("GET", "/runs"),
+        ("GET", "/runs/counts"),
         ("GET", "/runs/{id}"),
         ("GET", "/runs/{id}/history"),
         ("POST", "/runs/{id}/signals/{name}"),
@@ -446,7 +447,10 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
     }
     assert "requestBody" in doc["paths"]["/runs/{id}/signals/{name}"]["post"]
     params = {p["name"] for p in doc["paths"]["/runs"]["get"]["parameters"]}
-    assert params == {"workflow", "status", "subject", "domain", "limit"}
+    assert params == {
+        "workflow", "status", "subject", "domain", "limit", "search", "parent_id",
+        "created_after", "created_before", "before",
+    }  # fmt: skip
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
             codes = set(op["responses"])

@@ -26,7 +26,12 @@ EXPECTED = {
     ],
     5: ["reminded"],
     6: ["{'total': 120, 'journal': "],
-    7: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
+    7: [
+        "[['order-4', 'order-3'], ['order-2', 'order-1'], ['order-0']]",
+        "['order-3', 'order-1']",
+        "{'approval': {'parked': 5}}",
+    ],
+    8: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 
 

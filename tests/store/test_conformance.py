@@ -207,6 +207,91 @@ async def test_list_runs_filters_newest_first_and_hides_internal_runs(store: Sto
     assert await ids(workflow="parkway.debounce:wf") == ["acc"]
 
 
+async def _list(store: Store, **filters: Any) -> list[str]:
+    args: dict[str, Any] = dict(
+        workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=100
+    )
+    args.update(filters)
+    async with store.transaction(readonly=True) as tx:
+        return [r.id for r in await tx.list_runs(**args)]
+
+
+async def test_list_runs_searches_ids_and_subjects_by_prefix(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("order-1", created_at=NOW + 1, subject="client:5"))
+        await tx.insert_run(run("order-12", created_at=NOW + 2, subject=None))
+        await tx.insert_run(run("invoice-1", created_at=NOW + 3, subject="order-9"))
+        await tx.insert_run(run("x%_1", created_at=NOW + 4, subject="client:50"))
+        await tx.insert_run(run("Order-3", created_at=NOW + 5, subject="client:6"))
+        await tx.insert_run(run("parkway-acc", created_at=NOW + 6, workflow="parkway.batch:wf"))
+    assert await _list(store, search="order-1") == ["order-12", "order-1"]
+    assert await _list(store, search="order-") == ["invoice-1", "order-12", "order-1"]
+    assert await _list(store, search="order-12") == ["order-12"]  # the exact id
+    assert await _list(store, search="client:5") == ["x%_1", "order-1"]
+    # Case-sensitive, and no wildcard: "%" and "_" are themselves.
+    assert await _list(store, search="Order") == ["Order-3"]
+    assert await _list(store, search="x%") == ["x%_1"]
+    assert await _list(store, search="x_") == []
+    assert await _list(store, search="%") == []
+    assert await _list(store, search="parkway") == []  # internal runs stay hidden
+    assert await _list(store, search="order-1", subject="client:5") == ["order-1"]
+    assert await _list(store, search="order-1", limit=1) == ["order-12"]
+
+
+async def test_list_runs_by_creation_time_half_open(store: Store) -> None:
+    async with store.transaction() as tx:
+        for i in range(5):
+            await tx.insert_run(run(f"r{i}", created_at=NOW + i, status="parked"))
+    assert await _list(store, created_after=NOW + 1) == ["r4", "r3", "r2", "r1"]
+    assert await _list(store, created_before=NOW + 1) == ["r0"]
+    assert await _list(store, created_after=NOW + 1, created_before=NOW + 3) == ["r2", "r1"]
+    assert await _list(store, created_after=NOW + 3.5, created_before=NOW + 3.5) == []
+    assert await _list(store, created_after=NOW + 2, status="completed") == []
+
+
+async def test_list_runs_pages_by_keyset_without_gaps_or_repeats(store: Store) -> None:
+    # Runs created at one instant too (a manual clock, a burst): the id breaks the tie.
+    async with store.transaction() as tx:
+        for i in range(7):
+            await tx.insert_run(run(f"t{i}", created_at=NOW + (i // 3), subject=f"s{i % 2}"))
+    everything = await _list(store)
+    assert everything == ["t6", "t5", "t4", "t3", "t2", "t1", "t0"]
+    pages: list[list[str]] = []
+    cursor: str | None = None
+    while True:
+        page = await _list(store, limit=2, before=cursor)
+        if not page:
+            break
+        pages.append(page)
+        cursor = page[-1]
+    assert pages == [["t6", "t5"], ["t4", "t3"], ["t2", "t1"], ["t0"]]
+    # With a filter, the cursor run need not match it.
+    assert await _list(store, subject="s0", before="t5") == ["t4", "t2", "t0"]
+    assert await _list(store, before="t0") == []
+    assert await _list(store, before="no-such-run") == []
+    # The cursor's run changing status does not move the page boundary.
+    async with store.transaction() as tx:
+        await tx.update_run("t4", {"status": "completed", "updated_at": NOW + 50})
+    assert await _list(store, before="t4", limit=2) == ["t3", "t2"]
+
+
+async def test_run_counts_by_workflow_and_status(store: Store) -> None:
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.run_counts() == []
+    async with store.transaction() as tx:
+        await tx.insert_run(run("a", status="parked"))
+        await tx.insert_run(run("b", status="parked"))
+        await tx.insert_run(run("c", status="failed"))
+        await tx.insert_run(run("d", workflow="billing", status="completed"))
+        await tx.insert_run(run("e", workflow="parkway.debounce:wf", status="parked"))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.run_counts() == [
+            ("billing", "completed", 1),
+            ("wf", "failed", 1),
+            ("wf", "parked", 2),
+        ]
+
+
 async def test_active_run_finds_an_unfinished_run_per_subject(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.insert_run(run("done", subject="k", status="completed"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from parkway import _json, limits
@@ -18,6 +19,7 @@ from parkway.core import runs, transitions
 from parkway.core import signals as core_signals
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
+from parkway.errors import InvalidArgumentError
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus
 from parkway.registry import LATEST, WorkflowDef
@@ -95,11 +97,29 @@ class RunOperations(Facade):
         subject: str | None = None,
         domain: str | None = None,
         limit: int = 100,
+        search: str | None = None,
+        parent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        before: str | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first, filtered by any of the arguments.
+        """Runs, newest first (by creation time, then id), filtered by any of the arguments.
 
         Internal runs (the engine's own helpers, named ``parkway.*``) are listed
         only when asked for by their own name.
+
+        Args:
+            search: Only runs whose id or subject starts with this text (case-sensitive).
+            parent_id: Only the children of this run.
+            created_after: Only runs created at or after this (aware) time.
+            created_before: Only runs created before this (aware) time.
+            before: The id of the last run of the previous page: only the runs
+                listed after it (keyset pagination, stable while runs are added).
+                Pass ``page[-1].id``; ask for ``limit + 1`` runs to know whether
+                another page follows.
+
+        Raises:
+            InvalidArgumentError: An argument is malformed, or ``before`` names no run.
         """
         self._require_open()
         wanted = status_value(status)
@@ -107,6 +127,9 @@ class RunOperations(Facade):
         limits.optional_reference(workflow, "workflow name", field="workflow")
         limits.optional_reference(subject, "subject", field="subject")
         limits.optional_reference(domain, "domain", field="domain")
+        limits.optional_reference(search, "search text", field="search")
+        limits.optional_reference(parent_id, "parent run id", field="parent_id")
+        limits.optional_reference(before, "run id", field="before")
         return await runs.listing(
             self._rt,
             workflow=workflow,
@@ -114,7 +137,20 @@ class RunOperations(Facade):
             subject=subject,
             domain=domain,
             limit=limit,
+            search=search,
+            parent_id=parent_id,
+            created_after=_timestamp(created_after, "created_after"),
+            created_before=_timestamp(created_before, "created_before"),
+            before=before,
         )
+
+    async def run_counts(self) -> dict[str, dict[str, int]]:
+        """How many runs each workflow has in each status: ``{workflow: {status: n}}``.
+
+        Only the statuses a workflow has runs in are given; internal runs are left out.
+        """
+        self._require_open()
+        return await runs.counts(self._rt)
 
     async def history(self, run_id: str) -> list[HistoryEntry]:
         """The run's journal (current generation), in order.
@@ -251,3 +287,14 @@ class RunOperations(Facade):
         self._require_open()
         limits.reference(run_id)
         await transitions.cancel_run(self._rt, run_id)
+
+
+def _timestamp(when: datetime | None, field: str) -> float | None:
+    """An aware datetime as the store's epoch seconds (a naive one is ambiguous)."""
+    if when is None:
+        return None
+    if not isinstance(when, datetime) or when.utcoffset() is None:
+        raise InvalidArgumentError(
+            f"{field} must be an aware datetime (with a timezone), got {when!r}", field=field
+        )
+    return when.timestamp()

@@ -18,6 +18,7 @@ from parkway.core import cancel_on
 from parkway.core.handover import handing_over
 from parkway.core.runtime import Runtime
 from parkway.errors import (
+    InvalidArgumentError,
     NonDeterminismError,
     ResultTimeoutError,
     RunCancelledError,
@@ -112,12 +113,20 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
     out = []
     for e in entries:
         value = _json.loads(e.value)
-        error = None
+        error, attempt, deadline = None, None, None
         if e.state == "error":
             error, value = ErrorInfo.from_dict(value), None
         elif e.state == "pending":
-            value = None  # what a pending wait stores is its own bookkeeping
-        out.append(HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, _dt(e.at)))
+            # What a pending operation stores is its own bookkeeping; a step's is
+            # the attempt that failed and its error (it waits to be tried again).
+            if e.kind == "step" and isinstance(value, dict) and "attempt" in value:
+                attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
+            value = None
+            deadline = None if e.deadline is None else _dt(e.deadline)
+        at = _dt(e.at)
+        out.append(
+            HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, at, deadline, attempt)
+        )
     return out
 
 
@@ -135,12 +144,33 @@ async def describe(rt: Runtime, run_id: str) -> RunInfo:
     return info(run, values.get(run_id))
 
 
-async def listing(rt: Runtime, **filters: Any) -> list[RunInfo]:
-    """Runs as ``Tx.list_runs`` finds them, each with its values."""
+async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) -> list[RunInfo]:
+    """Runs as ``Tx.list_runs`` finds them, each with its values.
+
+    Raises:
+        InvalidArgumentError: ``before`` (the keyset cursor) names no run.
+    """
     async with rt.store.transaction(readonly=True) as tx:
-        records = await tx.list_runs(parent_id=None, **filters)
+        before = filters.get("before")
+        if before is not None and await tx.get_run(before) is None:
+            raise InvalidArgumentError(
+                f"before: no run with id {before!r} to list the runs after; pass the id "
+                "of the last run of the previous page",
+                field="before",
+            )
+        records = await tx.list_runs(parent_id=parent_id, **filters)
         values = await tx.run_values([r.id for r in records]) if records else {}
     return [info(r, values.get(r.id)) for r in records]
+
+
+async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
+    """``{workflow: {status: runs}}``, as ``Tx.run_counts`` counts them."""
+    async with rt.store.transaction(readonly=True) as tx:
+        rows = await tx.run_counts()
+    out: dict[str, dict[str, int]] = {}
+    for workflow, status, n in rows:
+        out.setdefault(workflow, {})[status] = n
+    return out
 
 
 def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:

@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from parkway import limits
 from parkway.engine import Engine
-from parkway.errors import MetricsDisabledError, ParkwayError
+from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
@@ -36,6 +36,7 @@ from parkway.http.parsing import (
     Invalid,
     Problem,
     decoded,
+    field_error,
     from_validation,
     json_at,
     json_response,
@@ -113,11 +114,29 @@ class Api:
     async def list_runs(self, request: Request) -> Response:
         query = parse_query(request, schemas.RunsQuery)
         self._require_open()
-        runs = await self.engine.list_runs(
-            workflow=query.workflow, status=query.status, subject=query.subject,
-            domain=query.domain, limit=query.limit,
-        )  # fmt: skip
-        return json_response([r.to_dict() for r in runs])
+        try:  # one run more than asked for tells whether another page follows
+            runs = await self.engine.list_runs(
+                workflow=query.workflow, status=query.status, subject=query.subject,
+                domain=query.domain, limit=query.limit + 1, search=query.search,
+                parent_id=query.parent_id, created_after=query.created_after,
+                created_before=query.created_before, before=query.before,
+            )  # fmt: skip
+        except InvalidInputError as exc:
+            if exc.field not in schemas.RunsQuery.model_fields:
+                raise
+            error = field_error(["query", exc.field], str(exc), type(exc).__name__)
+            raise Invalid([error]) from None
+        headers = None
+        if len(runs) > query.limit:
+            runs = runs[: query.limit]
+            # (Percent-encoded: a header holds latin-1 only, a run id any text.)
+            headers = {schemas.NEXT_PAGE_HEADER: quote(runs[-1].id, safe="")}
+        return json_response([r.to_dict() for r in runs], headers=headers)
+
+    async def run_counts(self, request: Request) -> Response:
+        parse_query(request, schemas.NoQuery)
+        self._require_open()
+        return json_response(await self.engine.run_counts())
 
     async def get_run(self, request: Request) -> Response:
         run_id = run_id_param(request)
@@ -238,6 +257,7 @@ def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
 # -- the routes under /runs/{id} ------------------------------------------------------------
 
 RUN_PREFIX = "/runs/"
+COUNTS = "counts"  # GET /runs/counts
 METRICS_PATH = "/metrics"
 
 
@@ -275,6 +295,8 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
     name: str | None = None
     if method == "GET":
         handler: Handler = Api.get_run
+        if parts == [COUNTS]:  # (run "counts" itself is /runs/%63ounts)
+            return Api.run_counts, {}
         if len(parts) >= 2 and parts[-1] == "history":
             handler, parts = Api.history, parts[:-1]
         elif len(parts) >= 2 and parts[-1] == "values":

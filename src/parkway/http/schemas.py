@@ -14,10 +14,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
     PlainValidator,
+    RootModel,
     StrictStr,
     WithJsonSchema,
 )
@@ -32,6 +34,8 @@ __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT"]
 
 # GET /runs never returns more rows than this in one response.
 MAX_LIMIT = 1000
+# GET /runs answers with this header when more runs follow: the `before` of the next page.
+NEXT_PAGE_HEADER = "Parkway-Next-Before"
 # The longest a request may wait on the server (an update's answer, a value to be set).
 MAX_WAIT = 300.0
 
@@ -191,6 +195,10 @@ class ValueQuery(_Request):
     )
 
 
+class NoQuery(_Request):
+    """A route that takes no query parameters (a misspelt filter is refused, not ignored)."""
+
+
 class RunsQuery(_Request):
     """``GET /runs`` filters."""
 
@@ -199,6 +207,25 @@ class RunsQuery(_Request):
     subject: Filter | None = Field(default=None, description="Only runs about this subject.")
     domain: Filter | None = Field(default=None, description="Only runs in this domain.")
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many runs.")
+    search: Filter | None = Field(
+        default=None, description="Only runs whose id or subject starts with this text."
+    )
+    parent_id: Filter | None = Field(default=None, description="Only this run's children.")
+    created_after: AwareDatetime | None = Field(
+        default=None, description="Only runs created at or after this time (ISO 8601, with zone)."
+    )
+    created_before: AwareDatetime | None = Field(
+        default=None, description="Only runs created before this time (ISO 8601, with zone)."
+    )
+    before: Filter | None = Field(
+        default=None,
+        description=f"The next page: the runs after this run id, as the previous answer's "
+        f"{NEXT_PAGE_HEADER} header gives it (percent-encoded there).",
+    )
+
+
+class RunCountsOut(RootModel[dict[str, dict[RunStatus, int]]]):
+    """``GET /runs/counts``: ``{workflow: {status: runs}}`` (statuses with runs only)."""
 
 
 class SubscriptionsQuery(_Request):
@@ -259,6 +286,13 @@ class HistoryEntryOut(_Response):
     result: Any
     error: ErrorInfoOut | None
     at: datetime
+    deadline: datetime | None = Field(
+        default=None,
+        description="Pending: when it fires by itself (a timeout, a timer, a step's retry).",
+    )
+    attempt: int | None = Field(
+        default=None, description="A step waiting to be retried: the attempt that failed."
+    )
 
 
 class DeliveryOut(_Response):

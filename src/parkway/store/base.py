@@ -109,8 +109,24 @@ class Tx(Protocol):
         domain: str | None,
         parent_id: str | None,
         limit: int,
+        search: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        before: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first; without ``workflow``, internal runs (``parkway.*``) are left out."""
+        """Runs, newest first (``created_at`` then ``id``, both descending); without
+        ``workflow``, internal runs (``parkway.*``) are left out.
+
+        ``search``: only runs whose id or subject starts with it (case-sensitive).
+        ``created_after`` / ``created_before``: ``created_after <= created_at <
+        created_before``. ``before``: a run id, the keyset cursor of the previous
+        page; only runs after it in this order (none if no run has that id).
+        """
+        ...
+
+    async def run_counts(self) -> list[tuple[str, str, int]]:
+        """``(workflow, status, runs)`` for every pair that has runs, internal runs left
+        out, by workflow then status."""
         ...
 
     async def journal(self, run_id: str) -> list[JournalEntry]: ...

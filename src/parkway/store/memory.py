@@ -190,7 +190,14 @@ class MemoryTx(_ValuesAndUpdates, ComposedTx):
         domain: str | None,
         parent_id: str | None,
         limit: int,
+        search: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        before: str | None = None,
     ) -> list[RunRecord]:
+        cursor = self._s.runs.get(before) if before is not None else None
+        if before is not None and cursor is None:
+            return []  # (as the SQL stores: no row to compare with)
         out = [
             _copy(r)
             for r in self._s.runs.values()
@@ -199,9 +206,23 @@ class MemoryTx(_ValuesAndUpdates, ComposedTx):
             and (subject is None or r.subject == subject)
             and (domain is None or r.domain == domain)
             and (parent_id is None or r.parent_id == parent_id)
+            and (
+                search is None
+                or r.id.startswith(search)
+                or (r.subject is not None and r.subject.startswith(search))
+            )
+            and (created_after is None or r.created_at >= created_after)
+            and (created_before is None or r.created_at < created_before)
+            and (cursor is None or (r.created_at, r.id) < (cursor.created_at, cursor.id))
         ]
         out.sort(key=lambda r: (r.created_at, r.id), reverse=True)
         return out[:limit]
+
+    async def run_counts(self) -> list[tuple[str, str, int]]:
+        counts = collections.Counter(
+            (r.workflow, r.status) for r in self._s.runs.values() if not _internal(r.workflow)
+        )
+        return [(w, s, n) for (w, s), n in sorted(counts.items())]
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})

@@ -35,3 +35,29 @@ def load_migrations(package: str, folder: str) -> list[tuple[int, str]]:
         if match:
             out.append((int(match.group(1)), entry.read_text("utf-8")))
     return sorted(out)
+
+
+def run_conditions(
+    search: str | None,
+    created_after: float | None,
+    created_before: float | None,
+    before: str | None,
+) -> tuple[tuple[str, ...], list[object]]:
+    """The named conditions of a run listing's optional filters (``runs_search``,
+    ``runs_created_after``, ``runs_created_before``, ``runs_before`` in each
+    backend's queries.sql) and their parameters, in order."""
+    names: list[str] = []
+    params: list[object] = []
+    if search is not None:
+        names.append("runs_search")
+        params += [search, search]
+    if created_after is not None:
+        names.append("runs_created_after")
+        params.append(created_after)
+    if created_before is not None:
+        names.append("runs_created_before")
+        params.append(created_before)
+    if before is not None:
+        names.append("runs_before")
+        params.append(before)
+    return tuple(names), params

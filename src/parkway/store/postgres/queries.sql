@@ -78,6 +78,29 @@ SELECT id, workflow, version, status, input, output, error, domain, subject, par
        trigger, generation, created_at, updated_at, lease_owner, lease_until
 FROM parkway.runs
 
+-- name: runs_search
+-- A run listing's condition: the id or the subject starts with the parameter (given
+-- twice). starts_with, not LIKE: no wildcard to escape in the text.
+(starts_with(id, %s) OR starts_with(subject, %s))
+
+-- name: runs_created_after
+created_at >= %s
+
+-- name: runs_created_before
+created_at < %s
+
+-- name: runs_before
+-- Keyset pagination: the runs after the cursor's run in the listing's order (created_at
+-- DESC, id DESC), read off runs_by_created (created_at, id).
+(created_at, id) < (SELECT created_at, id FROM parkway.runs WHERE id = %s)
+
+-- name: run_counts
+-- Served by runs_by_workflow (workflow, status).
+SELECT workflow, status, count(*) FROM parkway.runs
+WHERE workflow NOT LIKE %s
+GROUP BY workflow, status
+ORDER BY workflow, status
+
 -- name: insert_run
 INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain, subject,
                           parent_id, trigger, generation, created_at, updated_at, lease_owner,

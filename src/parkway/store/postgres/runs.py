@@ -16,6 +16,7 @@ from parkway.store.postgres.rows import leased_run, run_row, started_run
 from parkway.store.postgres.statements import LEASE_RUN, Q, listing, subject_lock, update_run
 from parkway.store.postgres.transport import Transport
 from parkway.store.postgres.wire import Result
+from parkway.store.sqltext import run_conditions
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT %s"
 
@@ -177,6 +178,10 @@ class RunOps(Transport):
         domain: str | None,
         parent_id: str | None,
         limit: int,
+        search: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        before: str | None = None,
     ) -> list[RunRecord]:
         given = (
             ("workflow", workflow),
@@ -188,10 +193,17 @@ class RunOps(Transport):
         columns = tuple(column for column, value in given if value is not None)
         params: list[Any] = [value for _, value in given if value is not None]
         # Internal runs are listed only by their own name.
-        query = listing("list_runs", columns, RUNS_ORDER, hide_internal=workflow is None)
+        extra, more = run_conditions(search, created_after, created_before, before)
+        query = listing(
+            "list_runs", columns, RUNS_ORDER, hide_internal=workflow is None, extra=extra
+        )
         if workflow is None:
             params.append("parkway.%")
-        return [RunRecord(*row) for row in await self._all(query, (*params, limit))]
+        rows = await self._all(query, (*params, *more, limit))
+        return [RunRecord(*row) for row in rows]
+
+    async def run_counts(self) -> list[tuple[str, str, int]]:
+        return [(w, s, n) for w, s, n in await self._all(Q["run_counts"], ("parkway.%",))]
 
     async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
         lock = None if self._ro else subject_lock(domain, subject)

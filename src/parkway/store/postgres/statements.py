@@ -123,13 +123,22 @@ def subject_lock(domain: str, subject: str | None) -> int:
 
 
 @functools.lru_cache(maxsize=128)
-def listing(name: str, columns: tuple[str, ...], tail: str, *, hide_internal: bool = False) -> str:
+def listing(
+    name: str,
+    columns: tuple[str, ...],
+    tail: str,
+    *,
+    hide_internal: bool = False,
+    extra: tuple[str, ...] = (),
+) -> str:
     """``Q[name]`` (a ``SELECT`` with no ``WHERE``) filtered by the equality of each of
     ``columns`` (the caller's fixed names) to a parameter, in order; with
-    ``hide_internal``, and by a workflow name not like the next parameter; then
-    ``tail`` (its ``ORDER BY`` and ``LIMIT``)."""
+    ``hide_internal``, and by a workflow name not like the next parameter; then by
+    each condition named in ``extra`` (fragments of queries.sql, their parameters
+    next, in order); then ``tail`` (its ``ORDER BY`` and ``LIMIT``)."""
     conditions = [f'"{column}" = %s' for column in columns]
     if hide_internal:
         conditions.append("workflow NOT LIKE %s")
+    conditions += [Q[fragment] for fragment in extra]
     where = f"\nWHERE {' AND '.join(conditions)}" if conditions else ""
     return f"{Q[name]}{where}\n{tail}"

@@ -13,6 +13,29 @@ SELECT id, workflow, version, status, input, output, error, domain, subject, par
        trigger, generation, created_at, updated_at, lease_owner, lease_until
 FROM runs
 
+-- name: runs_search
+-- A run listing's condition: the id or the subject starts with the parameter (given
+-- twice). instr, not LIKE: case-sensitive, and no wildcard to escape in the text.
+(instr(id, ?) = 1 OR instr(subject, ?) = 1)
+
+-- name: runs_created_after
+created_at >= ?
+
+-- name: runs_created_before
+created_at < ?
+
+-- name: runs_before
+-- Keyset pagination: the runs after the cursor's run in the listing's order (created_at
+-- DESC, id DESC), read off runs_by_created, which holds the key (created_at, id).
+(created_at, id) < (SELECT created_at, id FROM runs WHERE id = ?)
+
+-- name: run_counts
+-- Served by runs_by_workflow (workflow, status) alone.
+SELECT workflow, status, count(*) FROM runs
+WHERE workflow NOT LIKE 'parkway.%'
+GROUP BY workflow, status
+ORDER BY workflow, status
+
 -- name: insert_run
 INSERT INTO runs (id, workflow, version, status, input, output, error, domain, subject,
                   parent_id, trigger, generation, created_at, updated_at, lease_owner, lease_until)

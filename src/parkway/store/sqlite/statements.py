@@ -40,13 +40,22 @@ def update_run(columns: tuple[str, ...], *, owned: bool, release: bool) -> str:
 
 
 @functools.lru_cache(maxsize=128)
-def listing(name: str, columns: tuple[str, ...], tail: str, *, hide_internal: bool = False) -> str:
+def listing(
+    name: str,
+    columns: tuple[str, ...],
+    tail: str,
+    *,
+    hide_internal: bool = False,
+    extra: tuple[str, ...] = (),
+) -> str:
     """``Q[name]`` (a ``SELECT`` with no ``WHERE``) filtered by the equality of each of
     ``columns`` (the caller's fixed names) to a parameter, in order; with
     ``hide_internal``, by a workflow name not in the ``parkway.`` namespace too;
-    then ``tail`` (its ``ORDER BY`` and ``LIMIT``)."""
+    then by each condition named in ``extra`` (fragments of queries.sql, their
+    parameters next, in order); then ``tail`` (its ``ORDER BY`` and ``LIMIT``)."""
     conditions = [f"{column} = ?" for column in columns]
     if hide_internal:
         conditions.append("workflow NOT LIKE 'parkway.%'")
+    conditions += [Q[fragment] for fragment in extra]
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     return f"{Q[name]}{where} {tail}"

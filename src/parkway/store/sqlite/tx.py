@@ -29,6 +29,7 @@ from parkway.store.base import (
     load_in,
 )
 from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
+from parkway.store.sqltext import run_conditions
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
@@ -87,6 +88,10 @@ class SQLiteTx(ComposedTx):
         domain: str | None,
         parent_id: str | None,
         limit: int,
+        search: str | None = None,
+        created_after: float | None = None,
+        created_before: float | None = None,
+        before: str | None = None,
     ) -> list[RunRecord]:
         given = (
             ("workflow", workflow),
@@ -98,9 +103,15 @@ class SQLiteTx(ComposedTx):
         columns = tuple(column for column, value in given if value is not None)
         params = [value for _, value in given if value is not None]
         # Internal runs are listed only by their own name.
-        query = listing("list_runs", columns, RUNS_ORDER, hide_internal=workflow is None)
-        rows = self._c.execute(query, (*params, limit)).fetchall()
+        extra, more = run_conditions(search, created_after, created_before, before)
+        query = listing(
+            "list_runs", columns, RUNS_ORDER, hide_internal=workflow is None, extra=extra
+        )
+        rows = self._c.execute(query, (*params, *more, limit)).fetchall()
         return [RunRecord(*row) for row in rows]
+
+    async def run_counts(self) -> list[tuple[str, str, int]]:
+        return [(w, s, n) for w, s, n in self._c.execute(Q["run_counts"])]
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]

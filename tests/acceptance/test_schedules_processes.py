@@ -63,21 +63,13 @@ async def test_two_worker_processes_start_each_tick_once(tmp_path: Path, engine_
     }  # fmt: skip
     workers = []
     for name in ("a", "b"):
+        command = [sys.executable, "-m", "parkway", "worker", "tick_app:engine"]
         with (tmp_path / f"{name}.stderr").open("wb") as err:
-            workers.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "parkway",
-                    "worker",
-                    "tick_app:engine",
-                    cwd=tmp_path,
-                    env=env,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=err,
-                )  # fmt: skip
-            )
+            proc = await asyncio.create_subprocess_exec(
+                *command, cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+        workers.append(proc)
     try:
         await asyncio.sleep(7)
     finally:

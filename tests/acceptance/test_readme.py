@@ -26,6 +26,10 @@ EXPECTED = {
     ],
     5: ["reminded"],
     6: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
+    7: [
+        "sched:nightly_report:2030-03-10T07:00:00+00:00 2030-03-10T07:00:00+00:00",
+        "ping-hourly True None sched:ping-hourly:2030-03-10T12:00:00+00:00",
+    ],
 }
 
 

@@ -319,7 +319,10 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             if declared is not None:
                 self._declared[wf.name] = declared
                 if self._open:  # (else written when it opens)
-                    core_schedules.declare(self._rt, wf.name, *declared)
+                    try:
+                        core_schedules.declare(self._rt, wf.name, *declared)
+                    except RuntimeError:  # no event loop runs here: written at the next open
+                        pass
             if (deb or bat) and registry.get(accumulate.accumulator_name(wf), "1") is None:
                 registry.add(accumulate.accumulator_for(wf))
             fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]

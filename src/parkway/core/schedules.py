@@ -107,6 +107,9 @@ def started(rt: Runtime) -> None:
     """This engine's worker came up: ticks from now on are on time."""
     state = firing(rt)
     state.since = rt.now()
+    # (Made anew on this event loop: an engine may be opened again on another, as
+    # the pytest plugin's app engine is, test after test.)
+    state.lock = asyncio.Lock()
     state.forget()
 
 

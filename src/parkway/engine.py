@@ -7,6 +7,7 @@ worker (:mod:`parkway.worker`) and the store, all handed one
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -319,10 +320,9 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             if declared is not None:
                 self._declared[wf.name] = declared
                 if self._open:  # (else written when it opens)
-                    try:
+                    # (No event loop running here: it is written at the next open.)
+                    with contextlib.suppress(RuntimeError):
                         core_schedules.declare(self._rt, wf.name, *declared)
-                    except RuntimeError:  # no event loop runs here: written at the next open
-                        pass
             if (deb or bat) and registry.get(accumulate.accumulator_name(wf), "1") is None:
                 registry.add(accumulate.accumulator_for(wf))
             fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]

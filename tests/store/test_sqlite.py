@@ -47,3 +47,44 @@ async def test_commits_are_checkpointed_by_a_thread_of_the_store(
     finally:
         await store.close()
     assert not [t for t in threading.enumerate() if "parkway-checkpoint" in t.name]
+
+
+async def test_an_upgrade_keeps_the_labels_of_parked_waits(tmp_path: Path) -> None:
+    # Version 8 stops storing a subscription's usual label: the rows a version-7
+    # database holds keep reading back the same, the usual label dropped (NULL)
+    # and any other kept.
+    import sqlite3
+
+    from parkway.store.sqlite import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, script in MIGRATIONS:
+        if version <= 7:
+            conn.executescript(script)
+            conn.execute(f"PRAGMA user_version = {version}")
+    rows = [("a", 3, "wait_for_event:paid#3"), ("b", 1, "node:pay")]
+    for run_id, pos, wait in rows:
+        conn.execute(
+            "INSERT INTO subscriptions VALUES (?, ?, 'event', 'default', 'paid', '*', '', '',"
+            " NULL, ?, 1e12, 1.0, NULL)",
+            (run_id, pos, wait),
+        )
+    conn.close()
+
+    store = SQLiteStore(str(path))
+    await store.open()
+    try:
+        async with store.transaction() as tx:
+            subs = await tx.list_subscriptions()
+        assert sorted((s.run_id, s.wait) for s in subs) == [
+            ("a", "wait_for_event:paid#3"),
+            ("b", "node:pay"),
+        ]
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path)
+    stored = conn.execute("SELECT run_id, wait FROM subscriptions ORDER BY run_id").fetchall()
+    assert stored == [("a", None), ("b", "node:pay")]
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == MIGRATIONS[-1][0]
+    conn.close()

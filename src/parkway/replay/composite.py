@@ -121,9 +121,6 @@ class Composites(Operations):
         branch.blocked = None
         self._close_branch(branch)
 
-    def _close_branch(self, branch: Branch) -> None:
-        raise NotImplementedError
-
     # -- wait_until ----------------------------------------------------------------------------
 
     def _wait_until(self, op: Pending, cmd: WaitUntilCmd) -> None:
@@ -165,9 +162,6 @@ class Composites(Operations):
             else:
                 self._conditions.append(op)
         return moved
-
-    def _unpark(self, op: Pending) -> None:
-        raise NotImplementedError
 
     # -- first -------------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 from collections.abc import Callable
 from types import GeneratorType
@@ -45,7 +44,7 @@ from parkway.replay.commands import Command, ContinueAsNew, FirstCmd, GatherCmd,
 from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
-from parkway.replay.state import LATER, Park
+from parkway.replay.state import LATER, Park, close_branch
 from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord, UpdateRecord
@@ -248,36 +247,7 @@ class Machine(Composites, Updates):
     def close(self) -> None:
         """Let go of the workflow's coroutines (their ``finally`` blocks run)."""
         for branch in self._branches():
-            _close(branch)
-
-    # -- what ctx.now()/uuid()/random() call -------------------------------------------------
-
-    def side(self, name: str, produce: Callable[[], Any]) -> Any:
-        branch = self._branch_now()
-        entry = self._next_entry(branch, "value", name)
-        if entry is not None:
-            self._applied.add(entry.pos)
-            return _json.loads(entry.value)
-        value = produce()
-        self._record_new(branch, "value", name, "done", _json.dumps(value))
-        return value
-
-    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
-        branch = self._branch_now()
-        if branch.index < len(branch.entries):  # replaying: the journal decides
-            entry = branch.entries[branch.index]
-            if entry.kind == "patch" and entry.name == change_id:
-                branch.index += 1
-                self.reached += 1
-                self._applied.add(entry.pos)
-                return True
-            return False
-        if deprecated:
-            return True
-        self._record_new(branch, "patch", change_id, "done", b"true")
-        branch.index += 1
-        self.reached += 1
-        return True
+            close_branch(branch)
 
     # -- scheduling --------------------------------------------------------------------------
 
@@ -359,22 +329,6 @@ class Machine(Composites, Updates):
             self._apply(op)
         else:
             self._waiting[entry.pos] = op
-
-    def _next_entry(self, branch: Branch, kind: str, name: str) -> JournalEntry | None:
-        """The journal entry of ``branch``'s next operation (``None`` past its journal);
-        a different operation there holds the run."""
-        index = branch.index
-        branch.index += 1
-        self.reached += 1
-        if index >= len(branch.entries):
-            return None
-        entry = branch.entries[index]
-        if entry.kind != kind or entry.name != name:
-            self.held = NonDeterminismError(
-                self.run.id, entry.pos, f"{entry.kind} {entry.name!r}", f"{kind} {name!r}"
-            )
-            raise self.held
-        return entry
 
     def _replay_next(self) -> bool:
         """Apply the journal's next entry; ``False`` if it must wait for an answer."""
@@ -462,7 +416,7 @@ class Machine(Composites, Updates):
         branch = op.branch
         branch.blocked = None
         if branch.withdrawn:
-            _close(branch)
+            close_branch(branch)
             self._withdrawn_settled(branch)
             return
         self._ready.append((branch, value, error))
@@ -500,29 +454,6 @@ class Machine(Composites, Updates):
         log.error("%s", exc)
         self.outcome = Outcome("held", error=error_dict(exc))
 
-    def _branch_now(self) -> Branch:
-        branch = self._current
-        if branch is None:
-            raise WorkflowUsageError(
-                "ctx.now(), ctx.uuid() and ctx.random() may only be called from the "
-                "workflow's own code while it runs"
-            )
-        return branch
-
-    def _in_withdrawn(self, path: str | None) -> bool:
-        return path is not None and any(
-            path == p or path.startswith(p + "/") for p in self._withdrawn_paths
-        )
-
-    def _branches(self) -> list[Branch]:
-        seen = [self._root] if self._root is not None else []
-        for op in [*self._waiting.values(), *self._live, *self._parked]:
-            seen.append(op.branch)
-        seen.extend(branch for branch, _, _ in self._ready)
-        for token, _ in self._requests:
-            seen.append(token.branch)
-        return list(dict.fromkeys(seen))
-
     def _replay(self, op: Pending) -> Any:
         """The result ``op``'s (done or error) journal entry records."""
         cmd, entry = op.cmd, op.entry
@@ -555,22 +486,6 @@ class Machine(Composites, Updates):
         on as new, before it was quiet)."""
         return any(u.id not in self._handled for u in self._updates)
 
-    def _unpark(self, op: Pending) -> None:
-        if op in self._parked:
-            self._parked.remove(op)
-
-    def _forget(self, op: Pending) -> None:
-        """``op`` will never be answered (its branch was withdrawn)."""
-        if op.entry is not None and self._waiting.get(op.entry.pos) is op:
-            del self._waiting[op.entry.pos]
-        if op in self._live:
-            self._live.remove(op)
-        if op in self._parked:
-            self._parked.remove(op)
-
-    def _close_branch(self, branch: Branch) -> None:
-        _close(branch)
-
 
 def _journal_order(op: Pending) -> int:
     """Where a replay of the journal reaches ``op``'s entry (see ``_schedule``)."""
@@ -581,9 +496,3 @@ def _journal_order(op: Pending) -> int:
 
 def _await(future: asyncio.Future[Any]) -> Op:
     yield AwaitFuture(future)
-
-
-def _close(branch: Branch) -> None:
-    """Let go of ``branch``'s coroutine (a ``finally`` that awaits again is cut short)."""
-    with contextlib.suppress(RuntimeError):  # it awaited again on its way out
-        branch.coro.close()

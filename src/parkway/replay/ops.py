@@ -198,7 +198,9 @@ class Operations(MachineState):
             raise self._fail_op(op, "event", error, True)
         if entry is None:
             subject = cmd.subject or self.run.subject or "*"
-            value = {"timeout": timeout, "subject": subject, "match": cmd.match}
+            # (Any subject, "*", is what a wait on no subject means: not written.)
+            value = {"timeout": timeout, "subject": None if subject == "*" else subject,
+                     "match": cmd.match}  # fmt: skip
             pos = self._park(op, "event", value, deadline)
             sub = self._event_subscription(pos, cmd, subject, timeout, deadline, now)
             since = None
@@ -231,7 +233,7 @@ class Operations(MachineState):
         now = self.clock_now()
         if entry is not None:
             info = _json.loads(entry.value)
-            deadline, timeout, key = entry.deadline, info["timeout"], info["key"]
+            deadline, timeout, key = entry.deadline, info.get("timeout"), info["key"]
         else:
             timeout, key = cmd.timeout, cmd.key
             deadline = None if timeout is None else now + timeout

@@ -7,11 +7,13 @@ and write the state declared here.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
-from parkway.errors import NonDeterminismError, SerializationError
+from parkway.errors import NonDeterminismError, SerializationError, WorkflowUsageError
 from parkway.events import Event
 from parkway.models import RunStatus, error_dict, rebuild_error
 from parkway.registry import Registry, WorkflowDef
@@ -63,6 +65,12 @@ class MachineState:
     _holding: set[int]
     _event_ids: set[str]
     reached: int  # the operations the code has reached so far (ctx.history_length)
+    _root: Branch | None
+    _current: Branch | None  # the branch whose code runs now
+    _waiting: dict[int, Pending]  # issued, their entry not reached yet
+    _live: collections.deque[Pending]  # after the journal
+    _parked: list[Pending]  # waiting on an input that has not come
+    _requests: list[tuple[Pending, Any]]
 
     # The scheduler's side, which operations call.
     def _answer(self, op: Pending, value: Any, error: BaseException | None) -> None:
@@ -71,8 +79,91 @@ class MachineState:
     def _pump(self, op: Pending, gen: Op, answer: Any) -> None:
         raise NotImplementedError
 
+    # -- the branches' lines through the journal ------------------------------------------
+
+    def _next_entry(self, branch: Branch, kind: str, name: str) -> JournalEntry | None:
+        """The journal entry of ``branch``'s next operation (``None`` past its journal);
+        a different operation there holds the run."""
+        index = branch.index
+        branch.index += 1
+        self.reached += 1
+        if index >= len(branch.entries):
+            return None
+        entry = branch.entries[index]
+        if entry.kind != kind or entry.name != name:
+            self.held = NonDeterminismError(
+                self.run.id, entry.pos, f"{entry.kind} {entry.name!r}", f"{kind} {name!r}"
+            )
+            raise self.held
+        return entry
+
+    def _branch_now(self) -> Branch:
+        branch = self._current
+        if branch is None:
+            raise WorkflowUsageError(
+                "ctx.now(), ctx.uuid() and ctx.random() may only be called from the "
+                "workflow's own code while it runs"
+            )
+        return branch
+
+    def _in_withdrawn(self, path: str | None) -> bool:
+        return path is not None and any(
+            path == p or path.startswith(p + "/") for p in self._withdrawn_paths
+        )
+
+    def _branches(self) -> list[Branch]:
+        seen = [self._root] if self._root is not None else []
+        for op in [*self._waiting.values(), *self._live, *self._parked]:
+            seen.append(op.branch)
+        seen.extend(branch for branch, _, _ in self._ready)
+        for token, _ in self._requests:
+            seen.append(token.branch)
+        return list(dict.fromkeys(seen))
+
+    def _unpark(self, op: Pending) -> None:
+        if op in self._parked:
+            self._parked.remove(op)
+
     def _forget(self, op: Pending) -> None:
-        raise NotImplementedError
+        """``op`` will never be answered (its branch was withdrawn)."""
+        if op.entry is not None and self._waiting.get(op.entry.pos) is op:
+            del self._waiting[op.entry.pos]
+        if op in self._live:
+            self._live.remove(op)
+        if op in self._parked:
+            self._parked.remove(op)
+
+    def _close_branch(self, branch: Branch) -> None:
+        close_branch(branch)
+
+    # -- what ctx.now()/uuid()/random() and ctx.patched() call ----------------------------
+
+    def side(self, name: str, produce: Callable[[], Any]) -> Any:
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "value", name)
+        if entry is not None:
+            self._applied.add(entry.pos)
+            return _json.loads(entry.value)
+        value = produce()
+        self._record_new(branch, "value", name, "done", _json.dumps(value))
+        return value
+
+    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
+        branch = self._branch_now()
+        if branch.index < len(branch.entries):  # replaying: the journal decides
+            entry = branch.entries[branch.index]
+            if entry.kind == "patch" and entry.name == change_id:
+                branch.index += 1
+                self.reached += 1
+                self._applied.add(entry.pos)
+                return True
+            return False
+        if deprecated:
+            return True
+        self._record_new(branch, "patch", change_id, "done", b"true")
+        branch.index += 1
+        self.reached += 1
+        return True
 
     # -- the journal -------------------------------------------------------------------------
 
@@ -141,7 +232,7 @@ class MachineState:
     ) -> tuple[float | None, float | None]:
         """A wait's deadline and timeout: fixed when it was first reached, kept on replay."""
         if entry is not None:
-            return entry.deadline, _json.loads(entry.value)["timeout"]
+            return entry.deadline, _json.loads(entry.value).get("timeout")
         return (None if timeout is None else now + timeout), timeout
 
     def _resolve(self, op: Pending, kind: str, value: bytes) -> None:
@@ -154,8 +245,13 @@ class MachineState:
             self.writes.finished_waits.append(entry.pos)
 
     def _park(self, op: Pending, kind: str, info: dict[str, Any], deadline: float | None) -> int:
-        """Journal a wait as pending, with a timer task at its deadline if it has one."""
-        entry = self._record(op, kind, "pending", _json.dumps(info), deadline)
+        """Journal a wait as pending, with a timer task at its deadline if it has one.
+
+        ``info`` is what the wait is (its timeout, match, key...): what it leaves
+        out (``None``) is not written, as a parked run's bytes count by the million.
+        """
+        value = {key: item for key, item in info.items() if item is not None}
+        entry = self._record(op, kind, "pending", _json.dumps(value), deadline)
         if deadline is not None:
             self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", entry.pos))
         return entry.pos
@@ -212,3 +308,9 @@ class MachineState:
             self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
             delivered=self.delivered,
         )  # fmt: skip
+
+
+def close_branch(branch: Branch) -> None:
+    """Let go of ``branch``'s coroutine (a ``finally`` that awaits again is cut short)."""
+    with contextlib.suppress(RuntimeError):  # it awaited again on its way out
+        branch.coro.close()

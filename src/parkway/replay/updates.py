@@ -159,12 +159,6 @@ class Updates(MachineState):
     def _updates_line(self) -> Branch:
         return Branch(UPDATES, None, [])  # type: ignore[arg-type]
 
-    def _branch_now(self) -> Branch:
-        raise NotImplementedError
-
-    def _next_entry(self, branch: Branch, kind: str, name: str) -> JournalEntry | None:
-        raise NotImplementedError
-
     def _hold(self, exc: NonDeterminismError) -> None:
         raise NotImplementedError
 

@@ -110,7 +110,9 @@ class SubscriptionRecord:
     """A parked wait, indexed so a publish finds it by key rather than by scanning.
 
     ``subject`` is the subject waited on or ``"*"``; ``shape``/``digest`` index
-    the match (see :mod:`parkway.matching`); ``wait`` labels the wait for people.
+    the match (see :mod:`parkway.matching`); ``wait`` labels the wait for people
+    (read back as :func:`wait_label` makes it where a store kept none: see
+    :meth:`stored_wait`).
     """
 
     run_id: str
@@ -127,6 +129,28 @@ class SubscriptionRecord:
     created_at: float
     # The wait's own deadline (its timeout), if any: past it, the timeout wins.
     deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.wait is None:  # (a row that kept no label: the usual one)
+            self.wait = wait_label(self.kind, self.name, self.pos)
+
+    @property
+    def stored_wait(self) -> str | None:
+        """The label as a store keeps it: ``None`` where it is the usual
+        ``wait_for_<kind>:<name>#<pos>``, which costs a parked wait ~30 bytes (of
+        some 500) on disk otherwise. (A cancel condition's label is kept: they are
+        few, and the SQL that reads labels back then needs one rule only.)"""
+        if self.kind != "cancel" and self.wait == wait_label(self.kind, self.name, self.pos):
+            return None
+        return self.wait
+
+
+def wait_label(kind: str, name: str, pos: int) -> str:
+    """The usual label of a subscription: ``wait_for_event:<name>#<pos>`` (or
+    ``wait_for_message:...``), ``cancel_on:<event>`` for a cancel condition."""
+    if kind == "cancel":
+        return f"cancel_on:{name.removeprefix(CANCEL_PREFIX)}"
+    return f"wait_for_{kind}:{name}#{pos}"
 
 
 @dataclass

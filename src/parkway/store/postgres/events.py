@@ -173,7 +173,8 @@ class EventOps(RunOps):
             Q["add_subscription"],
             (
                 sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
-                sub.digest, sub.match, sub.wait, sub.expires_at, sub.created_at, sub.deadline,
+                sub.digest, sub.match, sub.stored_wait, sub.expires_at, sub.created_at,
+                sub.deadline,
             ),
         )  # fmt: skip
 

@@ -603,7 +603,9 @@ WITH RECURSIVE shapes (shape) AS (
           SELECT 1 FROM jsonb_each(convert_from(s.match, 'UTF8')::jsonb) AS m
           WHERE convert_from(%(payload)s, 'UTF8')::jsonb -> m.key IS DISTINCT FROM m.value
       )
-    RETURNING s.run_id, s.pos, s.wait, {n} AS ord, s.created_at
+    -- (The label a subscription kept, or the usual one: see SubscriptionRecord.)
+    RETURNING s.run_id, s.pos, coalesce(s.wait, 'wait_for_' || s.kind || ':' || s.name || '#' || s.pos) AS wait,
+              {n} AS ord, s.created_at
 )
 
 -- name: deliver_event_nothing_taken

@@ -68,6 +68,10 @@ Shapes
     half of them one by one (``msgs_per_s``), the other half with 16 in flight
     (``msgs_per_s_inflight``); clock until every run has resumed. Then correlate ->
     resumed latency p50/p99, one at a time.
+``schedules`` (N=1000)
+    N schedules ticking within one minute of real time, each at its own second; how
+    late each run's code starts after its tick: p50/p99/max, and how many were on
+    time (≤ 1 s): see ``benchmarks.schedules``.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ from benchmarks.harness import (
 from benchmarks.inside import shape_gather, shape_update
 from benchmarks.openloop import shape_openloop
 from benchmarks.resume import shape_resume
+from benchmarks.schedules import shape_schedules
 
 DEFAULT_N = {
     "gather": 50,
@@ -111,6 +116,7 @@ DEFAULT_N = {
     "publish": 100000,
     "subjects": 10000,
     "correlate": 10000,
+    "schedules": 1000,
 }
 
 
@@ -540,6 +546,7 @@ SHAPES = {
     "publish": shape_publish,
     "subjects": shape_subjects,
     "correlate": shape_correlate,
+    "schedules": shape_schedules,
 }
 
 

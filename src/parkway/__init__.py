@@ -17,6 +17,7 @@ from parkway.errors import (
     InvalidEventError,
     InvalidInputError,
     InvalidMessageError,
+    InvalidScheduleError,
     InvalidWorkflowError,
     MessageNotFoundError,
     NonDeterminismError,
@@ -26,6 +27,7 @@ from parkway.errors import (
     RunCancelledError,
     RunClosedError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     SerializationError,
     StepFailedError,
     StoreError,
@@ -51,6 +53,7 @@ from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
 from parkway.replay.context import ChildHandle, WorkflowContext
+from parkway.schedules import Schedule, ScheduleInfo
 
 __version__ = "0.1.0"
 
@@ -76,6 +79,7 @@ __all__ = [
     "InvalidEventError",
     "InvalidInputError",
     "InvalidMessageError",
+    "InvalidScheduleError",
     "InvalidWorkflowError",
     "MessageInfo",
     "MessageNotFoundError",
@@ -92,6 +96,9 @@ __all__ = [
     "RunInfo",
     "RunNotFoundError",
     "RunStatus",
+    "Schedule",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "SerializationError",
     "StepFailedError",
     "StoreError",

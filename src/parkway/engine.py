@@ -7,6 +7,7 @@ worker (:mod:`parkway.worker`) and the store, all handed one
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -16,17 +17,21 @@ from typing import Any, TypeVar
 from parkway import flows, limits
 from parkway.client.intake import IntakeOperations
 from parkway.client.runs import RunOperations
+from parkway.client.schedules import ScheduleOperations
 from parkway.clock import Clock, SystemClock
 from parkway.core import accumulate, housekeeping
 from parkway.core import cancel_on as cancel_conditions
+from parkway.core import schedules as core_schedules
 from parkway.core.runtime import Runtime, Settings
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     InvalidArgumentError,
+    InvalidScheduleError,
     InvalidWorkflowError,
 )
 from parkway.events import CancelOn
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
+from parkway.schedules import Schedule
 from parkway.store import Store, open_store
 from parkway.worker import Worker
 
@@ -36,7 +41,7 @@ A = TypeVar("A", bound=Callable[..., Any])
 DEFAULT_URL = "sqlite:///parkway.db"
 
 
-class Engine(RunOperations, IntakeOperations):
+class Engine(RunOperations, IntakeOperations, ScheduleOperations):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
 
     Args:
@@ -122,6 +127,9 @@ class Engine(RunOperations, IntakeOperations):
         self._rt.telemetry.configure(metrics=metrics, tracing=tracing)
         self._worker: Worker | None = None
         self._open = False
+        # Decorator schedules (schedule=), by workflow name: validated when declared,
+        # written to the store when the engine opens. (workflow, cron, zone, catch-up, input)
+        self._declared: dict[str, tuple[str, str, str, str, bytes]] = {}
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -245,6 +253,7 @@ class Engine(RunOperations, IntakeOperations):
         validate_input: Callable[[Any], Any] | None = None,
         unique_per_subject: bool = False,
         cancel_on: Sequence[CancelOn] | None = None,
+        schedule: str | Schedule | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -260,10 +269,15 @@ class Engine(RunOperations, IntakeOperations):
                 input, and an exception it raises rejects the run.
             unique_per_subject: At most one active run per (domain, subject).
             cancel_on: Events that cancel a run while it is active (``CancelOn``).
+            schedule: A cron expression (``"*/5 * * * *"``, read in UTC) or a
+                :class:`parkway.Schedule`: one run per tick, from the first tick after
+                the schedule was first registered on the store. Its id is the
+                workflow's name (see :meth:`add_schedule`).
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
             InvalidWorkflowError: An option is malformed (the message names it).
+            InvalidScheduleError: ``schedule`` is malformed (the message names the field).
         """
 
         def register(fn: F) -> F:
@@ -300,8 +314,15 @@ class Engine(RunOperations, IntakeOperations):
                 model=input_model(fn) if callable(fn) else None,
                 cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
             )
+            declared = _declared_schedule(self._rt, wf, schedule)
             registry = self._rt.registry
             registry.add(wf)
+            if declared is not None:
+                self._declared[wf.name] = declared
+                if self._open:  # (else written when it opens)
+                    # (No event loop running here: it is written at the next open.)
+                    with contextlib.suppress(RuntimeError):
+                        core_schedules.declare(self._rt, wf.name, *declared)
             if (deb or bat) and registry.get(accumulate.accumulator_name(wf), "1") is None:
                 registry.add(accumulate.accumulator_for(wf))
             fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]
@@ -369,6 +390,12 @@ class Engine(RunOperations, IntakeOperations):
         await self._rt.store.open()
         self._rt.opened()
         self._rt.telemetry.opened()
+        try:
+            for schedule_id, declared in self._declared.items():
+                await core_schedules.put(self._rt, schedule_id, *declared)
+        except BaseException:
+            await self._rt.store.close()
+            raise
         self._open = True
         self._rt.clock.attach(self)
         if self.run_worker:
@@ -428,8 +455,39 @@ class Engine(RunOperations, IntakeOperations):
         self._rt.poke()
 
     async def next_due(self, *, after: float | None = None) -> float | None:
-        """The earliest task due time in engine seconds (strictly after ``after``)."""
-        return await self._rt.next_due(after=after)
+        """The earliest task due time or schedule tick in engine seconds (strictly
+        after ``after``)."""
+        due = await self._rt.next_due(after=after)
+        tick = await core_schedules.next_fire(self._rt, fresh=True)
+        if tick is not None and (after is None or tick > after):
+            due = tick if due is None else min(due, tick)
+        return due
+
+
+def _declared_schedule(
+    rt: Runtime, wf: WorkflowDef, schedule: Any
+) -> tuple[str, str, str, str, bytes] | None:
+    """A decorator's ``schedule=``, validated: what :func:`parkway.core.schedules.put`
+    writes when the engine opens.
+
+    Raises:
+        InvalidScheduleError: It is malformed (the message names the field).
+    """
+    if schedule is None:
+        return None
+    if isinstance(schedule, str):
+        schedule = Schedule(schedule)
+    if not isinstance(schedule, Schedule):
+        raise InvalidScheduleError(
+            f"schedule of workflow {wf.name!r} must be a cron string or a parkway.Schedule, "
+            f"got {schedule!r}",
+            "schedule",
+        )
+    _, name, data = core_schedules.prepare(
+        rt, wf.name, wf.name, schedule.cron, input=schedule.input,
+        timezone=schedule.timezone, catch_up=schedule.catch_up, wf=wf,
+    )  # fmt: skip
+    return name, schedule.cron, schedule.timezone, schedule.catch_up, data
 
 
 def _count(value: Any, name: str, *, least: int) -> int:

@@ -312,3 +312,27 @@ class MetricsDisabledError(ParkwayError):
     """This engine does not count metrics: give it ``metrics=True`` (or a
     prometheus_client ``CollectorRegistry``), with the ``metrics`` extra installed
     (pip install 'parkway[metrics]')."""
+
+
+class InvalidScheduleError(InvalidArgumentError):
+    """A schedule is malformed: its cron expression, time zone, catch-up, input, or
+    the workflow it names (``field`` says which); nothing was written.
+
+    Attributes:
+        field: ``"cron"``, ``"timezone"``, ``"catch_up"``, ``"input"``, ``"workflow"``
+            or ``"id"``.
+    """
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(f"invalid schedule: {message}", field=field)
+
+
+class ScheduleNotFoundError(ParkwayError, LookupError):
+    """No schedule exists with this id."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"no schedule with id {schedule_id!r}; list them with engine.schedules() "
+            "or `parkway schedules`"
+        )
+        self.schedule_id = schedule_id

@@ -34,6 +34,7 @@ from parkway.store.base import (
     MessageRecord,
     NewTask,
     RunRecord,
+    ScheduleRecord,
     StoreStats,
     SubscriptionRecord,
     Tx,
@@ -2136,3 +2137,101 @@ async def until(check: Callable[[], Awaitable[bool]], *, timeout: float, what: s
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"waited {timeout}s for {what}")
         await asyncio.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedules
+
+
+def schedule(schedule_id: str, **fields: Any) -> ScheduleRecord:
+    values: dict[str, Any] = dict(
+        id=schedule_id, workflow="wf", cron="*/5 * * * *", timezone="Europe/Paris",
+        catch_up="latest", input=b'{"n": 1}', paused=False, last_tick=NOW, next_at=NOW + 300,
+        last_run_id=None, created_at=NOW, updated_at=NOW,
+    )  # fmt: skip
+    values.update(fields)
+    return ScheduleRecord(**values)
+
+
+async def test_a_schedule_round_trips_every_field_and_is_replaced_by_id(store: Store) -> None:
+    full = schedule("b", paused=True, next_at=None, last_run_id="sched:b:x", input=b"[]")
+    async with store.transaction() as tx:
+        await tx.put_schedule(schedule("a"))
+        await tx.put_schedule(full)
+    assert await one(store, lambda tx: tx.get_schedule("b"), readonly=True) == full
+    assert await one(store, lambda tx: tx.list_schedules(), readonly=True) == [
+        schedule("a"), full,
+    ]  # fmt: skip
+    moved = schedule("a", last_tick=NOW + 300, next_at=NOW + 600, last_run_id="r", cron="0 * * * *")
+    async with store.transaction() as tx:
+        await tx.put_schedule(moved)
+    assert await one(store, lambda tx: tx.get_schedule("a")) == moved
+    assert await one(store, lambda tx: tx.delete_schedule("a")) is True
+    assert await one(store, lambda tx: tx.delete_schedule("a")) is False
+    assert await one(store, lambda tx: tx.get_schedule("a")) is None
+    assert [s.id for s in await one(store, lambda tx: tx.list_schedules())] == ["b"]
+
+
+async def test_due_schedules_are_the_unpaused_ones_due_the_earliest_first(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.next_schedule_at() is None
+        await tx.put_schedule(schedule("late", next_at=NOW - 10))
+        await tx.put_schedule(schedule("early", next_at=NOW - 60))
+        await tx.put_schedule(schedule("now", next_at=NOW))
+        await tx.put_schedule(schedule("future", next_at=NOW + 1))
+        await tx.put_schedule(schedule("paused", paused=True, next_at=None))
+        await tx.put_schedule(schedule("paused-due", paused=True, next_at=NOW - 100))
+        await tx.put_schedule(schedule("ended", next_at=None))
+    async with store.transaction() as tx:
+        assert [s.id for s in await tx.due_schedules(NOW, 10)] == ["early", "late", "now"]
+        assert [s.id for s in await tx.due_schedules(NOW, 2)] == ["early", "late"]
+        assert await tx.due_schedules(NOW - 61, 10) == []
+    assert await one(store, lambda tx: tx.next_schedule_at(), readonly=True) == NOW - 60
+
+
+async def test_a_failed_transaction_leaves_the_schedules_as_they_were(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.put_schedule(schedule("kept"))
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.put_schedule(schedule("kept", next_at=NOW + 9999))
+            await tx.put_schedule(schedule("new"))
+            await tx.delete_schedule("kept")
+            raise RuntimeError("rolled back")
+    assert await one(store, lambda tx: tx.list_schedules()) == [schedule("kept")]
+
+
+@pytest.mark.requires("persistent")
+async def test_schedules_survive_closing_and_reopening(engine_url: str) -> None:
+    first = open_store(engine_url)
+    await first.open()
+    async with first.transaction() as tx:
+        await tx.put_schedule(schedule("kept", paused=True, next_at=None))
+    await first.close()
+    second = open_store(engine_url)
+    await second.open()
+    try:
+        got = await one(second, lambda tx: tx.get_schedule("kept"), readonly=True)
+        assert got == schedule("kept", paused=True, next_at=None)
+    finally:
+        await second.close()
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_firings_take_a_due_schedule_once(engine_url: str) -> None:
+    """parkway.core.schedules.fire_due: due_schedules, the tick's run, the row moved on,
+    in one transaction; a second worker firing meanwhile must not see the tick due."""
+    async with shared_pair(engine_url) as (first, second):
+        await one(first, lambda tx: tx.put_schedule(schedule("s", next_at=NOW)))
+
+        async def fire(tx: Tx) -> list[str]:
+            due = await tx.due_schedules(NOW, 10)
+            for record in due:
+                await tx.start_run(run(f"sched:{record.id}:tick"), NOW)
+                record.last_tick, record.next_at = NOW, NOW + 300
+                await tx.put_schedule(record)
+            return [record.id for record in due]
+
+        assert await race(first, second, fire, fire) == (["s"], [])
+        got = await one(first, lambda tx: tx.get_schedule("s"))
+        assert got is not None and (got.last_tick, got.next_at) == (NOW, NOW + 300)

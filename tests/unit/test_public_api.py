@@ -22,6 +22,10 @@ from parkway import (
 
 EXPECTED_ALL = {
     "CancelOn",
+    "InvalidScheduleError",
+    "Schedule",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "EngineClosedError",
     "InvalidArgumentError",
     "InvalidEventError",

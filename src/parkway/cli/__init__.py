@@ -8,7 +8,7 @@ steer runs print JSON on stdout; errors go to stderr with a non-zero exit code.
 from __future__ import annotations
 
 # Each module adds its commands to the group.
-from parkway.cli import intake, runs, serving, tools  # noqa: F401
+from parkway.cli import intake, runs, schedules, serving, tools  # noqa: F401
 from parkway.cli.common import load_app
 from parkway.cli.group import cli
 

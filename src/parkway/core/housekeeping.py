@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 
-from parkway.core import messages
+from parkway.core import messages, schedules
 from parkway.core.runtime import Runtime
 
 log = logging.getLogger("parkway")
@@ -54,6 +54,8 @@ async def idle(rt: Runtime, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     if rt.worker is not None:
         await maybe_sweep(rt)  # so that time moved by a test clock sweeps at once
+        # ...and fires the schedule ticks it reached, before the tasks are looked at.
+        await schedules.maybe_fire(rt, fresh=True)
     while True:
         worker = rt.worker
         busy = worker is not None and worker.busy

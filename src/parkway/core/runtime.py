@@ -107,6 +107,9 @@ class Runtime:
         self._sends: Committer | None = None
         self._sending = 0  # a sender's jobs in flight (see send)
         self.last_sweep: float | None = None
+        # State that a part of the core keeps per engine, by that part's name
+        # (parkway.core.schedules: when the worker came up, the next tick).
+        self.extensions: dict[str, Any] = {}
 
     @property
     def capabilities(self) -> frozenset[str]:

@@ -51,6 +51,7 @@ from parkway.http.parsing import (
     run_id_param,
 )
 from parkway.http.routes import ROUTES
+from parkway.schedules import ScheduleInfo
 
 __all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
 
@@ -222,6 +223,22 @@ class Api:
         await self.engine.discard_message(message_id)
         return json_response({"id": message_id})
 
+    async def schedules(self, request: Request) -> Response:
+        self._require_open()
+        return json_response([_schedule(i) for i in await self.engine.schedules()])
+
+    async def pause_schedule(self, request: Request) -> Response:
+        schedule_id = path_param(request, "id", limits.reference, "schedule id")
+        await read_body(request)  # ignored, but still held to the size limit
+        self._require_open()
+        return json_response(_schedule(await self.engine.pause_schedule(schedule_id)))
+
+    async def resume_schedule(self, request: Request) -> Response:
+        schedule_id = path_param(request, "id", limits.reference, "schedule id")
+        await read_body(request)  # ignored, but still held to the size limit
+        self._require_open()
+        return json_response(_schedule(await self.engine.resume_schedule(schedule_id)))
+
     async def healthz(self, request: Request) -> Response:
         self._require_open()
         try:  # a cheap read proves the store answers
@@ -251,6 +268,15 @@ def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
         "run_id": sub.run_id, "kind": sub.kind, "domain": sub.domain, "name": sub.name,
         "subject": sub.subject, "match": sub.match, "key": sub.key,
         "expires_at": sub.expires_at.isoformat(),
+    }  # fmt: skip
+
+
+def _schedule(info: ScheduleInfo) -> dict[str, Any]:
+    return {
+        "id": info.id, "workflow": info.workflow, "cron": info.cron, "timezone": info.timezone,
+        "paused": info.paused,
+        "next_at": None if info.next_at is None else info.next_at.isoformat(),
+        "last_run_id": info.last_run_id, "catch_up": info.catch_up,
     }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
           "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
           schemas.ErrorOut),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
-    404: ("No run (or message) with this id.", schemas.ErrorOut),
+    404: ("No run (or message, or schedule) with this id.", schemas.ErrorOut),
     409: ("The run has finished, the message found no receiver and may not be buffered, or "
           "the run rejected the update (or its handler raised).", schemas.ErrorOut),
     413: ("The body is larger than 1 MiB.", schemas.ErrorOut),

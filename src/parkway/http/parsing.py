@@ -26,6 +26,7 @@ from parkway.errors import (
     ResultTimeoutError,
     RunClosedError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     SerializationError,
     StoreError,
     UnknownWorkflowError,
@@ -94,6 +95,10 @@ def parkway_error(exc: ParkwayError) -> Exception:
         return Problem(404, f"no run with id {exc.run_id!r}; list runs with GET /runs", kind)
     if isinstance(exc, MessageNotFoundError):
         return Problem(404, str(exc), kind)
+    if isinstance(exc, ScheduleNotFoundError):
+        return Problem(
+            404, f"no schedule with id {exc.schedule_id!r}; list them with GET /schedules", kind
+        )
     if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
         return Problem(409, str(exc), kind)
     if isinstance(exc, UpdateRejectedError | UpdateFailedError):

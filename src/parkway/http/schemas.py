@@ -348,6 +348,19 @@ class SubscriptionInfoOut(_Response):
     expires_at: datetime
 
 
+class ScheduleOut(_Response):
+    """A schedule: the workflow it starts at each tick of its cron expression."""
+
+    id: str
+    workflow: str
+    cron: str
+    timezone: str
+    paused: bool
+    next_at: datetime | None = Field(description="Its next tick (ISO 8601 UTC); null if paused.")
+    last_run_id: str | None = Field(description="The run its last fired tick started.")
+    catch_up: Literal["latest", "all", "none"]
+
+
 class RunIdOut(_Response):
     """The id of the run a request started, signalled or cancelled."""
 

@@ -31,6 +31,7 @@ from parkway.replay.commands import (
     WaitUntilCmd,
 )
 from parkway.replay.updates import check_handler
+from parkway.schedules import tick_of
 
 T = TypeVar("T")
 
@@ -191,6 +192,13 @@ class WorkflowContext:
     def random(self) -> float:
         """A random float in [0, 1), the same on every replay."""
         return float(self._sides.side("random", _random.random))
+
+    @property
+    def scheduled_at(self) -> datetime | None:
+        """The tick of the schedule that started this run (an aware UTC ``datetime``),
+        or ``None`` for a run no schedule started. Read from the run's id
+        (``sched:<schedule id>:<tick>``), so the same on every replay."""
+        return tick_of(self.run_id)
 
     @property
     def history_length(self) -> int:

@@ -37,6 +37,7 @@ from parkway.store.records import (
     TaskRecord,
     UpdateRecord,
 )
+from parkway.store.schedules import ScheduleRecord, ScheduleTx
 
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
@@ -47,8 +48,9 @@ RUN_MUTABLE = frozenset(
 )  # fmt: skip
 
 
-class Tx(Protocol):
-    """Primitive operations inside one atomic transaction."""
+class Tx(ScheduleTx, Protocol):
+    """Primitive operations inside one atomic transaction (schedules' among them:
+    :class:`parkway.store.schedules.ScheduleTx`)."""
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...
@@ -528,6 +530,7 @@ __all__ = [
     "MessageRecord",
     "NewTask",
     "RunRecord",
+    "ScheduleRecord",
     "Sent",
     "SignalRecord",
     "Store",

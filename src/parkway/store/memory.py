@@ -35,7 +35,9 @@ from parkway.store.base import (
     load_in,
     load_in_transaction,
 )
+from parkway.store.memory_schedules import MemorySchedules
 from parkway.store.records import UPDATE_PENDING
+from parkway.store.schedules import ScheduleRecord
 
 T = TypeVar("T")
 
@@ -73,6 +75,7 @@ class _State:
         self.values: dict[str, dict[str, bytes]] = {}
         self.updates: dict[tuple[str, str], UpdateRecord] = {}
         self.next_update = 1
+        self.schedules: dict[str, ScheduleRecord] = {}
 
 
 class _ValuesAndUpdates:
@@ -124,12 +127,13 @@ class _ValuesAndUpdates:
         self._undo.append(lambda: self._s.updates.__setitem__(key, old))
 
 
-class MemoryTx(_ValuesAndUpdates, ComposedTx):
+class MemoryTx(_ValuesAndUpdates, MemorySchedules, ComposedTx):
     """A transaction over :class:`_State` with an undo log."""
 
     def __init__(self, state: _State) -> None:
         self._s = state
         self._undo: list[Callable[[], object]] = []
+        self._schedules = state.schedules
 
     def rollback(self) -> None:
         for undo in reversed(self._undo):

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+from parkway.core import schedules
 from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
@@ -38,6 +39,8 @@ QUIET_POLL = 0.005
 QUIET_AFTER = 2.0
 # A full claim attempt at least this often, to pick up expired leases and due timers.
 FULL_POLL = 1.0
+# How soon to look again at a schedule tick that is due but was not ours to fire.
+TICK_RETRY = 0.05
 
 
 class Worker:
@@ -90,6 +93,7 @@ class Worker:
         # the store knows of them (on every commit with "push"; as a hint that
         # saves a poll interval otherwise).
         self.rt.store.watch(self._tasks_added)
+        schedules.started(self.rt)  # (ticks from now on are on time; earlier ones caught up)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
 
@@ -153,6 +157,8 @@ class Worker:
         while not self._stopping:
             await maybe_sweep(self.rt)
             self._wake.clear()
+            # Due schedule ticks start their runs first, so that this very turn claims them.
+            await schedules.maybe_fire(self.rt)
             free = self.concurrency - len(self.inflight) - self._reserved
             claimed: list[str] = []
             if free > 0:
@@ -194,6 +200,11 @@ class Worker:
             next_due = await self._next_due_after(now)
             if next_due is not None:
                 budget = min(budget, next_due - now)
+            # The next schedule tick wakes the worker when it is due (one still due
+            # now is being fired by another worker: look again shortly).
+            tick = await schedules.next_fire(self.rt)
+            if tick is not None:
+                budget = min(budget, tick - now if tick > now else TICK_RETRY)
         deadline = time.monotonic() + budget
         while not self._stopping and not self._wake.is_set():
             remaining = deadline - time.monotonic()

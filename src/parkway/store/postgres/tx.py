@@ -8,19 +8,21 @@ place that says which parts a transaction has.
 from __future__ import annotations
 
 from parkway.store.postgres.events import EventOps
+from parkway.store.postgres.flow import FlowOps
 from parkway.store.postgres.journal import JournalOps
 from parkway.store.postgres.messages import MessageOps
 from parkway.store.postgres.updates import UpdateOps
 
 
-class PostgresTx(EventOps, MessageOps, UpdateOps, JournalOps):
+class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, JournalOps):
     """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
 
     Runs and leases (:class:`~parkway.store.postgres.runs.RunOps`); journal,
     tasks and mailbox (:class:`~parkway.store.postgres.journal.JournalOps`);
     events and subscriptions (:class:`~parkway.store.postgres.events.EventOps`);
     messages (:class:`~parkway.store.postgres.messages.MessageOps`); values and
-    updates (:class:`~parkway.store.postgres.updates.UpdateOps`); all over
+    updates (:class:`~parkway.store.postgres.updates.UpdateOps`); flow control
+    (:class:`~parkway.store.postgres.flow.FlowOps`); all over
     :class:`~parkway.store.postgres.transport.Transport`, which queues, fuses and
     commits their statements, and
     :class:`~parkway.store.postgres.recovery.Recovery`, which carries the

@@ -28,12 +28,13 @@ from parkway.store.base import (
     UpdateRecord,
     load_in,
 )
+from parkway.store.sqlite.flow import FlowOps
 from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(ComposedTx):
+class SQLiteTx(FlowOps, ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:

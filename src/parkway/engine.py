@@ -26,6 +26,7 @@ from parkway.errors import (
     InvalidWorkflowError,
 )
 from parkway.events import CancelOn
+from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.store import Store, open_store
 from parkway.worker import Worker
@@ -245,6 +246,9 @@ class Engine(RunOperations, IntakeOperations):
         validate_input: Callable[[Any], Any] | None = None,
         unique_per_subject: bool = False,
         cancel_on: Sequence[CancelOn] | None = None,
+        concurrency: Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
+        priority: Callable[[Any], int] | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -260,6 +264,12 @@ class Engine(RunOperations, IntakeOperations):
                 input, and an exception it raises rejects the run.
             unique_per_subject: At most one active run per (domain, subject).
             cancel_on: Events that cancel a run while it is active (``CancelOn``).
+            concurrency: At most this many active runs per key value
+                (``Concurrency(limit, key=None, when_full="queue")``).
+            rate_limit: At most this many starts per period per key value
+                (``RateLimit(limit, period, key=None)``).
+            priority: A callable ``input -> int``: the priority of the runs an
+                event or a message starts (``engine.start`` takes its own).
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -287,6 +297,7 @@ class Engine(RunOperations, IntakeOperations):
                 )
             if validate_input is not None and not callable(validate_input):
                 raise InvalidWorkflowError(f"validate_input of {wf_name!r} must be callable")
+            _check_flow_control(str(wf_name), concurrency, rate_limit, priority)
             wf = WorkflowDef(
                 name=wf_name,  # type: ignore[arg-type]
                 version=version,
@@ -299,6 +310,9 @@ class Engine(RunOperations, IntakeOperations):
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
                 cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
+                concurrency=concurrency,
+                rate_limit=rate_limit,
+                priority=priority,
             )
             registry = self._rt.registry
             registry.add(wf)
@@ -439,3 +453,19 @@ def _count(value: Any, name: str, *, least: int) -> int:
             f"{name} must be a whole number >= {least}, got {value!r}", field=name
         )
     return value
+
+
+def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
+    """The flow-control options of ``@engine.workflow``, checked at registration."""
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        raise InvalidWorkflowError(
+            f"concurrency of workflow {name!r} must be a parkway.Concurrency, got {concurrency!r}"
+        )
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise InvalidWorkflowError(
+            f"rate_limit of workflow {name!r} must be a parkway.RateLimit, got {rate_limit!r}"
+        )
+    if priority is not None and not callable(priority):
+        raise InvalidWorkflowError(
+            f"priority of workflow {name!r} must be a callable input -> int, got {priority!r}"
+        )

@@ -274,8 +274,10 @@ class Tx(Protocol):
         """The run's entry, if it is under a limit (a plain read: no lock)."""
         ...
 
-    async def flow_leave(self, run_id: str) -> bool:
-        """Remove the run's entry; whether there was one."""
+    async def flow_leave(self, run_id: str) -> FlowEntry | None:
+        """Remove the run's entry and return it as it was (``None``: it had none), read
+        under the key's lock (:meth:`flow_slot`, taken first): an entry read before
+        it may have been dequeued since."""
         ...
 
     async def flow_next(self, workflow: str, key: str) -> str | None:

@@ -125,12 +125,12 @@ class _FlowControl:
         found = self._s.flow_runs.get(run_id)
         return None if found is None else FlowEntry(found.workflow, found.key, found.queued)
 
-    async def flow_leave(self, run_id: str) -> bool:
+    async def flow_leave(self, run_id: str) -> FlowEntry | None:
         old = self._s.flow_runs.pop(run_id, None)
         if old is None:
-            return False
+            return None
         self._undo.append(lambda: self._s.flow_runs.__setitem__(run_id, old))
-        return True
+        return FlowEntry(old.workflow, old.key, old.queued)
 
     async def flow_next(self, workflow: str, key: str) -> str | None:
         queue = self._queue(workflow, key)

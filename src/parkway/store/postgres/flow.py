@@ -45,8 +45,9 @@ class FlowOps(Transport):
         row = await self._one(F["flow_entry"], (run_id,))
         return None if row is None else FlowEntry(str(row[0]), str(row[1]), bool(row[2]))
 
-    async def flow_leave(self, run_id: str) -> bool:
-        return await self._one(F["flow_leave"], (run_id,)) is not None
+    async def flow_leave(self, run_id: str) -> FlowEntry | None:
+        row = await self._one(F["flow_leave"], (run_id,))
+        return None if row is None else FlowEntry(str(row[0]), str(row[1]), bool(row[2]))
 
     async def flow_next(self, workflow: str, key: str) -> str | None:
         row = await self._one(F["flow_next"], (workflow, key))

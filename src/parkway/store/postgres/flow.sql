@@ -19,7 +19,7 @@ VALUES (%s, %s, %s, %s, %s)
 SELECT workflow, key, queued FROM parkway.flow_runs WHERE run_id = %s
 
 -- name: flow_leave
-DELETE FROM parkway.flow_runs WHERE run_id = %s RETURNING 1
+DELETE FROM parkway.flow_runs WHERE run_id = %s RETURNING workflow, key, queued
 
 -- name: flow_next
 UPDATE parkway.flow_runs SET queued = false

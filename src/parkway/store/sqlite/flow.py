@@ -28,9 +28,7 @@ class FlowOps:
         return FlowSlot() if row is None else FlowSlot(*row)
 
     async def put_flow_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:
-        self._c.execute(
-            F["put_flow_slot"], (workflow, key, slot.active, slot.started, slot.limit)
-        )
+        self._c.execute(F["put_flow_slot"], (workflow, key, slot.active, slot.started, slot.limit))
 
     async def flow_enter(
         self, run_id: str, workflow: str, key: str, priority: int, *, queued: bool
@@ -41,8 +39,9 @@ class FlowOps:
         row = self._c.execute(F["flow_entry"], (run_id,)).fetchone()
         return None if row is None else FlowEntry(row[0], row[1], bool(row[2]))
 
-    async def flow_leave(self, run_id: str) -> bool:
-        return self._c.execute(F["flow_leave"], (run_id,)).rowcount == 1
+    async def flow_leave(self, run_id: str) -> FlowEntry | None:
+        row = self._c.execute(F["flow_leave"], (run_id,)).fetchone()
+        return None if row is None else FlowEntry(row[0], row[1], bool(row[2]))
 
     async def flow_next(self, workflow: str, key: str) -> str | None:
         row = self._c.execute(F["flow_next"], (workflow, key)).fetchone()

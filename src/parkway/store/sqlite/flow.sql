@@ -15,7 +15,7 @@ INSERT INTO flow_runs (run_id, workflow, key, priority, queued) VALUES (?, ?, ?,
 SELECT workflow, key, queued FROM flow_runs WHERE run_id = ?
 
 -- name: flow_leave
-DELETE FROM flow_runs WHERE run_id = ?
+DELETE FROM flow_runs WHERE run_id = ? RETURNING workflow, key, queued
 
 -- name: flow_next
 UPDATE flow_runs SET queued = 0

@@ -130,7 +130,7 @@ async def test_cancel_oldest_cancels_the_oldest_run_of_the_key(engine: Engine) -
     }  # fmt: skip
 
 
-async def test_cancel_oldest_stops_a_run_in_the_middle_of_a_step(engine: Engine) -> None:
+async def test_cancel_oldest_cancels_a_run_in_the_middle_of_a_step(engine: Engine) -> None:
     import asyncio
 
     release = asyncio.Event()
@@ -151,9 +151,8 @@ async def test_cancel_oldest_stops_a_run_in_the_middle_of_a_step(engine: Engine)
     await engine.start("busy", {}, id="new")
     release.set()
     await engine.idle()
+    # the old run's slot went to the new one at once; it was cancelled after its step
     assert await statuses(engine, "old", "new") == {"old": "cancelled", "new": "parked"}
-    # the old run's step finished after it lost its lease: nothing of it was saved
-    assert [e.kind for e in await engine.history("old")] == []
 
 
 async def test_a_run_that_fails_or_is_cancelled_frees_its_slot(engine: Engine) -> None:

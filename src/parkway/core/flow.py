@@ -114,11 +114,12 @@ async def _make_room(
 ) -> None:
     """``cancel_oldest``: cancel the key's oldest runs until a slot is free.
 
-    The run loses its slot and its lease in this transaction (a worker advancing
-    it can commit nothing more: its lease-fenced commit fails) and gets a cancel
-    task, due now: the next worker to claim it cancels it (its children, its
-    waits, its parent's wake-up: ``transitions.cancel``). Its slot is not handed
-    on twice: its entry is gone, so its end frees nothing.
+    The run loses its slot in this transaction and gets a cancel task, due now,
+    as ``engine.cancel`` gives a run a worker is advancing: the next worker to
+    take it cancels it (its children, its waits, its parent's wake-up:
+    ``transitions.cancel``), at once if it is parked or pending, after the step
+    in flight if one runs. Its slot is not handed on twice: its entry is gone,
+    so its end frees nothing.
     """
     while slot.active >= limit:
         victim = await tx.flow_oldest(workflow, key)
@@ -126,12 +127,6 @@ async def _make_room(
             return
         await tx.flow_leave(victim)
         slot.active -= 1
-        run = await tx.get_run(victim)
-        if run is None or run.status in ENDED:
-            continue
-        # (advanced_by cleared too: a write that is not its advancer's)
-        revoked = {"lease_owner": None, "lease_until": None, "advanced_by": None}
-        await tx.update_run(victim, {**revoked, "updated_at": now})
         await tx.add_tasks([NewTask(victim, now, "cancel")])
 
 

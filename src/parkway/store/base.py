@@ -45,8 +45,6 @@ RUN_MUTABLE = frozenset(
     {
         "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
         "advanced_by",
-        # (a Concurrency limit's cancel_oldest revokes the lease of the run it cancels)
-        "lease_owner", "lease_until",
     }
 )  # fmt: skip
 

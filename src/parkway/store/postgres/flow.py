@@ -28,8 +28,11 @@ class FlowOps(Transport):
     """Flow control (a part of ``PostgresTx``)."""
 
     async def flow_slot(self, workflow: str, key: str) -> FlowSlot:
-        await self._write(F["flow_slot_row"], (workflow, key), idempotent=True)
-        row = await self._one(F["flow_slot"], (workflow, key))
+        if self._ro:  # (a look, not a change: no row to make, no lock to take)
+            row = await self._one(F["flow_slot_read"], (workflow, key))
+        else:
+            await self._write(F["flow_slot_row"], (workflow, key), idempotent=True)
+            row = await self._one(F["flow_slot"], (workflow, key))
         return FlowSlot() if row is None else FlowSlot(int(row[0]), int(row[1]), int(row[2]))
 
     async def put_flow_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:

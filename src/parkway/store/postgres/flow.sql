@@ -7,9 +7,13 @@ INSERT INTO parkway.flow_slots (workflow, key) VALUES (%s, %s) ON CONFLICT DO NO
 SELECT active, started, cap FROM parkway.flow_slots WHERE workflow = %s AND key = %s
 FOR UPDATE
 
+-- name: flow_slot_read
+SELECT active, started, cap FROM parkway.flow_slots WHERE workflow = %s AND key = %s
+
 -- name: put_flow_slot
-UPDATE parkway.flow_slots SET active = %s, started = %s, cap = %s
-WHERE workflow = %s AND key = %s
+INSERT INTO parkway.flow_slots (active, started, cap, workflow, key) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (workflow, key) DO UPDATE
+SET active = excluded.active, started = excluded.started, cap = excluded.cap
 
 -- name: flow_enter
 INSERT INTO parkway.flow_runs (run_id, workflow, key, priority, queued)

@@ -24,7 +24,9 @@ CREATE TABLE parkway.flow_runs (
     key      TEXT NOT NULL,
     priority BIGINT NOT NULL,
     queued   BOOLEAN NOT NULL
-);
+-- (vacuumed early, as tasks are: a drained queue leaves dead index entries at the
+-- front of flow_runs_queue, which each dequeue would step over until then)
+) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000);
 -- The next run of a key to start is the first entry of this index: a lookup,
 -- however long the queue.
 CREATE INDEX flow_runs_queue ON parkway.flow_runs (workflow, key, priority DESC, seq)

@@ -340,3 +340,29 @@ async def test_bad_starts_write_nothing(engine: Engine) -> None:
     assert await engine.start("keyed", {"user": "u"}, id="fits")
     await engine.idle()
     assert (await engine.get_run("fits")).status is RunStatus.COMPLETED
+
+
+async def test_over_http_a_full_skip_limit_is_409_and_a_missing_key_422(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    monkeypatch.delenv("PARKWAY_API_TOKEN", raising=False)
+    from parkway.http import create_app
+
+    @engine.workflow(concurrency=Concurrency(1, key="user", when_full="skip"))
+    async def guarded(ctx, input):
+        await ctx.wait_for_signal("go")
+
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parkway.test") as http:
+        body = {"workflow": "guarded", "input": {"user": "u"}}
+        assert (await http.post("/runs", json={**body, "id": "one"})).status_code == 201
+        refused = await http.post("/runs", json={**body, "id": "two"})
+        assert refused.status_code == 409, refused.text
+        assert "ConcurrencyLimitError" in refused.text
+        missing = await http.post("/runs", json={"workflow": "guarded", "input": {"x": 1}})
+        assert missing.status_code == 422, missing.text
+        assert "user" in missing.text
+    with pytest.raises(RunNotFoundError):
+        await engine.get_run("two")

@@ -26,10 +26,14 @@ EXPECTED = {
     ],
     5: ["reminded"],
     6: [
-        "a-1 parked", "a-2 pending", "a-urgent pending", "b-1 parked",
-        "after a-1: parked pending", "skipped: workflow 'nightly_report'",
+        "a-1 parked",
+        "a-2 pending",
+        "a-urgent pending",
+        "b-1 parked",
+        "after a-1: parked pending",
+        "skipped: workflow 'nightly_report'",
         "waiting for the next window: ['call-2']",
-    ],  # fmt: skip
+    ],
     7: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
 }
 

@@ -79,6 +79,8 @@ class _State:
         # A key's queue: (-priority, seq, run id), entries no longer queued dropped lazily.
         self.flow_queues: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
         self.next_flow = 1
+        # A key's runs holding a slot (at most its limit), by id: their seq.
+        self.flow_holders: dict[tuple[str, str], dict[str, int]] = {}
         self.rate_marks: dict[tuple[str, str, int], float] = {}
 
 
@@ -117,6 +119,13 @@ class _FlowControl:
         self._undo.append(lambda: self._s.flow_runs.pop(run_id, None))
         if queued:
             heapq.heappush(self._queue(workflow, key), (-priority, seq, run_id))
+        else:
+            self._hold(workflow, key, run_id, seq)
+
+    def _hold(self, workflow: str, key: str, run_id: str, seq: int) -> None:
+        holders = self._s.flow_holders.setdefault((workflow, key), {})
+        holders[run_id] = seq
+        self._undo.append(lambda: holders.pop(run_id, None))
 
     def _queue(self, workflow: str, key: str) -> list[tuple[int, int, str]]:
         return self._s.flow_queues.setdefault((workflow, key), [])
@@ -130,6 +139,9 @@ class _FlowControl:
         if old is None:
             return None
         self._undo.append(lambda: self._s.flow_runs.__setitem__(run_id, old))
+        holders = self._s.flow_holders.get((old.workflow, old.key), {})
+        if holders.pop(run_id, None) is not None:
+            self._undo.append(lambda: holders.__setitem__(run_id, old.seq))
         return FlowEntry(old.workflow, old.key, old.queued)
 
     async def flow_next(self, workflow: str, key: str) -> str | None:
@@ -148,17 +160,15 @@ class _FlowControl:
                 heapq.heappush(queue, i)
 
             self._undo.append(undo)
+            self._hold(workflow, key, item[2], item[1])
             return item[2]
         return None
 
     async def flow_oldest(self, workflow: str, key: str) -> str | None:
-        # (at most `limit` runs hold a slot of one key: the scan is bounded by the limit,
-        # which a real index makes a lookup on the SQL stores)
-        holders = [
-            (e.seq, run_id) for run_id, e in self._s.flow_runs.items()
-            if not e.queued and e.workflow == workflow and e.key == key
-        ]  # fmt: skip
-        return min(holders)[1] if holders else None
+        # (at most `limit` runs hold a slot of one key: the scan is bounded by the limit;
+        # an index makes it a lookup on the SQL stores)
+        holders = self._s.flow_holders.get((workflow, key), {})
+        return min(holders, key=holders.__getitem__) if holders else None
 
     async def rate_mark(self, workflow: str, key: str, slot: int) -> float | None:
         return self._s.rate_marks.get((workflow, key, slot))

@@ -3,6 +3,7 @@ on every backend, through the public API."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -131,8 +132,6 @@ async def test_cancel_oldest_cancels_the_oldest_run_of_the_key(engine: Engine) -
 
 
 async def test_cancel_oldest_cancels_a_run_in_the_middle_of_a_step(engine: Engine) -> None:
-    import asyncio
-
     release = asyncio.Event()
     began = asyncio.Event()
 
@@ -366,3 +365,50 @@ async def test_over_http_a_full_skip_limit_is_409_and_a_missing_key_422(
         assert "user" in missing.text
     with pytest.raises(RunNotFoundError):
         await engine.get_run("two")
+
+
+@pytest.mark.requires("shared")
+async def test_a_client_that_does_not_register_the_workflow_frees_the_slot_it_ends(
+    engine: Engine, make_engine: Any
+) -> None:
+    started: list[str] = []
+    gated(engine, "remote", started, concurrency=Concurrency(1, key="k"))
+    await engine.start("remote", {"k": "x"}, id="holder")
+    await engine.start("remote", {"k": "x"}, id="waiting")
+    await engine.idle()
+    client = await make_engine(worker=False)
+    assert "remote" not in client.workflows()
+    await client.cancel("holder")  # its end hands the slot on, from the store's record
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await engine.get_run("waiting")).status is not RunStatus.PARKED:
+        assert asyncio.get_running_loop().time() < deadline, await statuses(engine, "waiting")
+        await asyncio.sleep(0.02)
+    assert (await engine.get_run("holder")).status is RunStatus.CANCELLED
+    assert started == ["holder", "waiting"]
+
+
+async def test_an_update_sent_to_a_queued_run_is_handled_once_it_starts(engine: Engine) -> None:
+    @engine.workflow(concurrency=Concurrency(1))
+    async def counter(ctx, input):
+        total = {"n": 0}
+
+        def add(amount):
+            total["n"] += amount
+            return total["n"]
+
+        ctx.on_update("add", add)
+        await ctx.wait_for_signal("stop")
+        return total["n"]
+
+    await engine.start("counter", {}, id="c1")
+    await engine.start("counter", {}, id="c2")
+    await engine.idle()
+    pending = asyncio.ensure_future(engine.update("c2", "add", 5, id="u1", timeout=10))
+    await asyncio.sleep(0.2)
+    await engine.idle()
+    assert not pending.done()
+    assert (await engine.get_run("c2")).status is RunStatus.PENDING
+    await engine.signal("c1", "stop")
+    assert await pending == 5
+    await engine.signal("c2", "stop")
+    assert await engine.handle("c2").result(timeout=5) == 5

@@ -412,3 +412,25 @@ async def test_an_update_sent_to_a_queued_run_is_handled_once_it_starts(engine: 
     assert await pending == 5
     await engine.signal("c2", "stop")
     assert await engine.handle("c2").result(timeout=5) == 5
+
+
+async def test_children_of_a_limited_workflow_wait_for_their_slots(engine: Engine) -> None:
+    started: list[str] = []
+    gated(engine, "kid", started, concurrency=Concurrency(1, when_full="skip"))
+
+    @engine.workflow()
+    async def parent(ctx, input):
+        kids = [await ctx.start_child("kid", {"n": n}, id=f"kid-{n}") for n in range(3)]
+        return [await kid.result() for kid in kids]
+
+    await engine.start("parent", {}, id="p")
+    await engine.idle()
+    # a "skip" limit cannot refuse a child the parent has started: it queues
+    assert await statuses(engine, "kid-0", "kid-1", "kid-2") == {
+        "kid-0": "parked", "kid-1": "pending", "kid-2": "pending",
+    }  # fmt: skip
+    for n in range(3):
+        await engine.signal(f"kid-{n}", "go")
+        await engine.idle()
+    assert await engine.handle("p").result(timeout=5) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert started == ["kid-0", "kid-1", "kid-2"]

@@ -17,6 +17,7 @@ from types import ModuleType
 
 import pytest
 
+import parkway
 from parkway import Engine, RunStatus
 
 HERE = Path(__file__).parent
@@ -44,6 +45,10 @@ class Workers:
 
     async def spawn(self) -> asyncio.subprocess.Process:
         env = {**os.environ, "PARKWAY_URL": self.url, "FLOW_LOG": str(self.log)}
+        # The parkway under test, whatever the working directory (a relative
+        # PYTHONPATH would not reach it from the app's folder).
+        source = str(Path(parkway.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(

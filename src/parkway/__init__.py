@@ -7,6 +7,7 @@ compute, survives restarts, and is resumed by exactly the input it waits for.
 from parkway.durations import Duration
 from parkway.engine import Engine
 from parkway.errors import (
+    ConcurrencyLimitError,
     CorrelationError,
     DuplicateSubscriptionError,
     DuplicateWorkflowError,
@@ -49,6 +50,7 @@ from parkway.events import (
     PublishResult,
     SubscriptionInfo,
 )
+from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
 from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
@@ -61,6 +63,8 @@ __all__ = [
     "Batch",
     "CancelOn",
     "ChildHandle",
+    "Concurrency",
+    "ConcurrencyLimitError",
     "CorrelationError",
     "CorrelationResult",
     "Debounce",
@@ -87,6 +91,7 @@ __all__ = [
     "NonDeterminismError",
     "ParkwayError",
     "PublishResult",
+    "RateLimit",
     "ResultTimeoutError",
     "Retry",
     "RoutingError",

@@ -30,6 +30,7 @@ from parkway.errors import (
     InvalidWorkflowError,
 )
 from parkway.events import CancelOn
+from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.schedules import Schedule
 from parkway.store import Store, open_store
@@ -254,6 +255,9 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         unique_per_subject: bool = False,
         cancel_on: Sequence[CancelOn] | None = None,
         schedule: str | Schedule | None = None,
+        concurrency: Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
+        priority: Callable[[Any], int] | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -273,6 +277,12 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 :class:`parkway.Schedule`: one run per tick, from the first tick after
                 the schedule was first registered on the store. Its id is the
                 workflow's name (see :meth:`add_schedule`).
+            concurrency: At most this many active runs per key value
+                (``Concurrency(limit, key=None, when_full="queue")``).
+            rate_limit: At most this many starts per period per key value
+                (``RateLimit(limit, period, key=None)``).
+            priority: A callable ``input -> int``: the priority of the runs an
+                event or a message starts (``engine.start`` takes its own).
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -301,6 +311,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 )
             if validate_input is not None and not callable(validate_input):
                 raise InvalidWorkflowError(f"validate_input of {wf_name!r} must be callable")
+            _check_flow_control(str(wf_name), concurrency, rate_limit, priority)
             wf = WorkflowDef(
                 name=wf_name,  # type: ignore[arg-type]
                 version=version,
@@ -313,6 +324,9 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
                 cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
+                concurrency=concurrency,
+                rate_limit=rate_limit,
+                priority=priority,
             )
             declared = _declared_schedule(self._rt, wf, schedule)
             registry = self._rt.registry
@@ -497,3 +511,19 @@ def _count(value: Any, name: str, *, least: int) -> int:
             f"{name} must be a whole number >= {least}, got {value!r}", field=name
         )
     return value
+
+
+def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
+    """The flow-control options of ``@engine.workflow``, checked at registration."""
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        raise InvalidWorkflowError(
+            f"concurrency of workflow {name!r} must be a parkway.Concurrency, got {concurrency!r}"
+        )
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise InvalidWorkflowError(
+            f"rate_limit of workflow {name!r} must be a parkway.RateLimit, got {rate_limit!r}"
+        )
+    if priority is not None and not callable(priority):
+        raise InvalidWorkflowError(
+            f"priority of workflow {name!r} must be a callable input -> int, got {priority!r}"
+        )

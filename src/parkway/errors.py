@@ -336,3 +336,23 @@ class ScheduleNotFoundError(ParkwayError, LookupError):
             "or `parkway schedules`"
         )
         self.schedule_id = schedule_id
+
+
+class ConcurrencyLimitError(ParkwayError):
+    """A start was refused: the workflow's ``Concurrency(when_full="skip")`` limit
+    is full for the run's key. Nothing was written.
+
+    Attributes:
+        workflow: The workflow whose limit is full.
+        key: The key value the limit is counted under (``""``: the workflow's
+            one limit, ``key=None``).
+        limit: The limit.
+    """
+
+    def __init__(self, workflow: str, key: str, limit: int) -> None:
+        scope = f"key {key!r}" if key else "the workflow"
+        super().__init__(
+            f"workflow {workflow!r} already has {limit} active run(s) for {scope} "
+            "(Concurrency when_full='skip'): not started"
+        )
+        self.workflow, self.key, self.limit = workflow, key, limit

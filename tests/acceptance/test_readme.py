@@ -28,7 +28,7 @@ EXPECTED = {
     ],
     "async def reminder(": ["reminded"],
     "history_threshold=50": ["{'total': 120, 'journal': "],
-    "return await ctx.wait_for_signal(\"approve\")": [
+    'return await ctx.wait_for_signal("approve")': [
         "[['order-4', 'order-3'], ['order-2', 'order-1'], ['order-0']]",
         "['order-3', 'order-1']",
         "{'approval': {'parked': 5}}",
@@ -37,6 +37,15 @@ EXPECTED = {
     "from parkway import Engine, Schedule": [
         "sched:nightly_report:2030-03-10T07:00:00+00:00 2030-03-10T07:00:00+00:00",
         "ping-hourly True None sched:ping-hourly:2030-03-10T12:00:00+00:00",
+    ],
+    "from parkway import Concurrency, ConcurrencyLimitError, Engine, RateLimit": [
+        "a-1 parked",
+        "a-2 pending",
+        "a-urgent pending",
+        "b-1 parked",
+        "after a-1: parked pending",
+        "skipped: workflow 'nightly_report'",
+        "waiting for the next window: ['call-2']",
     ],
 }
 

@@ -29,6 +29,8 @@ from parkway.store import Store, open_store
 from parkway.store.base import (
     EventDelivery,
     EventRecord,
+    FlowEntry,
+    FlowSlot,
     JournalEntry,
     MessageDelivery,
     MessageRecord,
@@ -2235,3 +2237,167 @@ async def test_race_two_firings_take_a_due_schedule_once(engine_url: str) -> Non
         assert await race(first, second, fire, fire) == (["s"], [])
         got = await one(first, lambda tx: tx.get_schedule("s"))
         assert got is not None and (got.last_tick, got.next_at) == (NOW, NOW + 300)
+
+
+# -- flow control (parkway.core.flow) ---------------------------------------------------
+
+
+async def test_flow_slot_reads_zeros_for_a_new_key_and_keeps_what_is_put(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.flow_slot("wf", "k") == FlowSlot(0, 0, 0)
+        await tx.put_flow_slot("wf", "k", FlowSlot(active=2, started=7, limit=3))
+    async with store.transaction() as tx:
+        assert await tx.flow_slot("wf", "k") == FlowSlot(2, 7, 3)
+        assert await tx.flow_slot("wf", "other") == FlowSlot(0, 0, 0)
+        assert await tx.flow_slot("wf2", "k") == FlowSlot(0, 0, 0)
+
+
+async def test_flow_next_takes_queued_runs_by_priority_then_arrival(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.flow_enter("holder", "wf", "k", 0, queued=False)
+        for run_id, priority in [("p0", 0), ("p5", 5), ("p1", 1), ("p5b", 5), ("n", -2)]:
+            await tx.flow_enter(run_id, "wf", "k", priority, queued=True)
+        await tx.flow_enter("elsewhere", "wf", "k2", 9, queued=True)
+    order = []
+    async with store.transaction() as tx:
+        while (taken := await tx.flow_next("wf", "k")) is not None:
+            order.append(taken)
+            assert await tx.flow_entry(taken) == FlowEntry("wf", "k", queued=False)
+    assert order == ["p5", "p5b", "p1", "p0", "n"]
+    async with store.transaction() as tx:
+        assert await tx.flow_next("wf", "k") is None
+        assert await tx.flow_next("wf", "k2") == "elsewhere"
+        assert await tx.flow_next("other", "k") is None
+
+
+async def test_flow_next_rolled_back_leaves_the_run_queued(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.flow_enter("q", "wf", "k", 0, queued=True)
+    with contextlib.suppress(RuntimeError):
+        async with store.transaction() as tx:
+            assert await tx.flow_next("wf", "k") == "q"
+            raise RuntimeError("roll back")
+    async with store.transaction() as tx:
+        assert await tx.flow_entry("q") == FlowEntry("wf", "k", queued=True)
+        assert await tx.flow_next("wf", "k") == "q"
+
+
+async def test_flow_leave_returns_the_entry_and_flow_oldest_the_first_holder(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.flow_enter("a", "wf", "k", 0, queued=False)
+        await tx.flow_enter("b", "wf", "k", 9, queued=False)
+        await tx.flow_enter("queued", "wf", "k", 0, queued=True)
+        assert await tx.flow_oldest("wf", "k") == "a"
+        assert await tx.flow_oldest("wf", "none") is None
+    async with store.transaction() as tx:
+        assert await tx.flow_leave("a") == FlowEntry("wf", "k", queued=False)
+        assert await tx.flow_leave("a") is None
+        assert await tx.flow_entry("a") is None
+        assert await tx.flow_oldest("wf", "k") == "b"
+        assert await tx.flow_leave("queued") == FlowEntry("wf", "k", queued=True)
+        assert await tx.flow_next("wf", "k") is None  # (it left the queue)
+        assert await tx.flow_entry("nobody") is None
+
+
+async def test_rate_marks_are_kept_per_key_and_place(store: Store) -> None:
+    async with store.transaction() as tx:
+        assert await tx.rate_mark("wf", "k", 0) is None
+        await tx.put_rate_mark("wf", "k", 0, NOW)
+        await tx.put_rate_mark("wf", "k", 1, NOW + 1)
+        await tx.put_rate_mark("wf", "k2", 0, NOW + 2)
+    async with store.transaction() as tx:
+        await tx.put_rate_mark("wf", "k", 0, NOW + 60)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.rate_mark("wf", "k", 0) == NOW + 60
+        assert await tx.rate_mark("wf", "k", 1) == NOW + 1
+        assert await tx.rate_mark("wf", "k2", 0) == NOW + 2
+        assert await tx.rate_mark("wf", "k", 2) is None
+
+
+async def test_deferred_tasks_wait_for_the_start_and_come_due_when_woken(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("queued"))
+        await tx.insert_run(run("windowed"))
+        await tx.add_tasks([NewTask("queued", NOW, "signal"), NewTask("windowed", NOW, "signal")])
+        await tx.add_tasks([NewTask("windowed", NOW + 60, "start")])
+    async with store.transaction() as tx:
+        for run_id in ("queued", "windowed"):
+            ids = [t.id for t in await tx.due_tasks(run_id, NOW)]
+            await tx.defer_tasks(run_id, ids)
+        assert await tx.due_tasks("queued", NOW + 3600) == []
+        assert [t.kind for t in await tx.due_tasks("windowed", NOW + 59)] == []
+        assert sorted(t.kind for t in await tx.due_tasks("windowed", NOW + 60)) == [
+            "signal",
+            "start",
+        ]
+    assert await store.claim("w", now=NOW + 30, wall_now=WALL, lease_until=WALL + 9, limit=9) == []
+    assert await store.next_due() == NOW + 60
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("queued", NOW + 10, "start")])
+        await tx.wake_deferred("queued", NOW + 10)
+    async with store.transaction(readonly=True) as tx:
+        kinds = sorted(t.kind for t in await tx.due_tasks("queued", NOW + 10))
+    assert kinds == ["signal", "start"]
+    claimed = await store.claim("w", now=NOW + 10, wall_now=WALL, lease_until=WALL + 9, limit=9)
+    assert claimed == ["queued"]
+
+
+@pytest.mark.requires("shared")
+async def test_race_two_starts_never_take_the_last_slot_of_a_key_both(engine_url: str) -> None:
+    """flow.admit: the key's slot row, read and counted, then written."""
+    async with shared_pair(engine_url) as (first, second):
+
+        async def take(tx: Tx) -> bool:
+            slot = await tx.flow_slot("wf", "k")
+            if slot.active >= 1:
+                return False
+            slot.active += 1
+            await tx.put_flow_slot("wf", "k", slot)
+            return True
+
+        assert await race(first, second, take, take) == (True, False)
+        async with first.transaction(readonly=True) as tx:
+            assert (await tx.flow_slot("wf", "k")).active == 1
+
+
+@pytest.mark.requires("shared")
+@pytest.mark.parametrize("queue_first", [True, False])
+async def test_race_a_queued_start_and_a_release_never_strand_the_run(
+    engine_url: str, queue_first: bool
+) -> None:
+    """flow.admit finding the key full (queues its run) against flow.release (hands
+    the slot to the next queued run, or frees it): whichever goes first, the run
+    ends up holding the slot."""
+    async with shared_pair(engine_url) as (first, second):
+        async with first.transaction() as tx:
+            await tx.put_flow_slot("wf", "k", FlowSlot(active=1, limit=1))
+            await tx.flow_enter("holder", "wf", "k", 0, queued=False)
+
+        async def start(tx: Tx) -> str:
+            slot = await tx.flow_slot("wf", "k")
+            if slot.active >= 1:
+                await tx.flow_enter("new", "wf", "k", 0, queued=True)
+                return "queued"
+            slot.active += 1
+            await tx.put_flow_slot("wf", "k", slot)
+            await tx.flow_enter("new", "wf", "k", 0, queued=False)
+            return "admitted"
+
+        async def release(tx: Tx) -> str | None:
+            slot = await tx.flow_slot("wf", "k")
+            assert await tx.flow_leave("holder") is not None
+            following = await tx.flow_next("wf", "k")
+            if following is None:
+                slot.active -= 1
+                await tx.put_flow_slot("wf", "k", slot)
+            return following
+
+        if queue_first:
+            assert await race(first, second, start, release) == ("queued", "new")
+        else:
+            assert await race(first, second, release, start) == (None, "admitted")
+        async with first.transaction(readonly=True) as tx:
+            assert await tx.flow_entry("new") == FlowEntry("wf", "k", queued=False)
+            assert (await tx.flow_slot("wf", "k")).active == 1

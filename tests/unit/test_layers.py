@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.matching",
             "parkway.limits",
             "parkway.schedules",
+            "parkway.flowcontrol",
         ],
     ),
     ("store", ["parkway.store"]),

@@ -20,6 +20,7 @@ from parkway.core import signals as core_signals
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError
+from parkway.flowcontrol import check_priority
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus
 from parkway.registry import LATEST, WorkflowDef
@@ -36,8 +37,12 @@ class RunOperations(Facade):
         id: str | None = None,
         subject: str | None = None,
         domain: str | None = None,
+        priority: int = 0,
     ) -> RunHandle:
         """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
+
+        ``priority`` (an int): among runs of the workflow queued by its
+        ``Concurrency`` limit, a higher one starts first (then arrival order).
 
         An engine that runs no worker (``worker=False``, a client) and does not
         register ``workflow`` starts it by name: the worker that first runs it
@@ -47,9 +52,14 @@ class RunOperations(Facade):
         Raises:
             UnknownWorkflowError: No workflow has that name, and this engine runs
                 a worker (a typo must not become a run nobody advances).
-            InvalidInputError: The input was rejected or is not JSON-serialisable.
+            InvalidInputError: The input was rejected or is not JSON-serialisable,
+                or lacks the field its flow-control key names.
+            InvalidArgumentError: ``priority`` is not an int.
+            ConcurrencyLimitError: The workflow's ``Concurrency(when_full="skip")``
+                limit is full for the run's key; nothing was written.
         """
         self._require_open()
+        check_priority(priority)
         run_id = check_id(id)
         limits.subject(subject)
         limits.domain(domain)
@@ -61,8 +71,9 @@ class RunOperations(Facade):
             name, version = wf.name, wf.version
             encode = functools.partial(encode_input, wf, input)
         started = runs.start(
-            self._rt, name, version, run_id, encode, subject=subject, domain=domain
-        )
+            self._rt, name, version, run_id, encode,
+            subject=subject, domain=domain, priority=priority,
+        )  # fmt: skip
         await self._rt.telemetry.call("start", started, workflow=name, run_id=run_id)
         return RunHandle(self, run_id)
 
@@ -190,16 +201,21 @@ class RunOperations(Facade):
         payload: Any = None,
         *,
         input: Any = None,
+        priority: int = 0,
     ) -> RunHandle:
         """Signal run ``id``, starting it first (with ``input``) if it does not exist.
 
         Both happen in one transaction, so the signal is never lost to a race
-        with the run's start.
+        with the run's start. ``priority``: as :meth:`start`'s (a run its
+        workflow's limit queues keeps the signal until it starts).
 
         Raises:
             RunClosedError: The run exists and has finished.
+            InvalidArgumentError: ``priority`` is not an int.
+            ConcurrencyLimitError: As :meth:`start`.
         """
         self._require_open()
+        check_priority(priority)
         limits.identifier(id)
         limits.name(signal, "signal name", field="signal")
         data = _json.dumps(payload, f"the payload of signal {signal!r}")
@@ -210,7 +226,7 @@ class RunOperations(Facade):
             start = (name, LATEST, input_data)
         else:
             start = (wf.name, wf.version, encode_input(wf, input))
-        sent = core_signals.signal(self._rt, id, signal, data, start=start)
+        sent = core_signals.signal(self._rt, id, signal, data, start=start, priority=priority)
         await self._rt.telemetry.call("signal", sent, name=signal, run_id=id, workflow=start[0])
         return RunHandle(self, id)
 

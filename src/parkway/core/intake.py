@@ -31,6 +31,7 @@ from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
 from parkway.errors import (
+    ConcurrencyLimitError,
     InvalidEventError,
     InvalidInputError,
     RoutingError,
@@ -375,8 +376,15 @@ async def start_event_run(
         # A rejected subscriber never starts and blocks nobody else.
         log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
         return None
-    await insert_run(
-        rt, tx, wf.name, wf.version, run_id, data,
-        domain=event.domain, subject=event.subject, trigger=envelope,
-    )  # fmt: skip
+    try:
+        await insert_run(
+            rt, tx, wf.name, wf.version, run_id, data,
+            domain=event.domain, subject=event.subject, trigger=envelope,
+        )  # fmt: skip
+    except ConcurrencyLimitError as exc:  # (refused before anything of it was written)
+        log.info("event %s: %s", event.id, exc)
+        return None
+    except InvalidInputError as exc:  # its flow-control key is missing from the input
+        log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
+        return None
     return run_id

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
-from parkway.core import cancel_on
+from parkway.core import cancel_on, flow
 from parkway.core.handover import handing_over
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -52,14 +52,41 @@ def new_run(
 
 
 async def insert_run(
-    rt: Runtime, tx: Tx, workflow: str, version: str, run_id: str, data: bytes, **fields: Any
-) -> None:
-    """Insert a new run and its start task (``fields``: as :func:`new_run` takes)."""
+    rt: Runtime,
+    tx: Tx,
+    workflow: str,
+    version: str,
+    run_id: str,
+    data: bytes,
+    *,
+    priority: int | None = None,
+    **fields: Any,
+) -> bool:
+    """Insert a new run and its start task (``fields``: as :func:`new_run` takes).
+
+    A run of a workflow under a flow-control limit is admitted first
+    (:func:`parkway.core.flow.admit`): it may be queued (no start task yet) or
+    start later (its rate window). ``priority``: its place among queued runs
+    (``None``: the workflow's ``priority`` callable's, else 0). Returns whether
+    it can start now (``False``: queued, or waiting for its rate window), so a
+    caller hands it to this process's worker only then.
+
+    Raises:
+        ConcurrencyLimitError: Its key is full and the limit skips (nothing written).
+    """
     record = new_run(rt, workflow, version, run_id, data, **fields)
+    due: float | None = record.created_at
+    wf = rt.registry.get(workflow, version)
+    if wf is not None and flow.limited(wf):
+        if priority is None:
+            priority = flow.priority_of(wf, _json.loads(data))
+        due = await flow.admit(tx, wf, record, priority)
     await tx.insert_run(record)
-    payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
-    await tx.add_tasks([NewTask(run_id, record.created_at, "start", payload=payload)])
+    if due is not None:
+        payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
+        await tx.add_tasks([NewTask(run_id, due, "start", payload=payload)])
     await cancel_on.register(rt.registry, tx, record, record.created_at)
+    return due is not None and due <= record.created_at
 
 
 async def start(
@@ -71,15 +98,40 @@ async def start(
     *,
     subject: str | None,
     domain: str | None,
+    priority: int = 0,
 ) -> None:
     """The run, with ``encode()`` as its input, and its start task (unless the id exists),
-    handed to this process's worker when it has a place."""
+    handed to this process's worker when it has a place.
+
+    A workflow under a flow-control limit admits the run first (see
+    :func:`insert_run`; ``priority`` orders its queue).
+
+    Raises:
+        ConcurrencyLimitError: Its key is full and the limit skips (nothing written).
+    """
     record = new_run(rt, workflow, version, run_id, encode(), domain=domain, subject=subject)
     wf = rt.registry.get(workflow, version)
+    if wf is not None and flow.limited(wf):
+        flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
-            if wf is not None and wf.cancel_on:
+            hand = True
+            if wf is not None and flow.limited(wf):
+                # Admitted in this transaction, after the limit's key row is locked
+                # (not the one-statement start_run, nor PostgreSQL's fused path: the
+                # limit decides whether the run gets a start task at all).
+                hand = False  # (an existing run: left to the claims, queued or not)
+                if await tx.get_run(run_id) is None:
+                    due = await flow.admit(tx, wf, record, priority)
+                    await tx.insert_run(record)
+                    await cancel_on.register(rt.registry, tx, record, record.created_at)
+                    # (queued, due None: a slot's release gives it its start task)
+                    if due is not None:
+                        await tx.add_tasks([NewTask(run_id, due, "start", payload=traced)])
+                    # (later, at its rate window: a claim takes it then)
+                    hand = due is not None and due <= record.created_at
+            elif wf is not None and wf.cancel_on:
                 # Its cancel conditions go with a run inserted now, not with one that was
                 # there: the one-statement start_run would not say which it was.
                 if await tx.get_run(run_id) is None:
@@ -87,7 +139,8 @@ async def start(
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
             else:
                 await tx.start_run(record, record.created_at, task_payload=traced)
-            await hand_over(tx, run_id)
+            if hand:
+                await hand_over(tx, run_id)
     rt.after_commit()
 
 

@@ -23,12 +23,13 @@ async def signal(
     data: bytes,
     *,
     start: tuple[str, str, bytes] | None = None,
+    priority: int | None = None,
 ) -> None:
     """Send signal ``name`` (``data``: its payload, encoded) to run ``run_id``.
 
     ``start``: the workflow name, version and encoded input of
     ``signal_with_start``: the run is inserted first, in the same transaction, if
-    no run has that id.
+    no run has that id (``priority``: its place if its workflow queues it).
 
     Raises:
         RunNotFoundError: No run has that id (and none was to be started).
@@ -36,15 +37,20 @@ async def signal(
     """
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
+            startable = True
             if start is not None and await tx.get_run(run_id) is None:
                 workflow, version, input_data = start
-                await insert_run(rt, tx, workflow, version, run_id, input_data)
+                startable = await insert_run(
+                    rt, tx, workflow, version, run_id, input_data, priority=priority
+                )
             sent = await tx.send_signal(
                 run_id, name, data, rt.now(), task_payload=rt.telemetry.task_payload()
             )
             # Unless known refused: a store may learn what the signal found only
             # at commit, and the lease it rides with is only taken for a live run.
-            if not sent.known or (sent.status is not None and sent.status not in ENDED):
+            # (Not a run its limit queues: its worker would only put it back.)
+            live = not sent.known or (sent.status is not None and sent.status not in ENDED)
+            if live and startable:
                 await hand_over(tx, run_id)
     if not sent.known:
         raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from parkway.core import flow
 from parkway.core.messages import after_run_ends, rebuffer
 from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError
@@ -11,13 +12,17 @@ from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: bool = True) -> None:
     """What follows a run's end: its timers and subscriptions go, its parent wakes up,
-    and a message-started run hands its key to the next buffered message.
+    a message-started run hands its key to the next buffered message, and a run
+    under a concurrency limit frees its slot (to the key's next queued run).
 
     ``messages=False``: the caller knows the run never waited for a message, so
     no delivery can be pending for it (and none is looked for).
     """
     if messages:
         await rebuffer(rt, tx, run.id, now)
+    wf = rt.registry.get(run.workflow, run.version)
+    if wf is None or flow.limited(wf):  # (unregistered here: it may be under a limit)
+        await flow.release(tx, wf, run, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
     if run.parent_id is not None:

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from parkway import limits
 from parkway.errors import (
+    ConcurrencyLimitError,
     CorrelationError,
     DuplicateSubscriptionError,
     InvalidDurationError,
@@ -100,6 +101,8 @@ def parkway_error(exc: ParkwayError) -> Exception:
             404, f"no schedule with id {exc.schedule_id!r}; list them with GET /schedules", kind
         )
     if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
+        return Problem(409, str(exc), kind)
+    if isinstance(exc, ConcurrencyLimitError):  # (a "skip" limit is full: try again later)
         return Problem(409, str(exc), kind)
     if isinstance(exc, UpdateRejectedError | UpdateFailedError):
         return Problem(409, str(exc), kind)

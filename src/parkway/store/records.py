@@ -307,3 +307,34 @@ ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.
 FUSED = "fused"
+
+
+@dataclass
+class FlowSlot:
+    """One flow-control key's counters (``Tx.flow_slot``): ``active``, the runs that
+    hold a slot of its ``Concurrency`` (admitted and not ended); ``started``, how
+    many runs its ``RateLimit`` has given a start time (the ring of those times is
+    read and written by ``Tx.rate_mark``); ``limit``, the concurrency limit last
+    admitted under (so a process that does not register the workflow can still
+    hand a freed slot on)."""
+
+    active: int = 0
+    started: int = 0
+    limit: int = 0
+
+
+@dataclass
+class FlowEntry:
+    """A run under a ``Concurrency`` limit: its workflow and key, and whether it is
+    ``queued`` (waiting for a slot, with no task) or holds a slot."""
+
+    workflow: str
+    key: str
+    queued: bool
+
+
+# The due time of the tasks of a run not admitted yet (queued for a slot, or
+# waiting for its rate window) that arrived before its start (a signal, an
+# update): out of every claim's reach until the run is admitted, when they
+# come due with its start task (``Tx.defer_tasks``, ``Tx.wake_deferred``).
+DEFERRED = 1e15

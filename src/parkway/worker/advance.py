@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from parkway import _json
-from parkway.core import cancel_on
+from parkway.core import cancel_on, flow
 from parkway.core.committer import Job
 from parkway.core.intake import prepare
 from parkway.core.messages import rebuffer
@@ -119,6 +119,12 @@ class Advancer:
                     if await cancel(rt, tx, run, rt.now(), owner=self.owner):
                         await tx.delete_tasks([t.id for t in tasks])
                 rt.results.notify(run_id)
+                return
+            if flow.unadmitted(run, tasks, loaded.journal):
+                # Claimed for a signal or an update before its limit admitted it: put
+                # back, those tasks deferred to its start (see parkway.core.flow).
+                async with store.transaction() as tx:
+                    await flow.hold(tx, run, tasks, self.owner)
                 return
             wf = rt.registry.get(run.workflow, run.version)
             if wf is None:

@@ -10,12 +10,17 @@ run can no longer take are buffered again rather than dropped.
 
 from __future__ import annotations
 
+import logging
+
 from parkway import _json
-from parkway.core import cancel_on, intake
+from parkway.core import cancel_on, flow, intake
 from parkway.core import messages as core_messages
 from parkway.core.runtime import Runtime
+from parkway.errors import InvalidInputError
 from parkway.replay.writes import EventWait, Writes
-from parkway.store.base import JournalEntry, Tx
+from parkway.store.base import JournalEntry, RunRecord, Tx
+
+log = logging.getLogger("parkway.worker")
 
 
 async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = False) -> None:
@@ -35,6 +40,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         )
     for run in writes.runs:
         if await tx.get_run(run.id) is None:
+            await _admit(rt, tx, writes, run)
             await tx.insert_run(run)
             await cancel_on.register(rt.registry, tx, run, now)
     if writes.journal:
@@ -88,3 +94,27 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.put_values(run_id, writes.values, now)
     for update_id, status, answer in writes.updates:
         await tx.finish_update(run_id, update_id, status, answer, now)
+
+
+async def _admit(rt: Runtime, tx: Tx, writes: Writes, run: RunRecord) -> None:
+    """A run this advance starts (a child, an accumulator's run) under a flow-control
+    limit: admitted as any start is, its start task (among ``writes.tasks``) dropped
+    while it is queued, or moved to its rate window. A ``"skip"`` limit queues it:
+    the run that started it has journaled its id already."""
+    wf = rt.registry.get(run.workflow, run.version)
+    if wf is None or not flow.limited(wf):
+        return
+    try:
+        priority = flow.priority_of(wf, _json.loads(run.input))
+        due = await flow.admit(tx, wf, run, priority, queue_when_skipped=True)
+    except InvalidInputError as exc:  # (refusing it now would fail this commit forever)
+        log.warning("run %s: starts %s outside its limits: %s", run.id, wf.name, exc)
+        return
+    kept = []
+    for task in writes.tasks:
+        if task.run_id == run.id and task.kind == flow.START:
+            if due is None:
+                continue
+            task.due_at = due
+        kept.append(task)
+    writes.tasks = kept

@@ -8,13 +8,14 @@ place that says which parts a transaction has.
 from __future__ import annotations
 
 from parkway.store.postgres.events import EventOps
+from parkway.store.postgres.flow import FlowOps
 from parkway.store.postgres.journal import JournalOps
 from parkway.store.postgres.messages import MessageOps
 from parkway.store.postgres.schedules import ScheduleOps
 from parkway.store.postgres.updates import UpdateOps
 
 
-class PostgresTx(EventOps, MessageOps, UpdateOps, ScheduleOps, JournalOps):
+class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, ScheduleOps, JournalOps):
     """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
 
     Runs and leases (:class:`~parkway.store.postgres.runs.RunOps`); journal,
@@ -22,7 +23,8 @@ class PostgresTx(EventOps, MessageOps, UpdateOps, ScheduleOps, JournalOps):
     events and subscriptions (:class:`~parkway.store.postgres.events.EventOps`);
     messages (:class:`~parkway.store.postgres.messages.MessageOps`); values and
     updates (:class:`~parkway.store.postgres.updates.UpdateOps`); schedules
-    (:class:`~parkway.store.postgres.schedules.ScheduleOps`); all over
+    (:class:`~parkway.store.postgres.schedules.ScheduleOps`); flow control
+    (:class:`~parkway.store.postgres.flow.FlowOps`); all over
     :class:`~parkway.store.postgres.transport.Transport`, which queues, fuses and
     commits their statements, and
     :class:`~parkway.store.postgres.recovery.Recovery`, which carries the

@@ -28,6 +28,7 @@ from parkway.store.base import (
     UpdateRecord,
     load_in,
 )
+from parkway.store.sqlite.flow import FlowOps
 from parkway.store.sqlite.schedules import SQLiteSchedules
 from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
 from parkway.store.sqltext import run_conditions
@@ -35,7 +36,7 @@ from parkway.store.sqltext import run_conditions
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(SQLiteSchedules, ComposedTx):
+class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:

@@ -35,6 +35,9 @@ A = TypeVar("A", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///parkway.db"
 
+# @engine.workflow(retention=...) not given: the engine's retention applies.
+_ENGINE_RETENTION: Any = object()
+
 
 class Engine(RunOperations, IntakeOperations):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
@@ -55,6 +58,10 @@ class Engine(RunOperations, IntakeOperations):
         cached_runs: Parked runs the worker keeps in memory, least recently parked
             dropped first, so that their next input resumes them where they parked
             instead of replaying their journal (``0``: none; each costs a few KB).
+        retention: How long finished runs (completed, failed, cancelled) are kept,
+            with their journals, mailboxes and values, before the worker's
+            housekeeping deletes them; ``None`` keeps them for ever. A workflow may
+            set its own (``@engine.workflow(retention=...)``).
         history_threshold: The journal length past which a run's
             ``ctx.continue_as_new_suggested`` is true, and a warning is logged.
         metrics: Count what runs do for Prometheus: ``True`` (prometheus_client's
@@ -82,6 +89,7 @@ class Engine(RunOperations, IntakeOperations):
         lease: Duration = "30s",
         cached_runs: int = 1000,
         history_threshold: int = 10_000,
+        retention: Duration | None = "30d",
         metrics: Any = None,
         tracing: Any = None,
     ) -> None:
@@ -101,6 +109,7 @@ class Engine(RunOperations, IntakeOperations):
             concurrency=concurrency,
             cached_runs=_count(cached_runs, "cached_runs", least=0),
             history_threshold=_count(history_threshold, "history_threshold", least=1),
+            retention=_retention(retention, "retention"),
         )
         if settings.lease <= 0:
             raise InvalidArgumentError("lease must be longer than zero")
@@ -149,6 +158,11 @@ class Engine(RunOperations, IntakeOperations):
     def event_retention(self) -> float:
         """Seconds event and message ids are remembered for de-duplication."""
         return self._rt.settings.event_retention
+
+    @property
+    def retention(self) -> float | None:
+        """Seconds finished runs are kept before they are deleted (``None``: for ever)."""
+        return self._rt.settings.retention
 
     @property
     def actions(self) -> Mapping[str, Callable[..., Any]]:
@@ -245,6 +259,7 @@ class Engine(RunOperations, IntakeOperations):
         validate_input: Callable[[Any], Any] | None = None,
         unique_per_subject: bool = False,
         cancel_on: Sequence[CancelOn] | None = None,
+        retention: Any = _ENGINE_RETENTION,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -260,6 +275,8 @@ class Engine(RunOperations, IntakeOperations):
                 input, and an exception it raises rejects the run.
             unique_per_subject: At most one active run per (domain, subject).
             cancel_on: Events that cancel a run while it is active (``CancelOn``).
+            retention: How long its finished runs are kept (``None``: for ever);
+                default: the engine's ``retention``.
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -280,6 +297,8 @@ class Engine(RunOperations, IntakeOperations):
                 raise InvalidWorkflowError(
                     f"on_message of workflow {wf_name!r} must be a message name, got {on_message!r}"
                 )
+            own_retention = retention is not _ENGINE_RETENTION
+            kept = _retention(retention, "retention") if own_retention else None
             deb, bat = accumulate.normalise(debounce, batch, str(wf_name))
             if (deb or bat) and not events:
                 raise InvalidWorkflowError(
@@ -299,6 +318,8 @@ class Engine(RunOperations, IntakeOperations):
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
                 cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
+                retention=kept,
+                own_retention=own_retention,
             )
             registry = self._rt.registry
             registry.add(wf)
@@ -430,6 +451,18 @@ class Engine(RunOperations, IntakeOperations):
     async def next_due(self, *, after: float | None = None) -> float | None:
         """The earliest task due time in engine seconds (strictly after ``after``)."""
         return await self._rt.next_due(after=after)
+
+
+def _retention(value: Duration | None, name: str) -> float | None:
+    """A retention in seconds (``None``: keep for ever)."""
+    if value is None:
+        return None
+    seconds = to_seconds(value, name)
+    if seconds <= 0:
+        raise InvalidArgumentError(
+            f"{name} must be longer than zero (None keeps finished runs for ever)", field=name
+        )
+    return seconds
 
 
 def _count(value: Any, name: str, *, least: int) -> int:

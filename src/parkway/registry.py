@@ -55,6 +55,10 @@ class WorkflowDef:
     # Events that cancel a run while it is active (parkway.CancelOn).
     cancel_on: tuple[Any, ...] = ()
     resume_rule: ResumeRule | None = field(default=None, repr=False)
+    # ``@engine.workflow(retention=...)``: how long its finished runs are kept, in
+    # seconds (``None``: for ever), when ``own_retention``; else the engine's.
+    retention: float | None = None
+    own_retention: bool = False
 
     def check_input(self, value: Any) -> Any:
         """Validate ``value`` for a new run; return what is stored as the run's input.

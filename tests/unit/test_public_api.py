@@ -60,6 +60,7 @@ EXPECTED_ALL = {
     "RunHandle",
     "RunInfo",
     "RunNotFoundError",
+    "RunStateError",
     "RunStatus",
     "SerializationError",
     "StepFailedError",

@@ -35,6 +35,9 @@ class RunRecord:
     # The worker whose advance parked the run last, if it keeps the run's replay
     # machine (see parkway.worker.cache): its claims need not read the journal.
     advanced_by: str | None = None
+    # Set by ``engine.pause``: no claim leases the run (its inputs wait as tasks)
+    # until ``engine.resume`` clears it.
+    paused: bool = False
 
 
 @dataclass
@@ -279,6 +282,9 @@ MESSAGE_TASK = "message"
 
 # Statuses of a run that has ended (no journal to replay).
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+
+# Statuses of a run that has not ended.
+ACTIVE = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value})
 
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.

@@ -26,6 +26,7 @@ from parkway.errors import (
     ResultTimeoutError,
     RunClosedError,
     RunNotFoundError,
+    RunStateError,
     SerializationError,
     StoreError,
     UnknownWorkflowError,
@@ -96,7 +97,7 @@ def parkway_error(exc: ParkwayError) -> Exception:
         return Problem(404, str(exc), kind)
     if isinstance(exc, CorrelationError | RunClosedError | DuplicateSubscriptionError):
         return Problem(409, str(exc), kind)
-    if isinstance(exc, UpdateRejectedError | UpdateFailedError):
+    if isinstance(exc, UpdateRejectedError | UpdateFailedError | RunStateError):
         return Problem(409, str(exc), kind)
     if isinstance(exc, ResultTimeoutError):  # the caller may ask again with the update's id
         return Problem(504, str(exc), kind)

@@ -26,6 +26,13 @@ EXPECTED = {
     ],
     5: ["reminded"],
     6: ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
+    7: [
+        "parked True\nparked\nfailed\n",
+        "{'approved': True, 'payment': 'charged'}",
+        "refused: cannot retry run 'A-1': it is completed",
+        "cancelled 3",
+        "left 0 3",
+    ],
 }
 
 

@@ -91,11 +91,12 @@ async def test_a_pending_run_paused_before_its_first_step_does_not_start(
         await ctx.step(lambda: ran.append(1))
         return 1
 
-    worker = await make_engine()
+    worker = await make_engine(open=False)  # (opened once the run is paused)
     worker.workflow(name="once")(once)
     client.workflow(name="once")(once)
     handle = await client.start("once")
     await client.pause(handle.id)
+    await worker.open()
     await worker.idle()
     assert ran == [] and (await handle.info()).status is RunStatus.PENDING
     await client.resume(handle.id)

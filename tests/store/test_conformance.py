@@ -1428,6 +1428,9 @@ async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: S
     async with store.transaction() as tx:  # done tasks leave the backlog
         await tx.delete_tasks([t.id for t in await tx.due_tasks("p1", NOW)])
     assert (await store.stats(NOW)).oldest_due_at == NOW - 20
+    # A paused run's tasks wait for its resume, not for a worker: not the backlog.
+    assert await one(store, lambda tx: tx.update_run("x1", {"paused": True}))
+    assert ((await store.stats(NOW)).due, (await store.stats(NOW)).oldest_due_at) == (0, None)
 
 
 async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Store) -> None:

@@ -672,6 +672,9 @@ class MemoryStore:
             parked = collections.Counter(
                 r.workflow for r in state.runs.values() if r.status == "parked"
             )
-            due = [t.due_at for t in state.tasks.values() if t.due_at <= now]
+            due = [
+                t.due_at for t in state.tasks.values()
+                if t.due_at <= now and t.run_id in state.runs and not state.runs[t.run_id].paused
+            ]  # fmt: skip
             dead = sum(1 for m in state.messages.values() if m.status == "expired")
             return StoreStats(dict(parked), len(due), min(due, default=None), dead, state.takeovers)

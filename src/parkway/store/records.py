@@ -261,8 +261,9 @@ class StoreStats:
     """What :meth:`Store.stats` read: the gauges an operator watches.
 
     ``parked``: parked runs, by workflow. ``due``: tasks due now and not yet
-    done (the backlog), the oldest due at ``oldest_due_at`` (``None``: none is
-    due). ``dead_letters``: messages that expired unconsumed. ``takeovers``: runs
+    done (the backlog; a paused run's are left out), the oldest due at
+    ``oldest_due_at`` (``None``: none is due). ``dead_letters``: messages that
+    expired unconsumed. ``takeovers``: runs
     this store object's claims leased from a lease that had expired (its worker
     died or stalled), since it was made: this process's count, not the store's.
     (A hand-over's ``Tx.lease_run`` of such a run is not counted.)

@@ -369,8 +369,10 @@ SELECT name, (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND 
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
--- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
-SELECT count(*), min(due_at) FROM parkway.tasks WHERE due_at <= %s
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
+-- but a paused run's (they wait for its resume, not for a worker).
+SELECT count(*), min(t.due_at) FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+WHERE t.due_at <= %s AND NOT r.paused
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.

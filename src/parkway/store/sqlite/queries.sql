@@ -156,8 +156,10 @@ SELECT name, (SELECT count(*) FROM runs WHERE workflow = names.name AND status =
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
--- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
-SELECT count(*), min(due_at) FROM tasks WHERE due_at <= ?
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
+-- but a paused run's (they wait for its resume, not for a worker).
+SELECT count(*), min(t.due_at) FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.due_at <= ? AND r.paused = 0
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.

@@ -18,6 +18,7 @@ from parkway import (
     RunStatus,
 )
 from parkway.core import controls, housekeeping
+from parkway.store.base import JournalEntry
 
 
 async def _inputs_workflow(ctx: Any, input: Any) -> Any:
@@ -398,3 +399,51 @@ async def test_pausing_a_run_mid_step_stops_it_at_its_last_commit(engine: Engine
     assert await handle.result(timeout=10) == "done"
     assert len(calls) == 2  # (the step in flight at the pause ran again, as after a crash)
     assert [e.name for e in await engine.history(handle.id)] == ["a", "b", "c"]
+
+
+async def test_retry_of_a_failed_gather_waits_again_for_what_the_failure_withdrew(
+    engine: Engine,
+) -> None:
+    state = {"fail": True}
+
+    @engine.workflow()
+    async def fan_out(ctx: Any, input: Any) -> Any:
+        def call() -> str:
+            if state["fail"]:
+                raise ValueError("down")
+            return "ok"
+
+        async def both() -> Any:
+            return await ctx.gather(ctx.wait_for_signal("t"), ctx.wait_for_signal("u"))
+
+        return await ctx.gather(ctx.step(call, name="call"), ctx.wait_for_signal("s"), both())
+
+    handle = await engine.start("fan_out")
+    await engine.idle()
+    assert (await handle.info()).status is RunStatus.FAILED
+    state["fail"] = False
+    await handle.retry()
+    await engine.idle()
+    assert (await handle.info()).status is RunStatus.PARKED
+    for name, value in (("s", 1), ("t", 2), ("u", 3)):
+        await handle.signal(name, value)
+    assert await handle.result(timeout=10) == ["ok", 1, [2, 3]]
+
+
+def test_the_retried_journal_keeps_a_caught_failure_and_a_first_s_losers() -> None:
+    def entry(pos: int, kind: str, state: str, branch: str | None) -> JournalEntry:
+        return JournalEntry(pos, kind, f"e{pos}", state, b"null", None, 0.0, branch)
+
+    journal = [
+        entry(0, "step", "error", None),  # caught: the workflow went on after it
+        entry(1, "first", "done", None),
+        entry(2, "signal", "withdrawn", "0.1"),  # first's loser: stays withdrawn
+        entry(3, "step", "done", None),
+        entry(4, "gather", "done", None),
+        entry(5, "signal", "withdrawn", "2.1"),  # withdrawn by the failure below
+        entry(6, "step", "error", "2.0"),
+    ]
+    assert [e.pos for e in controls.retried_journal(journal)] == [0, 1, 2, 3, 4]
+    assert [e.pos for e in controls.retried_journal(journal[:4])] == [0, 1, 2, 3]
+    failed_last = [*journal[1:3], entry(3, "step", "error", None)]  # the line's last: goes
+    assert [e.pos for e in controls.retried_journal(failed_last)] == [1, 2]

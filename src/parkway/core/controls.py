@@ -105,14 +105,26 @@ async def resume(rt: Runtime, run_id: str) -> RunRecord:
 def retried_journal(journal: Sequence[JournalEntry]) -> list[JournalEntry]:
     """The journal a retry continues from: without the steps that failed last on
     their line (a step whose error the workflow caught and went past has later
-    entries on its branch, and stays as journaled)."""
+    entries on its branch, and stays as journaled), nor, for a step that failed in
+    a ``ctx.gather`` branch, the waits of that gather that its failure withdrew
+    (the last entry on their branch): they wait again."""
     last: dict[str | None, JournalEntry] = {}
     for entry in sorted(journal, key=lambda e: e.pos):
         last[entry.branch] = entry
-    dropped = {
-        entry.pos for entry in last.values() if entry.kind == "step" and entry.state == "error"
-    }
+    failed = [e for e in last.values() if e.kind == "step" and e.state == "error"]
+    dropped = {entry.pos for entry in failed}
+    # A branch's path starts with its outermost gather's ("1.0/2.1": gather 1's
+    # branch 0, and in it gather 2's branch 1): the failure ended that gather.
+    gathers = {_outermost(e.branch) for e in failed if e.branch is not None}
+    dropped |= {
+        entry.pos for branch, entry in last.items()
+        if entry.state == "withdrawn" and branch is not None and _outermost(branch) in gathers
+    }  # fmt: skip
     return [entry for entry in journal if entry.pos not in dropped]
+
+
+def _outermost(branch: str) -> str:
+    return branch.split("/", 1)[0].split(".", 1)[0]
 
 
 async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:

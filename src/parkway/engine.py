@@ -41,6 +41,9 @@ A = TypeVar("A", bound=Callable[..., Any])
 
 DEFAULT_URL = "sqlite:///parkway.db"
 
+# @engine.workflow(retention=...) not given: the engine's retention applies.
+_ENGINE_RETENTION: Any = object()
+
 
 class Engine(RunOperations, IntakeOperations, ScheduleOperations):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
@@ -61,6 +64,10 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         cached_runs: Parked runs the worker keeps in memory, least recently parked
             dropped first, so that their next input resumes them where they parked
             instead of replaying their journal (``0``: none; each costs a few KB).
+        retention: How long finished runs (completed, failed, cancelled) are kept,
+            with their journals, mailboxes and values, before the worker's
+            housekeeping deletes them; ``None`` keeps them for ever. A workflow may
+            set its own (``@engine.workflow(retention=...)``).
         history_threshold: The journal length past which a run's
             ``ctx.continue_as_new_suggested`` is true, and a warning is logged.
         metrics: Count what runs do for Prometheus: ``True`` (prometheus_client's
@@ -88,6 +95,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         lease: Duration = "30s",
         cached_runs: int = 1000,
         history_threshold: int = 10_000,
+        retention: Duration | None = "30d",
         metrics: Any = None,
         tracing: Any = None,
     ) -> None:
@@ -107,6 +115,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             concurrency=concurrency,
             cached_runs=_count(cached_runs, "cached_runs", least=0),
             history_threshold=_count(history_threshold, "history_threshold", least=1),
+            retention=_retention(retention, "retention"),
         )
         if settings.lease <= 0:
             raise InvalidArgumentError("lease must be longer than zero")
@@ -158,6 +167,11 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
     def event_retention(self) -> float:
         """Seconds event and message ids are remembered for de-duplication."""
         return self._rt.settings.event_retention
+
+    @property
+    def retention(self) -> float | None:
+        """Seconds finished runs are kept before they are deleted (``None``: for ever)."""
+        return self._rt.settings.retention
 
     @property
     def actions(self) -> Mapping[str, Callable[..., Any]]:
@@ -258,6 +272,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         concurrency: Concurrency | None = None,
         rate_limit: RateLimit | None = None,
         priority: Callable[[Any], int] | None = None,
+        retention: Any = _ENGINE_RETENTION,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -283,6 +298,8 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 (``RateLimit(limit, period, key=None)``).
             priority: A callable ``input -> int``: the priority of the runs an
                 event or a message starts (``engine.start`` takes its own).
+            retention: How long its finished runs are kept (``None``: for ever);
+                default: the engine's ``retention``.
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -304,6 +321,8 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 raise InvalidWorkflowError(
                     f"on_message of workflow {wf_name!r} must be a message name, got {on_message!r}"
                 )
+            own_retention = retention is not _ENGINE_RETENTION
+            kept = _retention(retention, "retention") if own_retention else None
             deb, bat = accumulate.normalise(debounce, batch, str(wf_name))
             if (deb or bat) and not events:
                 raise InvalidWorkflowError(
@@ -327,6 +346,8 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
                 concurrency=concurrency,
                 rate_limit=rate_limit,
                 priority=priority,
+                retention=kept,
+                own_retention=own_retention,
             )
             declared = _declared_schedule(self._rt, wf, schedule)
             registry = self._rt.registry
@@ -502,6 +523,18 @@ def _declared_schedule(
         timezone=schedule.timezone, catch_up=schedule.catch_up, wf=wf,
     )  # fmt: skip
     return name, schedule.cron, schedule.timezone, schedule.catch_up, data
+
+
+def _retention(value: Duration | None, name: str) -> float | None:
+    """A retention in seconds (``None``: keep for ever)."""
+    if value is None:
+        return None
+    seconds = to_seconds(value, name)
+    if seconds <= 0:
+        raise InvalidArgumentError(
+            f"{name} must be longer than zero (None keeps finished runs for ever)", field=name
+        )
+    return seconds
 
 
 def _count(value: Any, name: str, *, least: int) -> int:

@@ -130,6 +130,21 @@ class RunClosedError(ParkwayError):
         self.run_id, self.status = run_id, status
 
 
+class RunStateError(ParkwayError):
+    """The run's state does not allow this operation (pausing a finished run,
+    retrying one that has not failed, ...).
+
+    Attributes:
+        run_id: The run.
+        status: Its status.
+        action: What was asked (``"pause"``, ``"resume"``, ``"retry"``).
+    """
+
+    def __init__(self, run_id: str, status: str, action: str, hint: str) -> None:
+        super().__init__(f"cannot {action} run {run_id!r}: it is {status}; {hint}")
+        self.run_id, self.status, self.action = run_id, status, action
+
+
 class WorkflowFailedError(ParkwayError):
     """The workflow run ended with an error.
 

@@ -198,10 +198,15 @@ class CorrelationResult:
             ``"buffered"`` (kept for a later wait) or ``"duplicate"`` (its
             ``message_id`` was seen already; nothing was done).
         run_id: The run that got it or was started, else ``None``.
+        id: ``"buffered"`` only: the id of the buffered message (for
+            ``engine.retry_message``, ``engine.discard_message``; a retried message
+            buffered again has a new one). Not in :meth:`to_dict`, whose shape is
+            the documented one.
     """
 
     outcome: str
     run_id: str | None = None
+    id: int | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "run_id": self.run_id}

@@ -15,6 +15,9 @@ class RunClient(Protocol):
     async def get_run(self, run_id: str) -> RunInfo: ...
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None: ...
     async def cancel(self, run_id: str) -> None: ...
+    async def pause(self, run_id: str) -> RunInfo: ...
+    async def resume(self, run_id: str) -> RunInfo: ...
+    async def retry(self, run_id: str) -> RunInfo: ...
     async def update(
         self,
         run_id: str,
@@ -63,6 +66,18 @@ class RunHandle:
     async def cancel(self) -> None:
         """Cancel this run (and its active children)."""
         await self._engine.cancel(self.id)
+
+    async def pause(self) -> RunInfo:
+        """Pause the run (see ``Engine.pause``)."""
+        return await self._engine.pause(self.id)
+
+    async def resume(self) -> RunInfo:
+        """Resume the paused run (see ``Engine.resume``)."""
+        return await self._engine.resume(self.id)
+
+    async def retry(self) -> RunInfo:
+        """Retry the failed run from its last committed step (see ``Engine.retry``)."""
+        return await self._engine.retry(self.id)
 
     async def update(
         self, name: str, payload: Any = None, *, id: str | None = None, timeout: Duration = 30

@@ -123,7 +123,9 @@ def _dt(ts: float) -> datetime:
 class RunInfo(_Subscriptable):
     """A snapshot of one run.
 
-    ``values``: what the run published with ``ctx.set_value``, by key.
+    ``values``: what the run published with ``ctx.set_value``, by key. ``paused``:
+    an operator paused it (``engine.pause``): no worker advances it, whatever its
+    status says it waits for, until ``engine.resume``.
     """
 
     id: str
@@ -139,6 +141,7 @@ class RunInfo(_Subscriptable):
     created_at: datetime
     updated_at: datetime
     values: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,10 @@ class WorkflowDef:
     concurrency: Any = None
     rate_limit: Any = None
     priority: Callable[[Any], int] | None = field(default=None, repr=False)
+    # ``@engine.workflow(retention=...)``: how long its finished runs are kept, in
+    # seconds (``None``: for ever), when ``own_retention``; else the engine's.
+    retention: float | None = None
+    own_retention: bool = False
 
     def check_input(self, value: Any) -> Any:
         """Validate ``value`` for a new run; return what is stored as the run's input.

@@ -147,7 +147,7 @@ def test_demo_parks_restarts_and_resumes(tmp_path: Path) -> None:
     assert result.stderr == ""
 
     # The database it leaves behind is readable with the other commands.
-    runs = ok_json(parkway("--url", "sqlite:///parkway-demo.db", "runs", cwd=tmp_path))
+    runs = ok_json(parkway("--url", "sqlite:///parkway-demo.db", "runs", "--json", cwd=tmp_path))
     assert {r["id"]: r["status"] for r in runs}["order-1003"] == "completed"
 
 
@@ -166,9 +166,9 @@ def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
                             "shopapp:engine", cwd=app))  # fmt: skip
     assert again["input"] == {"from": "cli"}
 
-    listed = ok_json(parkway("runs", "--app", "shopapp:engine", cwd=app))
+    listed = ok_json(parkway("runs", "--json", "--app", "shopapp:engine", cwd=app))
     assert [(r["id"], r["status"]) for r in listed] == [("g1", "pending")]
-    assert ok_json(parkway("runs", "--status", "completed", "--app", "shopapp:engine",
+    assert ok_json(parkway("runs", "--json", "--status", "completed", "--app", "shopapp:engine",
                            cwd=app)) == []  # fmt: skip
 
     # Without --app, --url names the store: the signal waits in the run's mailbox.
@@ -202,9 +202,9 @@ def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
     assert "parkway worker: started on sqlite:///" in log and "concurrency 2, lease 5s" in log
     assert "parkway worker: stopped (SIGTERM)" in log
 
-    by_workflow = ok_json(parkway("--url", url, "runs", "--workflow", "total", cwd=app))
+    by_workflow = ok_json(parkway("--url", url, "runs", "--json", "--workflow", "total", cwd=app))
     assert [r["id"] for r in by_workflow] == ["t1"]
-    limited = ok_json(parkway("--url", url, "runs", "--limit", "1", cwd=app))
+    limited = ok_json(parkway("--url", url, "runs", "--json", "--limit", "1", cwd=app))
     assert len(limited) == 1
     history = ok_json(parkway("show", "t1", "--app", "shopapp:engine", cwd=app))["history"]
     assert [(h["kind"], h["name"], h["result"]) for h in history] == [("step", "add", 5)]
@@ -216,7 +216,7 @@ def test_url_option_retargets_the_app_engine(app: Path) -> None:
     ok_json(parkway("--url", url, "start", "total", '{"a": 1}', "--id", "x", "--app",
                     "shopapp:engine", cwd=app))  # fmt: skip
     assert other.exists() and not (app / "app.db").exists()
-    assert [r["id"] for r in ok_json(parkway("--url", url, "runs", cwd=app))] == ["x"]
+    assert [r["id"] for r in ok_json(parkway("--url", url, "runs", "--json", cwd=app))] == ["x"]
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -283,8 +283,11 @@ def test_start_without_an_app_leaves_version_and_input_to_the_worker(app: Path) 
     ok_json(
         parkway("start", "greet", '{"from": "x"}', "--id", "g0", "--app", "shopapp:engine", cwd=app)
     )  # fmt: skip  (creates app.db)
+    # The store has never seen a run of "total": refused as a possible typo, unless forced.
+    failed(parkway("--url", url, "start", "total", '{"a": 2}', cwd=app),
+           "no run of workflow 'total'", "--force")  # fmt: skip
     started = ok_json(parkway("--url", url, "start", "total", '{"a": 2, "b": 5}', "--id", "t1",
-                              cwd=app))  # fmt: skip
+                              "--force", cwd=app))  # fmt: skip
     assert (started["id"], started["status"], started["version"]) == ("t1", "pending", "")
     bad = ok_json(parkway("--url", url, "start", "total", '{"a": "two"}', "--id", "t2", cwd=app))
     assert bad["status"] == "pending"  # nobody here can judge the input: the worker will
@@ -296,7 +299,7 @@ def test_start_without_an_app_leaves_version_and_input_to_the_worker(app: Path) 
         assert (waited["status"], waited["output"], waited["version"]) == ("completed", 1, "1")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            runs = {r["id"]: r for r in ok_json(parkway("--url", url, "runs", cwd=app))}
+            runs = {r["id"]: r for r in ok_json(parkway("--url", url, "runs", "--json", cwd=app))}
             if runs["t1"]["status"] == "completed" and runs["t2"]["status"] == "failed":
                 break
             time.sleep(0.1)

@@ -69,7 +69,7 @@ def test_correlate_buffers_then_messages_lists_retries_and_discards(app: Path) -
         parkway("correlate", "score", "APP-1", '{"v": 1}', "--app", "eventapp:engine", cwd=app)
     )
     assert buffered == {"outcome": "buffered", "run_id": None}
-    listed = ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app))
+    listed = ok_json(parkway("messages", "--json", "--app", "eventapp:engine", cwd=app))
     assert [(m["name"], m["key"], m["payload"], m["status"]) for m in listed] == [
         ("score", "APP-1", {"v": 1}, "buffered")
     ]
@@ -78,14 +78,23 @@ def test_correlate_buffers_then_messages_lists_retries_and_discards(app: Path) -
         parkway("messages", "retry", str(message_id), "--app", "eventapp:engine", cwd=app)
     )
     assert retried["outcome"] == "buffered"
-    newest = ok_json(parkway("messages", "--status", "buffered", "--app", "eventapp:engine",
-                             cwd=app))  # fmt: skip
+    newest = ok_json(parkway("messages", "--json", "--status", "buffered",
+                             "--app", "eventapp:engine", cwd=app))  # fmt: skip
     assert len(newest) == 1
+    # Buffered again, it is a new message: the retry printed its id.
+    assert retried["id"] == newest[0]["id"] != message_id
+    table = parkway("messages", "--app", "eventapp:engine", cwd=app)
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["ID", "NAME", "KEY", "STATUS", "RECEIVED", "EXPIRES", "REASON"]
+    assert row.split()[:4] == [str(retried["id"]), "score", "APP-1", "buffered"]
     gone = ok_json(
         parkway("messages", "discard", str(newest[0]["id"]), "--app", "eventapp:engine", cwd=app)
     )
     assert gone == {"discarded": newest[0]["id"]}
-    assert ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app)) == []
+    assert ok_json(parkway("messages", "--json", "--app", "eventapp:engine", cwd=app)) == []
+    empty = parkway("messages", "--app", "eventapp:engine", cwd=app)
+    assert empty.stdout.strip() == "no buffered messages or dead letters"
 
 
 def test_correlate_bad_input_is_refused(app: Path) -> None:
@@ -98,4 +107,4 @@ def test_correlate_bad_input_is_refused(app: Path) -> None:
                    "--app", "eventapp:engine", cwd=app), "soon")  # fmt: skip
     failed(parkway("messages", "discard", "999", "--app", "eventapp:engine", cwd=app),
            "no buffered message or dead letter with id 999")  # fmt: skip
-    assert ok_json(parkway("messages", "--app", "eventapp:engine", cwd=app)) == []
+    assert ok_json(parkway("messages", "--json", "--app", "eventapp:engine", cwd=app)) == []

@@ -772,4 +772,4 @@ def test_the_command_line_holds_to_the_same_limits(tmp_path: Path) -> None:
     failed(parkway("start", "echo", "1", "--id", "i" * 256, *app, cwd=tmp_path), "at most 255")
     deep = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
     failed(parkway("start", "echo", deep, *app, cwd=tmp_path), "nested deeper than 128")
-    assert len(ok_json(parkway("messages", *app, cwd=tmp_path))) == 1
+    assert len(ok_json(parkway("messages", "--json", *app, cwd=tmp_path))) == 1

@@ -315,6 +315,11 @@ BODY_ROUTES = [
     ("POST", "/runs", b'{"workflow": "approval", "id": "x"}'),
     ("POST", "/runs/x/signals/approve", b'"yes"'),
     ("POST", "/runs/x/cancel", b""),
+    ("POST", "/runs/x/pause", b""),
+    ("POST", "/runs/x/resume", b""),
+    ("POST", "/runs/x/retry", b""),
+    ("POST", "/runs/cancel", b'{"all": true}'),
+    ("POST", "/runs/retry", b'{"all": true}'),
     ("POST", "/messages/1/retry", b"{}"),
     ("DELETE", "/messages/1", b""),
 ]

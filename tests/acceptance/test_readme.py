@@ -47,6 +47,13 @@ EXPECTED = {
         "skipped: workflow 'nightly_report'",
         "waiting for the next window: ['call-2']",
     ],
+    "from parkway import Engine, RunStateError": [
+        "parked True\nparked\nfailed\n",
+        "{'approved': True, 'payment': 'charged'}",
+        "refused: cannot retry run 'A-1': it is completed",
+        "cancelled 3",
+        "left 0 3",
+    ],
 }
 
 

@@ -503,8 +503,13 @@ async def test_next_due_and_has_due(store: Store) -> None:
     assert await store.next_due() is None
     assert await store.has_due(NOW) is False
     async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
         await tx.add_tasks([NewTask("r", NOW + 5, "timer", 0), NewTask("r", NOW + 9, "timer", 1)])
-    assert await store.next_due() == NOW + 5
+        # A task whose run is gone (a parent deleted by the retention sweep before its
+        # child ended) is nobody's work: never claimed, never due.
+        await tx.add_tasks([NewTask("gone", NOW, "child")])
+    assert await store.next_due() == NOW
+    assert await store.next_due(after=NOW) == NOW + 5
     assert await store.next_due(after=NOW + 5) == NOW + 9
     assert await store.next_due(after=NOW + 9) is None
     assert await store.has_due(NOW + 4.999) is False
@@ -1511,6 +1516,9 @@ async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: S
     async with store.transaction() as tx:  # done tasks leave the backlog
         await tx.delete_tasks([t.id for t in await tx.due_tasks("p1", NOW)])
     assert (await store.stats(NOW)).oldest_due_at == NOW - 20
+    # A paused run's tasks wait for its resume, not for a worker: not the backlog.
+    assert await one(store, lambda tx: tx.update_run("x1", {"paused": True}))
+    assert ((await store.stats(NOW)).due, (await store.stats(NOW)).oldest_due_at) == (0, None)
 
 
 async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Store) -> None:
@@ -2401,3 +2409,108 @@ async def test_race_a_queued_start_and_a_release_never_strand_the_run(
         async with first.transaction(readonly=True) as tx:
             assert await tx.flow_entry("new") == FlowEntry("wf", "k", queued=False)
             assert (await tx.flow_slot("wf", "k")).active == 1
+
+
+# -- operator controls: pause, bulk selection, retention --------------------------------------
+
+
+async def test_a_paused_run_is_neither_claimed_nor_leased_nor_due(store: Store) -> None:
+    await _runs_with_tasks(store, {"paused": [NOW - 1], "free": [NOW]})
+    assert await one(store, lambda tx: tx.update_run("paused", {"paused": True}))
+    async with store.transaction(readonly=True) as tx:
+        got = await tx.get_run("paused")
+        listed = await tx.list_runs(
+            workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=10
+        )
+    assert got is not None and bool(got.paused)
+    assert {r.id: bool(r.paused) for r in listed} == {"paused": True, "free": False}
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert claimed == ["free"]  # the paused run's task is older, and stays
+    await store.release_leases("w")
+    async with store.transaction() as tx:
+        lease = await tx.lease_run(
+            "paused", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
+        )
+    assert lease.taken is False
+    async with store.transaction() as tx:  # only the paused run's task is left
+        free = await tx.due_tasks("free", NOW)
+        await tx.delete_tasks([t.id for t in free])
+    assert not await store.has_due(NOW)
+    assert [t.kind for t in await one(store, lambda tx: tx.due_tasks("paused", NOW))] == ["start"]
+    assert await one(store, lambda tx: tx.update_run("paused", {"paused": False}))
+    assert await store.has_due(NOW)
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == [
+        "paused"
+    ]
+
+
+async def test_find_runs_selects_by_filters_in_id_batches(store: Store) -> None:
+    async with store.transaction() as tx:
+        for i in range(7):
+            status = "failed" if i % 2 else "parked"
+            await tx.insert_run(
+                run(f"r{i}", status=status, subject="s" if i < 4 else None, created_at=NOW + i)
+            )
+        await tx.insert_run(run("other", workflow="wf2", status="failed"))
+        await tx.insert_run(run("internal", workflow="parkway.acc", status="failed"))
+
+    async def find(**filters: Any) -> list[str]:
+        options: dict[str, Any] = dict(
+            statuses=["failed"], workflow=None, subject=None, created_before=None, after=None,
+            limit=100,
+        )  # fmt: skip
+        options.update(filters)
+        found = await one(store, lambda tx: tx.find_runs(**options), readonly=True)
+        return [r.id for r in found]
+
+    assert await find() == ["other", "r1", "r3", "r5"]  # by id; internal runs left out
+    assert await find(workflow="parkway.acc") == ["internal"]
+    assert await find(workflow="wf") == ["r1", "r3", "r5"]
+    assert await find(subject="s") == ["r1", "r3"]
+    assert await find(created_before=NOW + 3) == ["other", "r1"]
+    assert await find(statuses=["failed", "parked"], workflow="wf", limit=3) == ["r0", "r1", "r2"]
+    assert await find(statuses=["failed", "parked"], workflow="wf", after="r2", limit=3) == [
+        "r3",
+        "r4",
+        "r5",
+    ]
+    assert await find(statuses=["completed"]) == []
+
+
+async def test_expired_runs_are_the_ended_ones_past_a_time_and_deleted_with_their_data(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("old", status="completed", updated_at=NOW - 100))
+        await tx.insert_run(run("older", status="failed", updated_at=NOW - 200))
+        await tx.insert_run(run("kept", workflow="keep", status="cancelled", updated_at=NOW - 300))
+        await tx.insert_run(run("new", status="completed", updated_at=NOW))
+        await tx.insert_run(run("active", status="parked", updated_at=NOW - 500))
+        await tx.put_journal("old", [entry(0), entry(1)])
+        await tx.add_tasks([NewTask("old", NOW + 60, "timer", 1)])
+        await tx.add_signal("old", "go", b"1", NOW)
+        await tx.add_subscription(sub("old"))
+        await tx.put_values("old", {"k": b"1"}, NOW)
+        await tx.add_update(update("old", "u1"))
+        await tx.put_journal("new", [entry(0)])
+
+    def expired(**options: Any) -> Callable[[Tx], Awaitable[list[str]]]:
+        return lambda tx: tx.expired_runs(
+            NOW - 10, **{"workflow": None, "exclude": [], "limit": 10, **options}
+        )
+
+    assert await one(store, expired()) == ["kept", "older", "old"]  # oldest end first
+    assert await one(store, expired(exclude=["keep"])) == ["older", "old"]
+    assert await one(store, expired(workflow="keep")) == ["kept"]
+    assert await one(store, expired(limit=1)) == ["kept"]
+    await one(store, lambda tx: tx.delete_runs(["old", "missing"]))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.get_run("old") is None
+        assert await tx.journal("old") == []
+        assert await tx.due_tasks("old", NOW + 3600) == []
+        assert await tx.signals("old") == []
+        assert await tx.list_subscriptions(run_id="old") == []
+        assert await tx.run_values(["old"]) == {}
+        assert await tx.get_update("old", "u1") is None
+        assert [e.pos for e in await tx.journal("new")] == [0]  # another run's stays
+    assert await store.next_due() is None

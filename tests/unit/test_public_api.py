@@ -67,6 +67,7 @@ EXPECTED_ALL = {
     "RunHandle",
     "RunInfo",
     "RunNotFoundError",
+    "RunStateError",
     "RunStatus",
     "SerializationError",
     "StepFailedError",

@@ -2,15 +2,29 @@
 
 ``APP`` names an engine the way uvicorn names an app: ``module:attribute``,
 imported with the current directory on ``sys.path``. Commands that inspect or
-steer runs print JSON on stdout; errors go to stderr with a non-zero exit code.
+steer runs print JSON on stdout (listings print a table, or JSON with
+``--json``); errors go to stderr with a non-zero exit code.
 """
 
 from __future__ import annotations
 
+import click
+
 # Each module adds its commands to the group.
-from parkway.cli import intake, runs, schedules, serving, tools  # noqa: F401
-from parkway.cli.common import load_app
+from parkway.cli import controls, intake, runs, schedules, serving, tools  # noqa: F401
+from parkway.cli.common import load_app, url_option
 from parkway.cli.group import cli
+
+
+def _url_after(command: click.Command) -> None:
+    """Every command takes ``--url`` after its name as well as before it."""
+    for sub in command.commands.values() if isinstance(command, click.Group) else ():
+        _url_after(sub)
+    if command is not cli and not any(p.name == "url" for p in command.params):
+        command.params.append(url_option())
+
+
+_url_after(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

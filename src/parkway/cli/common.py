@@ -17,7 +17,13 @@ import orjson
 from parkway import limits
 from parkway.durations import to_seconds
 from parkway.engine import Engine
-from parkway.errors import InvalidDurationError, ParkwayError
+from parkway.errors import (
+    InvalidDurationError,
+    MessageNotFoundError,
+    ParkwayError,
+    ResultTimeoutError,
+    RunNotFoundError,
+)
 from parkway.models import RunStatus
 
 T = TypeVar("T")
@@ -137,6 +143,24 @@ def load_app(spec: str, fail: Callable[[str], Any]) -> Engine:
 # -- plumbing --------------------------------------------------------------------------------
 
 
+def cli_message(exc: ParkwayError) -> str:
+    """The error's message for someone at the command line: where the engine's hint
+    names a Python call, the command that does the same."""
+    if isinstance(exc, RunNotFoundError):
+        return f"no run with id {exc.run_id!r}; list runs with `parkway runs`"
+    if isinstance(exc, MessageNotFoundError):
+        return (
+            f"no buffered message or dead letter with id {exc.message_id!r}; "
+            "list them with `parkway messages`"
+        )
+    if isinstance(exc, ResultTimeoutError):
+        return (
+            f"run {exc.run_id!r} did not finish within {exc.timeout:g}s; it goes on in the "
+            f"background (check it with `parkway show {exc.run_id}`)"
+        )
+    return str(exc)
+
+
 def run(coro: Coroutine[Any, Any, T], *, wait_for_threads: bool = True) -> T:
     """Run ``coro``; a ParkwayError becomes a one-line error and exit code 1.
 
@@ -147,12 +171,12 @@ def run(coro: Coroutine[Any, Any, T], *, wait_for_threads: bool = True) -> T:
         try:
             return asyncio.run(coro)
         except ParkwayError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(cli_message(exc)) from exc
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)
     except ParkwayError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(cli_message(exc)) from exc
     finally:
         try:
             tasks = asyncio.all_tasks(loop)
@@ -207,15 +231,56 @@ def as_client(
     action: Callable[[Engine], Coroutine[Any, Any, Any]],
     *,
     existing_db: bool = False,
+    show: Callable[[Any], None] = print_json,
 ) -> None:
-    """Run ``action`` on the engine opened as a client only; print its result as JSON."""
+    """Run ``action`` on the engine opened as a client only; ``show`` its result
+    (default: as JSON)."""
     engine = engine_for(ctx, app, existing_db=existing_db)
 
     async def go() -> Any:
         async with _client(engine):
             return await action(engine)
 
-    print_json(run(go()))
+    show(run(go()))
+
+
+def print_table(rows: list[list[str]], headers: list[str], *, empty: str) -> None:
+    """Rows as aligned columns under ``headers`` (``empty`` when there is none)."""
+    if not rows:
+        click.echo(empty)
+        return
+    cells = [headers, *([_cell(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _cell(value: str) -> str:
+    # One line a row, whatever a name or key holds (control characters shown escaped).
+    text = value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def when(value: Any) -> str:
+    """A timestamp of a record (ISO 8601) as a table shows it: to the second, in UTC."""
+    if not value:
+        return "-"
+    return str(value)[:19].replace("T", " ")
+
+
+def store_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``--url`` given after the command name: the same as before it (it wins)."""
+    if value is not None:
+        ctx.ensure_object(dict)
+        ctx.obj["url"] = value
+
+
+def url_option() -> click.Option:
+    """The ``--url`` every command takes after its name too (see :func:`store_url`)."""
+    return click.Option(
+        ["--url"], metavar="URL", expose_value=False, callback=store_url, is_eager=True,
+        help="Store URL (as `parkway --url URL COMMAND`).",
+    )  # fmt: skip
 
 
 @contextlib.asynccontextmanager

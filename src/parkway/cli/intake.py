@@ -6,9 +6,19 @@ from typing import Any
 
 import click
 
-from parkway.cli.common import APP, JSON, MESSAGE_ID, TTL, as_client
+from parkway.cli.common import (
+    APP,
+    JSON,
+    MESSAGE_ID,
+    TTL,
+    as_client,
+    print_json,
+    print_table,
+    when,
+)
 from parkway.cli.group import cli
 from parkway.engine import Engine
+from parkway.events import CorrelationResult
 
 
 @cli.command()
@@ -45,7 +55,10 @@ def publish(
         result = await engine.publish(name, payload, id=event_id, domain=domain, subject=subject)
         return result.to_dict()
 
-    as_client(ctx, app, action)
+    # Without the app, like `start`: an event sent to a store that does not exist (a
+    # typo in the folder or the url) would reach nobody. (With it, its subscribers
+    # may start in a new one.)
+    as_client(ctx, app, action, existing_db=app is None)
 
 
 @cli.command()
@@ -87,7 +100,15 @@ def correlate(
         result = await engine.correlate(name, key, payload, message_id=message_id, ttl=ttl)
         return result.to_dict()
 
-    as_client(ctx, app, action)
+    as_client(ctx, app, action, existing_db=app is None)  # (as publish)
+
+
+def _correlation(result: CorrelationResult) -> dict[str, Any]:
+    """What a correlation did, and the id of the message it buffered, if it did."""
+    out = result.to_dict()
+    if result.id is not None:
+        out["id"] = result.id
+    return out
 
 
 @cli.group(invoke_without_command=True)
@@ -96,10 +117,12 @@ def correlate(
     type=click.Choice(["buffered", "expired"]),
     help="Only buffered messages, or only dead letters.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the MessageInfo of each).")
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
 @click.pass_context
-def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None:
-    """List buffered messages and dead letters; `retry` or `discard` one by id."""
+def messages(ctx: click.Context, status: str | None, as_json: bool, app: Engine | None) -> None:
+    """List buffered messages and dead letters (a table, or JSON with --json);
+    `retry` or `discard` one by id."""
     ctx.obj["messages_app"] = app
     if ctx.invoked_subcommand is not None:
         return
@@ -107,7 +130,19 @@ def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None
     async def action(engine: Engine) -> list[dict[str, Any]]:
         return [m.to_dict() for m in await engine.messages(status=status)]
 
-    as_client(ctx, app, action, existing_db=True)
+    def show(found: list[dict[str, Any]]) -> None:
+        if as_json:
+            print_json(found)
+            return
+        rows = [
+            [str(m["id"]), m["name"], m["key"], m["status"], when(m["received_at"]),
+             when(m["expires_at"]), m["reason"] or "-"]
+            for m in found
+        ]  # fmt: skip
+        headers = ["ID", "NAME", "KEY", "STATUS", "RECEIVED", "EXPIRES", "REASON"]
+        print_table(rows, headers, empty="no buffered messages or dead letters")
+
+    as_client(ctx, app, action, existing_db=True, show=show)
 
 
 @messages.command("retry")
@@ -118,10 +153,11 @@ def messages(ctx: click.Context, status: str | None, app: Engine | None) -> None
 def messages_retry(
     ctx: click.Context, message_id: int, ttl: float | None, app: Engine | None
 ) -> None:
-    """Correlate buffered message or dead letter ID again."""
+    """Correlate buffered message or dead letter ID again; buffered again, it has a
+    new id (printed as "id")."""
 
     async def action(engine: Engine) -> dict[str, Any]:
-        return (await engine.retry_message(message_id, ttl=ttl)).to_dict()
+        return _correlation(await engine.retry_message(message_id, ttl=ttl))
 
     as_client(ctx, app or ctx.obj.get("messages_app"), action, existing_db=True)
 

@@ -6,10 +6,23 @@ from typing import Any
 
 import click
 
-from parkway.cli.common import APP, DURATION, JSON, STATUSES, as_client, print_json
+from parkway.cli.common import (
+    APP,
+    DURATION,
+    JSON,
+    STATUSES,
+    as_client,
+    print_json,
+    print_table,
+    when,
+)
 from parkway.cli.group import cli
 from parkway.engine import Engine
 from parkway.errors import ParkwayError, UnknownWorkflowError
+from parkway.models import HistoryEntry, RunInfo, RunStatus
+
+# Journal entries left pending that are not waits of their own (ctx.first's marker).
+_NOT_WAITS = frozenset({"first"})
 
 
 @cli.command()
@@ -26,6 +39,11 @@ from parkway.errors import ParkwayError, UnknownWorkflowError
 )
 @click.option("--wait", is_flag=True, help="Wait for the run to finish (a worker must be running).")
 @click.option("--timeout", type=DURATION, default=None, help="With --wait: give up after it.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Without --app: start WORKFLOW even if the store has never seen a run of it.",
+)
 @click.pass_context
 def start(
     ctx: click.Context,
@@ -37,12 +55,15 @@ def start(
     app: Engine | None,
     wait: bool,
     timeout: float | None,
+    force: bool,
 ) -> None:
     """Start a run of WORKFLOW with input JSON and print it.
 
     With --app, the engine's registration decides the version and validates the
     input here; without it, the run goes to the store of --url/PARKWAY_URL and
-    the worker that first runs it takes its latest version and validates it.
+    the worker that first runs it takes its latest version and validates it. A
+    name the store has no run of is refused then (a typo would start a run no
+    worker advances) unless --force is given: a new workflow's first run.
     """
 
     async def action(engine: Engine) -> dict[str, Any]:
@@ -50,6 +71,13 @@ def start(
             # With the app, its registration decides: a typo is refused here, not
             # left as a run no worker of the app can advance.
             raise UnknownWorkflowError(workflow, engine.workflows())
+        if app is None and not force and not await engine.list_runs(workflow=workflow, limit=1):
+            raise click.ClickException(
+                f"this store has no run of workflow {workflow!r}, so it may be a typo "
+                "(`parkway runs` lists the runs and their workflows); pass --app "
+                "module:engine to check it against the app's workflows, or --force to "
+                "start it anyway"
+            )
         # (Without the app, a client engine: it starts the workflow by name.)
         handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
         if wait:
@@ -120,6 +148,7 @@ def update(
 @click.option("--subject", help="Only runs about this subject.")
 @click.option("--domain", help="Only runs in this domain.")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the RunInfo of each run).")
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
 @click.pass_context
 def runs(
@@ -129,17 +158,51 @@ def runs(
     subject: str | None,
     domain: str | None,
     limit: int,
+    as_json: bool,
     app: Engine | None,
 ) -> None:
-    """List runs, newest first, as JSON."""
+    """List runs, newest first: a table (WAITING FOR: what a parked run waits for),
+    or JSON with --json."""
 
-    async def action(engine: Engine) -> list[dict[str, Any]]:
+    async def action(engine: Engine) -> Any:
         found = await engine.list_runs(
             workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
         )
-        return [r.to_dict() for r in found]
+        if as_json:
+            return [r.to_dict() for r in found]
+        waits = {}
+        for info in found:
+            if info.status is RunStatus.PARKED:  # (one read each: a table is for people)
+                waits[info.id] = waiting_for(await engine.history(info.id))
+        return [_row(info, waits.get(info.id, "")) for info in found]
 
-    as_client(ctx, app, action, existing_db=True)
+    def show(rows: Any) -> None:
+        if as_json:
+            print_json(rows)
+        else:
+            headers = ["ID", "WORKFLOW", "STATUS", "SUBJECT", "WAITING FOR", "UPDATED"]
+            print_table(rows, headers, empty="no runs")
+
+    as_client(ctx, app, action, existing_db=True, show=show)
+
+
+def waiting_for(history: list[HistoryEntry]) -> str:
+    """What a parked run waits for, from its journal: each wait still pending
+    (``signal 'approve', timer 'sleep'``)."""
+    parts = []
+    for entry in history:
+        if entry.status == "pending" and entry.kind not in _NOT_WAITS:
+            kind = "retry of step" if entry.kind == "step" else entry.kind
+            parts.append(f"{kind} {entry.name!r}")
+    return ", ".join(parts)
+
+
+def _row(info: RunInfo, waits: str) -> list[str]:
+    status = info.status.value + (" (paused)" if info.paused else "")
+    return [
+        info.id, info.workflow, status, info.subject or "-", waits or "-",
+        when(info.updated_at.isoformat()),
+    ]  # fmt: skip
 
 
 @cli.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from parkway import _json, limits
@@ -15,7 +15,7 @@ from parkway.client.base import (
     name_of,
     status_value,
 )
-from parkway.core import runs, transitions
+from parkway.core import controls, runs, transitions
 from parkway.core import signals as core_signals
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
@@ -303,6 +303,141 @@ class RunOperations(Facade):
         self._require_open()
         limits.reference(run_id)
         await transitions.cancel_run(self._rt, run_id)
+
+    # -- operator controls -------------------------------------------------------------------
+
+    async def pause(self, run_id: str) -> RunInfo:
+        """Pause a run: no worker advances it until :meth:`resume`. Inputs sent to it
+        meanwhile (signals, events, messages, updates, its timers firing) are kept
+        and take effect after the resume. Pausing a paused run changes nothing.
+
+        A worker advancing the run right now stops at its next commit, which is
+        not saved (as if it had died there): a step in flight then runs again
+        after the resume.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunStateError: The run has finished.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        record = await controls.pause(self._rt, run_id)
+        return await runs.describe(self._rt, record.id)
+
+    async def resume(self, run_id: str) -> RunInfo:
+        """Resume a paused run: what reached it while paused is acted on now.
+        Resuming a run that is not paused changes nothing.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunStateError: The run has finished.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        record = await controls.resume(self._rt, run_id)
+        return await runs.describe(self._rt, record.id)
+
+    async def retry(self, run_id: str) -> RunInfo:
+        """Retry a failed run from its last committed step: the step that failed runs
+        again with fresh attempts (deploy the fix first), and the steps before it
+        are replayed from the journal, not run again.
+
+        A parent that already saw the run fail, and a message key that an ended
+        message-started run handed on, are not taken back.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            RunStateError: The run has not failed.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        record = await controls.retry(self._rt, run_id)
+        return await runs.describe(self._rt, record.id)
+
+    async def cancel_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: RunStatus | str | None = None,
+        subject: str | None = None,
+        created_before: datetime | str | None = None,
+    ) -> int:
+        """Cancel every active run the filters select (all of them given; none: every
+        active run), as :meth:`cancel` would; the number cancelled.
+
+        Done in batches of ``parkway.core.controls.BULK_BATCH`` runs, each its own
+        transaction: interrupted, the batches done stay done.
+
+        Args:
+            workflow: Runs of this workflow only.
+            status: Runs in this status only (``pending``, ``running``, ``parked``).
+            subject: Runs about this subject only.
+            created_before: Runs created before this time only (a datetime, or an
+                ISO 8601 string; one without a time zone is UTC).
+        """
+        self._require_open()
+        filters = self._bulk_filters(workflow, status, subject, created_before)
+        return await controls.cancel_runs(self._rt, filters)
+
+    async def retry_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: RunStatus | str | None = None,
+        subject: str | None = None,
+        created_before: datetime | str | None = None,
+    ) -> int:
+        """Retry every failed run the filters select, as :meth:`retry` would; the number
+        retried (in batches, as :meth:`cancel_runs`).
+
+        Raises:
+            InvalidArgumentError: ``status`` is given and is not ``failed``.
+        """
+        self._require_open()
+        filters = self._bulk_filters(workflow, status, subject, created_before)
+        if filters.status not in (None, RunStatus.FAILED.value):
+            raise InvalidArgumentError(
+                f"retry_runs retries failed runs; status {filters.status!r} has none",
+                field="status",
+            )
+        return await controls.retry_runs(self._rt, filters)
+
+    def _bulk_filters(
+        self,
+        workflow: str | None,
+        status: RunStatus | str | None,
+        subject: str | None,
+        created_before: datetime | str | None,
+    ) -> controls.Filters:
+        limits.optional_reference(workflow, "workflow name", field="workflow")
+        limits.optional_reference(subject, "subject", field="subject")
+        return controls.Filters(
+            workflow=workflow,
+            status=status_value(status),
+            subject=subject,
+            created_before=_instant(created_before, "created_before"),
+        )
+
+
+def _instant(value: datetime | str | None, field: str) -> float | None:
+    """A datetime or an ISO 8601 string as epoch seconds (no time zone: UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{field} must be an ISO 8601 time such as '2026-01-31T12:00:00Z', got {value!r}",
+                field=field,
+            ) from None
+    if not isinstance(value, datetime):
+        raise InvalidArgumentError(
+            f"{field} must be a datetime or an ISO 8601 string, got {value!r}", field=field
+        )
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
 
 
 def _timestamp(when: datetime | None, field: str) -> float | None:

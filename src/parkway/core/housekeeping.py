@@ -1,9 +1,12 @@
 """Housekeeping: sweeping what expired, and telling when an engine is idle.
 
 The sweep drops subscriptions past their TTL (the safety net against
-orphans), forgets event and message ids past ``event_retention``, and turns
-buffered messages past their TTL into dead letters. The worker runs it every
-``SWEEP_INTERVAL`` of engine time, so a manual clock moved by a test sweeps too.
+orphans), forgets event and message ids past ``event_retention``, turns
+buffered messages past their TTL into dead letters, and deletes the runs that
+finished longer ago than their retention (``Engine(retention=...)``, or the
+workflow's own ``@engine.workflow(retention=...)``) with everything kept for
+them. The worker runs it every ``SWEEP_INTERVAL`` of engine time, so a manual
+clock moved by a test sweeps too.
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ log = logging.getLogger("parkway")
 
 # How often (engine time) expired subscriptions, old events and dead letters are swept.
 SWEEP_INTERVAL = 60.0
+
+# Finished runs deleted in one transaction, and at most in one sweep (per
+# retention: the engine's, and each workflow's own): a sweep that finds a large
+# backlog (the first one after retention was shortened, say) works it off over
+# several sweeps, never holding the store for long.
+RETENTION_BATCH = 500
+RETENTION_BATCHES = 20
 
 
 async def maybe_sweep(rt: Runtime) -> None:
@@ -46,7 +56,42 @@ async def sweep(rt: Runtime) -> int:
         await messages.expire(tx, now)
     if count:
         log.info("swept %d expired subscriptions", count)
+    deleted = await sweep_finished(rt, now)
+    if deleted:
+        log.info("deleted %d finished runs past their retention", deleted)
     return count
+
+
+def retention_plans(rt: Runtime, now: float) -> list[tuple[float, str | None, list[str]]]:
+    """What the retention sweep deletes: ``(ended before, workflow, excluded)`` each,
+    the engine's retention for every workflow without one of its own (``workflow``
+    ``None``), then each workflow's own (``None``, for ever: nothing)."""
+    own: dict[str, float | None] = {}
+    for name in rt.registry.names(internal=True):
+        wf = rt.registry.latest(name)
+        if wf.own_retention:
+            own[name] = wf.retention
+    plans: list[tuple[float, str | None, list[str]]] = []
+    if rt.settings.retention is not None:
+        plans.append((now - rt.settings.retention, None, sorted(own)))
+    plans += [(now - kept, name, []) for name, kept in own.items() if kept is not None]
+    return plans
+
+
+async def sweep_finished(rt: Runtime, now: float) -> int:
+    """Delete finished runs past their retention, in bounded batches; how many."""
+    deleted = 0
+    for before, workflow, exclude in retention_plans(rt, now):
+        for _ in range(RETENTION_BATCHES):
+            async with rt.store.transaction() as tx:
+                ids = await tx.expired_runs(
+                    before, workflow=workflow, exclude=exclude, limit=RETENTION_BATCH
+                )
+                await tx.delete_runs(ids)
+            deleted += len(ids)
+            if len(ids) < RETENTION_BATCH:
+                break
+    return deleted
 
 
 async def idle(rt: Runtime, timeout: float) -> None:

@@ -121,13 +121,13 @@ async def correlate_in_tx(
             "the receiver may not be waiting yet (retry later or give a ttl), may have "
             "completed already, or the key may be wrong"
         )
-    await tx.add_message(
+    buffered = await tx.add_message(
         MessageRecord(0, name, key, payload, message_id, "buffered", None, now, now + ttl)
     )
     # Remembered as of its expiry: a repeat is a duplicate for as long as the first
     # copy is buffered, and for event_retention after that.
     await _remember(tx, message_id, now + ttl)
-    return CorrelationResult("buffered")
+    return CorrelationResult("buffered", id=buffered)
 
 
 async def deliver(

@@ -22,7 +22,8 @@ class Results:
 
     def __init__(self) -> None:
         self._waiters: dict[str, list[asyncio.Event]] = {}
-        # An ended run never changes again, so its committed row can be handed out.
+        # An ended run changes again only when retried (which forgets its row here),
+        # so its committed row can be handed out.
         self._final: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
 
     def final(self, run_id: str) -> RunRecord | None:
@@ -40,6 +41,10 @@ class Results:
                 self._final.popitem(last=False)
         for event in self._waiters.get(run_id, ()):
             event.set()
+
+    def forget(self, run_id: str) -> None:
+        """The run goes on after all (``engine.retry``): its ended row is stale."""
+        self._final.pop(run_id, None)
 
     async def wait(self, run_id: str, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a notification about ``run_id``;

@@ -26,7 +26,7 @@ from parkway.errors import (
     WorkflowFailedError,
 )
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, rebuild_error
-from parkway.store.base import NewTask, RunRecord, Tx
+from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 
 def new_run(
@@ -242,6 +242,8 @@ def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:
         created_at=_dt(run.created_at),
         updated_at=_dt(run.updated_at),
         values={k: _json.loads(v) for k, v in (values or {}).items()},
+        # (A run that ended while paused, its advance in flight then, is not paused.)
+        paused=bool(run.paused) and run.status not in ENDED,
     )
 
 

@@ -58,7 +58,7 @@ class Settings:
     """The engine's settings the core reads (durations in seconds, validated by the
     engine). ``cached_runs``: parked runs a worker keeps in memory to resume without
     a replay; ``history_threshold``: the journal length past which a run is told to
-    continue as new."""
+    continue as new; ``retention``: how long a finished run is kept."""
 
     message_ttl: float
     event_retention: float
@@ -66,6 +66,8 @@ class Settings:
     concurrency: int
     cached_runs: int = 1000
     history_threshold: int = 10_000
+    # How long finished runs are kept before the sweep deletes them (None: for ever).
+    retention: float | None = 30 * 86400.0
 
 
 class Runtime:

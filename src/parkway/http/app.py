@@ -192,6 +192,42 @@ class Api:
         await self.engine.cancel(run_id)
         return json_response({"id": run_id}, 202)
 
+    async def pause(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        await read_body(request)  # ignored, but still held to the size limit
+        self._require_open()
+        return json_response((await self.engine.pause(run_id)).to_dict())
+
+    async def resume(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        await read_body(request)
+        self._require_open()
+        return json_response((await self.engine.resume(run_id)).to_dict())
+
+    async def retry(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        await read_body(request)
+        self._require_open()
+        return json_response((await self.engine.retry(run_id)).to_dict())
+
+    async def cancel_runs(self, request: Request) -> Response:
+        body = await parse_body(request, schemas.BulkRequest)
+        self._require_open()
+        count = await self.engine.cancel_runs(
+            workflow=body.workflow, status=body.status, subject=body.subject,
+            created_before=body.created_before,
+        )  # fmt: skip
+        return json_response({"count": count})
+
+    async def retry_runs(self, request: Request) -> Response:
+        body = await parse_body(request, schemas.BulkRequest)
+        self._require_open()
+        count = await self.engine.retry_runs(
+            workflow=body.workflow, status=body.status, subject=body.subject,
+            created_before=body.created_before,
+        )  # fmt: skip
+        return json_response({"count": count})
+
     async def subscriptions(self, request: Request) -> Response:
         query = parse_query(request, schemas.SubscriptionsQuery)
         self._require_open()
@@ -303,6 +339,13 @@ class _AnyPath(Convertor[str]):
 register_url_convertor("parkway_run_path", _AnyPath())
 
 
+# POST /runs/{id}/<action>, and the bulk POST /runs/<action>.
+_ACTIONS: dict[str, Handler] = {
+    "cancel": Api.cancel, "pause": Api.pause, "resume": Api.resume, "retry": Api.retry,
+}  # fmt: skip
+_BULK: dict[str, Handler] = {"cancel": Api.cancel_runs, "retry": Api.retry_runs}
+
+
 def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
     """Which ``/runs/{id}...`` route a request is for, and its decoded parameters.
 
@@ -333,8 +376,11 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
         handler, name, parts = Api.signal, parts[-1], parts[:-2]
     elif len(parts) >= 3 and parts[-2] == "updates":
         handler, name, parts = Api.update, parts[-1], parts[:-2]
-    elif len(parts) >= 2 and parts[-1] == "cancel":
-        handler, parts = Api.cancel, parts[:-1]
+    elif len(parts) == 1 and parts[0] in _BULK:
+        # POST /runs/cancel, /runs/retry: no run (a run named so is /runs/cancel/cancel).
+        return _BULK[parts[0]], {}
+    elif len(parts) >= 2 and parts[-1] in _ACTIONS:
+        handler, parts = _ACTIONS[parts[-1]], parts[:-1]
     else:
         raise Problem(405, "Method Not Allowed", headers={"Allow": "GET, HEAD"})
     params = {"id": decoded("id", "/".join(parts))}

@@ -27,6 +27,7 @@ from parkway.errors import (
     ResultTimeoutError,
     RunClosedError,
     RunNotFoundError,
+    RunStateError,
     ScheduleNotFoundError,
     SerializationError,
     StoreError,
@@ -104,7 +105,7 @@ def parkway_error(exc: ParkwayError) -> Exception:
         return Problem(409, str(exc), kind)
     if isinstance(exc, ConcurrencyLimitError):  # (a "skip" limit is full: try again later)
         return Problem(409, str(exc), kind)
-    if isinstance(exc, UpdateRejectedError | UpdateFailedError):
+    if isinstance(exc, UpdateRejectedError | UpdateFailedError | RunStateError):
         return Problem(409, str(exc), kind)
     if isinstance(exc, ResultTimeoutError):  # the caller may ask again with the update's id
         return Problem(504, str(exc), kind)

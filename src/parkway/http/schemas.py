@@ -20,8 +20,10 @@ from pydantic import (
     Field,
     PlainValidator,
     RootModel,
+    StrictBool,
     StrictStr,
     WithJsonSchema,
+    model_validator,
 )
 
 from parkway import limits
@@ -187,6 +189,31 @@ class UpdateRequest(_Request):
     )
 
 
+class BulkRequest(_Request):
+    """``POST /runs/cancel``, ``POST /runs/retry``: which runs (every filter given
+    must hold). An empty filter is refused unless ``all`` is true."""
+
+    workflow: Filter | None = Field(default=None, description="Only runs of this workflow.")
+    status: RunStatus | None = Field(default=None, description="Only runs in this status.")
+    subject: Filter | None = Field(default=None, description="Only runs about this subject.")
+    created_before: datetime | None = Field(
+        default=None, description="Only runs created before this time (ISO 8601; no zone: UTC)."
+    )
+    all: StrictBool = Field(
+        default=False, description="With no filter: every run (cancel) or failed run (retry)."
+    )
+
+    @model_validator(mode="after")
+    def _some_filter(self) -> BulkRequest:
+        given = (self.workflow, self.status, self.subject, self.created_before)
+        if not self.all and all(value is None for value in given):
+            raise ValueError(
+                "give a filter (workflow, status, subject, created_before), "
+                'or "all": true to act on every run'
+            )
+        return self
+
+
 class ValueQuery(_Request):
     """``GET /runs/{id}/values/{key}``: how long to wait for the value to be set."""
 
@@ -274,6 +301,9 @@ class RunInfoOut(_Response):
     created_at: datetime
     updated_at: datetime
     values: dict[str, Any] = Field(default_factory=dict)
+    paused: bool = Field(
+        default=False, description="Paused by an operator: no worker advances it until resumed."
+    )
 
 
 class HistoryEntryOut(_Response):
@@ -365,6 +395,12 @@ class RunIdOut(_Response):
     """The id of the run a request started, signalled or cancelled."""
 
     id: str
+
+
+class CountOut(_Response):
+    """How many runs a bulk operation changed."""
+
+    count: int
 
 
 class MessageIdOut(_Response):

@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 
 from parkway.errors import LeaseLostError
 from parkway.store.records import (
+    ACTIVE,
     ENDED,
     FUSED,
     MESSAGE_TASK,
@@ -45,7 +46,7 @@ from parkway.store.schedules import ScheduleRecord, ScheduleTx
 RUN_MUTABLE = frozenset(
     {
         "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
-        "advanced_by",
+        "advanced_by", "paused",
     }
 )  # fmt: skip
 
@@ -97,8 +98,8 @@ class Tx(ScheduleTx, Protocol):
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
-        """Lease the run to ``owner``, as a claim would, if no one holds its lease and
-        it has not ended: the worker of the process that gives a run a task can
+        """Lease the run to ``owner``, as a claim would, if no one holds its lease, it
+        has not ended and it is not paused: the worker of the process that gives a run a task can
         then advance it without a claim. What it needs (its tasks due at ``now``,
         this transaction's among them) comes with the lease.
         """
@@ -131,6 +132,33 @@ class Tx(ScheduleTx, Protocol):
     async def run_counts(self) -> list[tuple[str, str, int]]:
         """``(workflow, status, runs)`` for every pair that has runs, internal runs left
         out, by workflow then status."""
+        ...
+
+    async def find_runs(
+        self,
+        *,
+        statuses: Sequence[str],
+        workflow: str | None,
+        subject: str | None,
+        created_before: float | None,
+        after: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """Runs in one of ``statuses`` matching the filters given, by id, those after
+        ``after`` (an id) only: a bulk operation's next batch. Without ``workflow``,
+        internal runs (``parkway.*``) are left out."""
+        ...
+
+    async def expired_runs(
+        self, before: float, *, workflow: str | None, exclude: Sequence[str], limit: int
+    ) -> list[str]:
+        """Ids of runs that ended (``ENDED``) before ``before`` (their ``updated_at``),
+        oldest first: of ``workflow``, or (``None``) of any workflow not in ``exclude``."""
+        ...
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs and everything kept for them: journal, tasks, mailbox,
+        subscriptions, values and updates."""
         ...
 
     async def journal(self, run_id: str) -> list[JournalEntry]: ...
@@ -416,7 +444,8 @@ class Store(Protocol):
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
-        """Lease up to ``limit`` runs that have a task due at ``now`` and no live lease.
+        """Lease up to ``limit`` runs that have a task due at ``now``, no live lease and
+        are not paused (``RunRecord.paused``).
 
         A store with the ``"push"`` capability leases fewer than ``limit`` only
         when no other run is claimable: its worker does not claim again until
@@ -448,7 +477,8 @@ class Store(Protocol):
         ...
 
     async def has_due(self, now: float) -> bool:
-        """Whether any task is due at ``now``."""
+        """Whether any task is due at ``now`` for a run that exists and is not paused
+        (a paused run's inputs wait for its resume; a deleted run's are no one's)."""
         ...
 
     async def stats(self, now: float) -> StoreStats:
@@ -573,6 +603,7 @@ class ComposedTx:
 
 
 __all__ = [
+    "ACTIVE",
     "ENDED",
     "FUSED",
     "MESSAGE_TASK",

@@ -306,7 +306,7 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
         run = self._s.runs.get(run_id)
-        if run is None or run.status in ENDED:
+        if run is None or run.status in ENDED or run.paused:
             return Lease(run_id, taken=False)
         if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
             return Lease(run_id, taken=False)
@@ -359,6 +359,62 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
             (r.workflow, r.status) for r in self._s.runs.values() if not _internal(r.workflow)
         )
         return [(w, s, n) for (w, s), n in sorted(counts.items())]
+
+    async def find_runs(
+        self,
+        *,
+        statuses: Sequence[str],
+        workflow: str | None,
+        subject: str | None,
+        created_before: float | None,
+        after: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        wanted = set(statuses)
+        out = sorted(
+            (
+                r for r in self._s.runs.values()
+                if r.status in wanted
+                and (r.workflow == workflow if workflow is not None else not _internal(r.workflow))
+                and (subject is None or r.subject == subject)
+                and (created_before is None or r.created_at < created_before)
+                and (after is None or r.id > after)
+            ),
+            key=lambda r: r.id,
+        )  # fmt: skip
+        return [_copy(r) for r in out[:limit]]
+
+    async def expired_runs(
+        self, before: float, *, workflow: str | None, exclude: Sequence[str], limit: int
+    ) -> list[str]:
+        skip = set(exclude)
+        out = sorted(
+            (
+                r for r in self._s.runs.values()
+                if r.status in ENDED and r.updated_at < before
+                and (r.workflow == workflow if workflow is not None else r.workflow not in skip)
+            ),
+            key=lambda r: (r.updated_at, r.id),
+        )  # fmt: skip
+        return [r.id for r in out[:limit]]
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        state = self._s
+        for run_id in run_ids:
+            run = state.runs.pop(run_id, None)
+            if run is None:
+                continue
+            self._undo.append(functools.partial(state.runs.__setitem__, run_id, run))
+            await self.clear_journal(run_id)
+            await self.delete_all_tasks(run_id)
+            await self.delete_run_subscriptions(run_id)
+            await self.delete_signals(list(state.run_signals.get(run_id, ())))
+            values = state.values.pop(run_id, None)
+            if values is not None:
+                self._undo.append(functools.partial(state.values.__setitem__, run_id, values))
+            for key in [k for k in state.updates if k[0] == run_id]:
+                update = state.updates.pop(key)
+                self._undo.append(functools.partial(state.updates.__setitem__, key, update))
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})
@@ -710,7 +766,7 @@ class MemoryStore:
                     continue  # deleted (or re-added under a new entry): drop lazily
                 seen.append(item)  # the task stays until its run's advance deletes it
                 run = state.runs.get(task.run_id)
-                if run is None or task.run_id in claimed:
+                if run is None or run.paused or task.run_id in claimed:
                     continue
                 if run.lease_owner is not None:
                     if (run.lease_until or 0) >= wall_now:
@@ -748,10 +804,21 @@ class MemoryStore:
         pass  # no push: the worker polls changed()
 
     async def has_due(self, now: float) -> bool:
-        heap, tasks = self._state.due_heap, self._state.tasks
+        heap, tasks, runs = self._state.due_heap, self._state.tasks, self._state.runs
         while heap and heap[0][1] not in tasks:
             heapq.heappop(heap)
-        return bool(heap) and heap[0][0] <= now
+        if not heap or heap[0][0] > now:
+            return False
+        first = runs.get(tasks[heap[0][1]].run_id)
+        if first is not None and not first.paused:
+            return True
+        # The first due task's run is paused (or gone): look further, the slow way
+        # (only while some paused run has due tasks).
+        for task in tasks.values():
+            run = runs.get(task.run_id)
+            if task.due_at <= now and run is not None and not run.paused:
+                return True
+        return False
 
     async def changed(self) -> bool:
         return False
@@ -762,6 +829,9 @@ class MemoryStore:
             parked = collections.Counter(
                 r.workflow for r in state.runs.values() if r.status == "parked"
             )
-            due = [t.due_at for t in state.tasks.values() if t.due_at <= now]
+            due = [
+                t.due_at for t in state.tasks.values()
+                if t.due_at <= now and t.run_id in state.runs and not state.runs[t.run_id].paused
+            ]  # fmt: skip
             dead = sum(1 for m in state.messages.values() if m.status == "expired")
             return StoreStats(dict(parked), len(due), min(due, default=None), dead, state.takeovers)

@@ -35,6 +35,9 @@ class RunRecord:
     # The worker whose advance parked the run last, if it keeps the run's replay
     # machine (see parkway.worker.cache): its claims need not read the journal.
     advanced_by: str | None = None
+    # Set by ``engine.pause``: no claim leases the run (its inputs wait as tasks)
+    # until ``engine.resume`` clears it.
+    paused: bool = False
 
 
 @dataclass
@@ -282,8 +285,9 @@ class StoreStats:
     """What :meth:`Store.stats` read: the gauges an operator watches.
 
     ``parked``: parked runs, by workflow. ``due``: tasks due now and not yet
-    done (the backlog), the oldest due at ``oldest_due_at`` (``None``: none is
-    due). ``dead_letters``: messages that expired unconsumed. ``takeovers``: runs
+    done (the backlog; a paused run's are left out), the oldest due at
+    ``oldest_due_at`` (``None``: none is due). ``dead_letters``: messages that
+    expired unconsumed. ``takeovers``: runs
     this store object's claims leased from a lease that had expired (its worker
     died or stalled), since it was made: this process's count, not the store's.
     (A hand-over's ``Tx.lease_run`` of such a run is not counted.)
@@ -303,6 +307,9 @@ MESSAGE_TASK = "message"
 
 # Statuses of a run that has ended (no journal to replay).
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+
+# Statuses of a run that has not ended.
+ACTIVE = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value})
 
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.

@@ -65,17 +65,20 @@ SELECT pg_advisory_xact_lock_shared(%s)
 
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
 FROM parkway.runs WHERE id = %s
 
 -- name: get_run_locked
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
 FROM parkway.runs WHERE id = %s FOR NO KEY UPDATE
 
 -- name: list_runs
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
 FROM parkway.runs
 
 -- name: runs_search
@@ -100,6 +103,55 @@ SELECT workflow, status, count(*) FROM parkway.runs
 WHERE workflow NOT LIKE %s
 GROUP BY workflow, status
 ORDER BY workflow, status
+
+-- name: find_runs
+-- A bulk operation's next batch (engine.cancel_runs, retry_runs): runs in one of
+-- the statuses, each filter given (NULL: any), by id after ``after`` (NULL: from
+-- the first); internal runs (parkway.*) only by their own name.
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
+FROM parkway.runs
+WHERE status = ANY(%(statuses)s::text[])
+  AND (CASE WHEN %(workflow)s::text IS NULL THEN workflow NOT LIKE 'parkway.%%'
+            ELSE workflow = %(workflow)s::text END)
+  AND (%(subject)s::text IS NULL OR subject = %(subject)s::text)
+  AND (%(before)s::float8 IS NULL OR created_at < %(before)s::float8)
+  AND (%(after)s::text IS NULL OR id > %(after)s::text)
+ORDER BY id LIMIT %(limit)s
+
+-- name: expired_runs_of
+-- The retention sweep, for a workflow with a retention of its own (runs_by_end).
+SELECT id FROM parkway.runs
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < %s AND workflow = %s
+ORDER BY updated_at, id LIMIT %s
+
+-- name: expired_runs_except
+-- The retention sweep at the engine's retention: every workflow but those with
+-- one of their own.
+SELECT id FROM parkway.runs
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < %s
+  AND NOT workflow = ANY(%s::text[])
+ORDER BY updated_at, id LIMIT %s
+
+-- name: delete_runs
+-- A run and everything kept for it, in one statement.
+WITH gone AS (
+    DELETE FROM parkway.runs WHERE id = ANY(%(ids)s::text[]) RETURNING id
+), journal AS (
+    DELETE FROM parkway.journal WHERE run_id = ANY(%(ids)s::text[])
+), tasks AS (
+    DELETE FROM parkway.tasks WHERE run_id = ANY(%(ids)s::text[])
+), mailbox AS (
+    DELETE FROM parkway.mailbox WHERE run_id = ANY(%(ids)s::text[])
+), subscriptions AS (
+    DELETE FROM parkway.subscriptions WHERE run_id = ANY(%(ids)s::text[])
+), run_values AS (
+    DELETE FROM parkway.run_values WHERE run_id = ANY(%(ids)s::text[])
+), updates AS (
+    DELETE FROM parkway.updates WHERE run_id = ANY(%(ids)s::text[])
+)
+SELECT count(*) FROM gone
 
 -- name: insert_run
 INSERT INTO parkway.runs (id, workflow, version, status, input, output, error, domain, subject,
@@ -290,6 +342,7 @@ WITH due AS (
     SELECT r.id, r.ctid, r.lease_owner IS NOT NULL AS taken
     FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
+      AND NOT r.paused
     ORDER BY t.due_at, t.id
     LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
@@ -319,7 +372,7 @@ WITH due AS (
         status = CASE status WHEN 'pending' THEN 'running' ELSE status END
     WHERE id = coalesce(%(run)s::text, current_setting('parkway.delivered', true))
       AND (lease_owner IS NULL OR lease_until < %(wall)s)
-      AND status NOT IN ('completed', 'failed', 'cancelled')
+      AND status NOT IN ('completed', 'failed', 'cancelled') AND NOT paused
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until, advanced_by
@@ -339,8 +392,10 @@ SELECT name, (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND 
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
--- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
-SELECT count(*), min(due_at) FROM parkway.tasks WHERE due_at <= %s
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
+-- but a paused run's (they wait for its resume, not for a worker).
+SELECT count(*), min(t.due_at) FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+WHERE t.due_at <= %s AND NOT r.paused
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.
@@ -423,7 +478,11 @@ SELECT min(due_at) FROM parkway.tasks
 SELECT min(due_at) FROM parkway.tasks WHERE due_at > %s
 
 -- name: has_due
-SELECT EXISTS (SELECT 1 FROM parkway.tasks WHERE due_at <= %s)
+-- (A paused run's tasks wait for its resume: they are not due work.)
+SELECT EXISTS (
+    SELECT 1 FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
+    WHERE t.due_at <= %s AND NOT r.paused
+)
 
 -- == events ==
 

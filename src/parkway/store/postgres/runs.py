@@ -8,7 +8,7 @@ notification or the insert of the write queued just before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from parkway.store.base import RUN_MUTABLE, Lease, LoadedRun, RunRecord
@@ -204,6 +204,35 @@ class RunOps(Transport):
 
     async def run_counts(self) -> list[tuple[str, str, int]]:
         return [(w, s, n) for w, s, n in await self._all(Q["run_counts"], ("parkway.%",))]
+
+    async def find_runs(
+        self,
+        *,
+        statuses: Sequence[str],
+        workflow: str | None,
+        subject: str | None,
+        created_before: float | None,
+        after: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        params = dict(
+            statuses=list(statuses), workflow=workflow, subject=subject,
+            before=created_before, after=after, limit=limit,
+        )  # fmt: skip
+        return [RunRecord(*row) for row in await self._all(Q["find_runs"], params)]
+
+    async def expired_runs(
+        self, before: float, *, workflow: str | None, exclude: Sequence[str], limit: int
+    ) -> list[str]:
+        if workflow is not None:
+            rows = await self._all(Q["expired_runs_of"], (before, workflow, limit))
+        else:
+            rows = await self._all(Q["expired_runs_except"], (before, list(exclude), limit))
+        return [row[0] for row in rows]
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            await self._exec(Q["delete_runs"], dict(ids=list(run_ids)))
 
     async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
         lock = None if self._ro else subject_lock(domain, subject)

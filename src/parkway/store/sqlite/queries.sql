@@ -4,13 +4,15 @@
 
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
 FROM runs WHERE id = ?
 
 -- name: list_runs
 -- Completed by statements.listing: the filters given, the order and the limit.
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
-       trigger, generation, created_at, updated_at, lease_owner, lease_until
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
 FROM runs
 
 -- name: runs_search
@@ -35,6 +37,47 @@ SELECT workflow, status, count(*) FROM runs
 WHERE workflow NOT LIKE 'parkway.%'
 GROUP BY workflow, status
 ORDER BY workflow, status
+
+-- name: find_runs
+-- A bulk operation's next batch (engine.cancel_runs, retry_runs): runs in one of
+-- the statuses (a JSON array), each filter given (?2..?4, NULL: any), by id after
+-- ?5 (NULL: from the first); internal runs (parkway.*) only by their own name.
+SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
+       trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+       paused
+FROM runs
+WHERE status IN (SELECT value FROM json_each(?1))
+  AND (CASE WHEN ?2 IS NULL THEN workflow NOT LIKE 'parkway.%' ELSE workflow = ?2 END)
+  AND (?3 IS NULL OR subject = ?3)
+  AND (?4 IS NULL OR created_at < ?4)
+  AND (?5 IS NULL OR id > ?5)
+ORDER BY id LIMIT ?6
+
+-- name: expired_runs_of
+-- The retention sweep, for a workflow with a retention of its own (runs_by_end).
+SELECT id FROM runs
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ? AND workflow = ?
+ORDER BY updated_at, id LIMIT ?
+
+-- name: expired_runs_except
+-- The retention sweep at the engine's retention: every workflow but those with
+-- one of their own (a JSON array).
+SELECT id FROM runs
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ?
+  AND workflow NOT IN (SELECT value FROM json_each(?))
+ORDER BY updated_at, id LIMIT ?
+
+-- name: delete_run
+DELETE FROM runs WHERE id = ?
+
+-- name: delete_run_signals
+DELETE FROM mailbox WHERE run_id = ?
+
+-- name: delete_run_values
+DELETE FROM run_values WHERE run_id = ?
+
+-- name: delete_run_updates
+DELETE FROM updates WHERE run_id = ?
 
 -- name: insert_run
 INSERT INTO runs (id, workflow, version, status, input, output, error, domain, subject,
@@ -94,7 +137,7 @@ UPDATE runs SET lease_owner = ?1, lease_until = ?2,
     status = CASE status WHEN 'pending' THEN 'running' ELSE status END
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4)
+    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
     ORDER BY t.due_at, t.id LIMIT ?5)
 RETURNING id
 
@@ -103,7 +146,7 @@ RETURNING id
 UPDATE runs SET lease_owner = ?1, lease_until = ?2,
     status = CASE status WHEN 'pending' THEN 'running' ELSE status END
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
-  AND status NOT IN ('completed', 'failed', 'cancelled')
+  AND status NOT IN ('completed', 'failed', 'cancelled') AND paused = 0
 
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?
@@ -118,7 +161,9 @@ SELECT min(due_at) FROM tasks
 SELECT min(due_at) FROM tasks WHERE due_at > ?
 
 -- name: has_due
-SELECT 1 FROM tasks WHERE due_at <= ? LIMIT 1
+-- (A paused run's tasks wait for its resume: they are not due work.)
+SELECT 1 FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.due_at <= ? AND r.paused = 0 LIMIT 1
 
 -- name: stats_parked
 -- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the
@@ -134,8 +179,10 @@ SELECT name, (SELECT count(*) FROM runs WHERE workflow = names.name AND status =
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
--- The backlog: tasks due now, and the oldest due time among them (tasks_by_due).
-SELECT count(*), min(due_at) FROM tasks WHERE due_at <= ?
+-- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
+-- but a paused run's (they wait for its resume, not for a worker).
+SELECT count(*), min(t.due_at) FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+WHERE t.due_at <= ? AND r.paused = 0
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.

@@ -115,6 +115,37 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     async def run_counts(self) -> list[tuple[str, str, int]]:
         return [(w, s, n) for w, s, n in self._c.execute(Q["run_counts"])]
 
+    async def find_runs(
+        self,
+        *,
+        statuses: Sequence[str],
+        workflow: str | None,
+        subject: str | None,
+        created_before: float | None,
+        after: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        params = (json.dumps(list(statuses)), workflow, subject, created_before, after, limit)
+        return [RunRecord(*row) for row in self._c.execute(Q["find_runs"], params)]
+
+    async def expired_runs(
+        self, before: float, *, workflow: str | None, exclude: Sequence[str], limit: int
+    ) -> list[str]:
+        if workflow is not None:
+            rows = self._c.execute(Q["expired_runs_of"], (before, workflow, limit))
+        else:
+            params = (before, json.dumps(list(exclude)), limit)
+            rows = self._c.execute(Q["expired_runs_except"], params)
+        return [run_id for (run_id,) in rows]
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        ids = [(run_id,) for run_id in run_ids]
+        for name in (
+            "delete_run", "clear_journal", "delete_all_tasks", "delete_run_subscriptions",
+            "delete_run_signals", "delete_run_values", "delete_run_updates",
+        ):  # fmt: skip
+            self._c.executemany(Q[name], ids)
+
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]
 

@@ -139,7 +139,10 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
         "advanced_by": None, "paused": False,
     }  # fmt: skip
     await tx.update_run(run.id, changes)
-    await tx.add_tasks([NewTask(run.id, now, "wake")])
+    # A run that failed before journaling anything starts again from the top: its
+    # task is a start (a task of another kind, with no journal, is how the worker
+    # knows a run its flow-control limit has not admitted yet: see core.flow).
+    await tx.add_tasks([NewTask(run.id, now, "wake" if kept else "start")])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)
 

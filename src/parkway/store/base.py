@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, cast
 
 from parkway.errors import LeaseLostError
+from parkway.store.flow import FlowTx
 from parkway.store.records import (
     ACTIVE,
     ENDED,
@@ -51,7 +52,7 @@ RUN_MUTABLE = frozenset(
 )  # fmt: skip
 
 
-class Tx(ScheduleTx, Protocol):
+class Tx(ScheduleTx, FlowTx, Protocol):
     """Primitive operations inside one atomic transaction (schedules' among them:
     :class:`parkway.store.schedules.ScheduleTx`)."""
 
@@ -291,62 +292,6 @@ class Tx(ScheduleTx, Protocol):
     async def message_id_seen(self, message_id: str) -> float | None: ...
     async def remember_message_id(self, message_id: str, at: float) -> None: ...
     async def prune_message_ids(self, before: float) -> None: ...
-
-    # -- flow control (parkway.core.flow) ------------------------------------------------
-    # A key's slot row is the lock every change of that key's runs takes first
-    # (flow_slot), so starts, ends and dequeues of one key are serialised across
-    # processes while other keys go on in parallel.
-
-    async def flow_slot(self, workflow: str, key: str) -> FlowSlot:
-        """The key's counters, its row created if missing and locked until the
-        transaction ends (PostgreSQL: a row lock; SQLite and memory: their one
-        writer), so no other transaction changes that key meanwhile."""
-        ...
-
-    async def put_flow_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:
-        """Store the key's counters (its row was read by :meth:`flow_slot`)."""
-        ...
-
-    async def flow_enter(
-        self, run_id: str, workflow: str, key: str, priority: int, *, queued: bool
-    ) -> None:
-        """Record ``run_id`` under the key: ``queued`` (waiting for a slot) or holding
-        one. Arrival order is the store's (a sequence)."""
-        ...
-
-    async def flow_entry(self, run_id: str) -> FlowEntry | None:
-        """The run's entry, if it is under a limit (a plain read: no lock)."""
-        ...
-
-    async def flow_leave(self, run_id: str) -> FlowEntry | None:
-        """Remove the run's entry and return it as it was (``None``: it had none), read
-        under the key's lock (:meth:`flow_slot`, taken first): an entry read before
-        it may have been dequeued since."""
-        ...
-
-    async def flow_next(self, workflow: str, key: str) -> str | None:
-        """The key's queued run to start next (highest priority, then first arrived),
-        now marked as holding a slot; ``None`` if none waits. An index lookup, whatever
-        the length of the queue."""
-        ...
-
-    async def flow_oldest(self, workflow: str, key: str) -> str | None:
-        """The key's run holding a slot that arrived first, if any (an index lookup)."""
-        ...
-
-    async def rate_mark(self, workflow: str, key: str, slot: int) -> float | None:
-        """The start time kept in place ``slot`` of the key's ring (``None``: empty)."""
-        ...
-
-    async def put_rate_mark(self, workflow: str, key: str, slot: int, at: float) -> None: ...
-    async def defer_tasks(self, run_id: str, ids: Sequence[int]) -> None:
-        """Move the run's tasks ``ids`` to the due time of its start task, or to
-        :data:`DEFERRED` if it has none (it is queued): the run is not admitted yet."""
-        ...
-
-    async def wake_deferred(self, run_id: str, at: float) -> None:
-        """The run's tasks at :data:`DEFERRED` become due at ``at`` (it is admitted)."""
-        ...
 
 
 class FusedTx(Tx, Protocol):

@@ -345,3 +345,18 @@ def test_help_and_version() -> None:
     for command in ("demo", "worker", "start", "signal", "runs", "show"):
         assert command in result.stdout
     assert "parkway, version" in parkway("--version", cwd=here).stdout
+
+
+def test_start_takes_a_priority(app: Path) -> None:
+    started = ok_json(
+        parkway("start", "greet", '{"from": "x"}', "--id", "p1", "--priority", "9",
+                "--app", "shopapp:engine", cwd=app)
+    )  # fmt: skip
+    assert (started["id"], started["status"]) == ("p1", "pending")
+    for bad in ["high", "1.5", str(2**63)]:
+        result = parkway("start", "greet", "{}", "--id", "p2", "--priority", bad,
+                         "--app", "shopapp:engine", cwd=app)  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        assert "--priority" in result.stderr
+    listed = ok_json(parkway("runs", "--json", "--app", "shopapp:engine", cwd=app))
+    assert [r["id"] for r in listed] == ["p1"]

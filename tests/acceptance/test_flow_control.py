@@ -367,6 +367,35 @@ async def test_over_http_a_full_skip_limit_is_409_and_a_missing_key_422(
         await engine.get_run("two")
 
 
+async def test_over_http_a_start_takes_its_priority(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    monkeypatch.delenv("PARKWAY_API_TOKEN", raising=False)
+    from parkway.http import create_app
+
+    started: list[str] = []
+    gated(engine, "serial", started, concurrency=Concurrency(1))
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parkway.test") as http:
+        for run_id, priority in [("first", 0), ("low", -1), ("high", 7)]:
+            body = {"workflow": "serial", "input": {}, "id": run_id, "priority": priority}
+            assert (await http.post("/runs", json=body)).status_code == 201
+        for bad in ["7", 1.5, True, 2**63]:
+            body = {"workflow": "serial", "input": {}, "id": "bad", "priority": bad}
+            refused = await http.post("/runs", json=body)
+            assert refused.status_code == 422, (bad, refused.text)
+            assert "priority" in refused.text
+    with pytest.raises(RunNotFoundError):
+        await engine.get_run("bad")
+    await engine.idle()
+    for run_id in ["first", "high", "low"]:
+        await engine.signal(run_id, "go")
+        await engine.idle()
+    assert started == ["first", "high", "low"]
+
+
 @pytest.mark.requires("shared")
 async def test_a_client_that_does_not_register_the_workflow_frees_the_slot_it_ends(
     engine: Engine, make_engine: Any

@@ -32,6 +32,13 @@ _NOT_WAITS = frozenset({"first"})
 @click.option("--subject", help="The business entity the run is about, e.g. client:5.")
 @click.option("--domain", help="The run's domain (default: 'default').")
 @click.option(
+    "--priority",
+    type=click.IntRange(-(2**63), 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Among runs of WORKFLOW queued by its concurrency limit, higher starts first.",
+)
+@click.option(
     "--app",
     type=APP,
     help="module:attribute of the Engine that defines WORKFLOW (without it: --url/PARKWAY_URL, "
@@ -52,6 +59,7 @@ def start(
     run_id: str | None,
     subject: str | None,
     domain: str | None,
+    priority: int,
     app: Engine | None,
     wait: bool,
     timeout: float | None,
@@ -79,7 +87,9 @@ def start(
                 "start it anyway"
             )
         # (Without the app, a client engine: it starts the workflow by name.)
-        handle = await engine.start(workflow, input, id=run_id, subject=subject, domain=domain)
+        handle = await engine.start(
+            workflow, input, id=run_id, subject=subject, domain=domain, priority=priority
+        )
         if wait:
             try:
                 await handle.result(timeout=timeout)

@@ -108,8 +108,9 @@ class Api:
         self._require_open()
         with json_at("input"):  # (a client engine starts a name it does not know unchecked)
             handle = await self.engine.start(
-                body.workflow, body.input, id=body.id, subject=body.subject, domain=body.domain
-            )
+                body.workflow, body.input, id=body.id, subject=body.subject,
+                domain=body.domain, priority=body.priority,
+            )  # fmt: skip
         return json_response({"id": handle.id}, 201)
 
     async def list_runs(self, request: Request) -> Response:

@@ -21,6 +21,7 @@ from pydantic import (
     PlainValidator,
     RootModel,
     StrictBool,
+    StrictInt,
     StrictStr,
     WithJsonSchema,
     model_validator,
@@ -175,6 +176,11 @@ class StartRequest(_Request):
     id: Id | None = Field(default=None, description="Run id (default: random).")
     subject: Subject | None = Field(default=None, description="The business entity it is about.")
     domain: Domain | None = Field(default=None, description="The run's domain (default: default).")
+    priority: StrictInt = Field(
+        default=0, ge=-(2**63), le=2**63 - 1,
+        description="Among runs of the workflow queued by its concurrency limit, higher "
+        "starts first.",
+    )  # fmt: skip
 
 
 class UpdateRequest(_Request):

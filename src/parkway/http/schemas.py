@@ -16,6 +16,7 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -104,6 +105,17 @@ Domain = Annotated[
 ]
 # A filter: any length (ids the engine composes may be longer than those given).
 Filter = Annotated[StrictStr, _limited(limits.reference), _schema(None, limits.TEXT_PATTERN)]
+
+
+def _iso_text(value: Any) -> Any:
+    # A time in a body is ISO 8601 text, as the schema says: pydantic alone would
+    # also take a number (seconds since 1970) and a JSON client's typo with it.
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 time, as text")
+    return value
+
+
+IsoTime = Annotated[datetime, BeforeValidator(_iso_text)]
 # One validator for the whole union, so that a bad ttl is one error at ["body", "ttl"].
 Seconds = Annotated[
     float | None,
@@ -202,7 +214,7 @@ class BulkRequest(_Request):
     workflow: Filter | None = Field(default=None, description="Only runs of this workflow.")
     status: RunStatus | None = Field(default=None, description="Only runs in this status.")
     subject: Filter | None = Field(default=None, description="Only runs about this subject.")
-    created_before: datetime | None = Field(
+    created_before: IsoTime | None = Field(
         default=None, description="Only runs created before this time (ISO 8601; no zone: UTC)."
     )
     all: StrictBool = Field(

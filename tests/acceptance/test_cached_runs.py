@@ -262,3 +262,43 @@ async def test_a_run_past_the_history_threshold_is_warned_about_once(
 def test_cache_settings_are_checked(option: str, value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=option):
         Engine("memory://", **{option: value})
+
+
+async def test_runs_let_go_of_leave_no_reference_cycles(make_engine: Any) -> None:
+    """An evicted machine, a replaced one and a finished one are freed by reference
+    counting: a cycle among a parked branch, its wait and a gather would wait for a
+    full collection, whose pause grows with the worker's heap."""
+    import gc
+
+    engine = await make_engine(cached_runs=2)
+
+    async def one(x: int) -> int:
+        return x + 1
+
+    @engine.workflow()
+    async def both(ctx: Any, i: int) -> list[Any]:
+        first = await ctx.wait_for_signal("go")
+        rest = await ctx.gather(ctx.step(one, i), ctx.wait_for_signal("more"))
+        return [first, *rest]
+
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        handles = [await engine.start("both", i, id=f"b{i}") for i in range(6)]
+        await engine.idle()  # six parked, two kept: four evicted
+        for h in handles:
+            await engine.signal(h.id, "go", 1)
+        await engine.idle()
+        for h in handles:
+            await engine.signal(h.id, "more", 2)
+        assert [await h.result(timeout=10) for h in handles] == [[1, i + 1, 2] for i in range(6)]
+        gc.collect()
+        left = [
+            type(o).__qualname__
+            for o in gc.garbage
+            if type(o).__module__.startswith("parkway.replay")
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []

@@ -98,6 +98,11 @@ class Composites(Operations):
                 self._answer(group.parent, None, group.failure)
             else:
                 self._answer(group.parent, list(group.results), None)
+            # It, its operation and its branches refer to each other: cut once answered,
+            # a finished gather goes by reference counting, not by a full collection.
+            group.parent.group = None
+            for branch in group.branches:
+                branch.group = None
 
     def _withdraw(self, branch: Branch) -> None:
         """Advance ``branch`` no more: its wait (if any) is withdrawn; a step it has in

@@ -19,22 +19,47 @@ def run_json(
 ) -> dict[str, Any]:
     """Run ``python -m module args`` REPEAT times; its figures, each the median of the runs.
 
-    (A figure's median is taken on its own: the runs need not agree on anything
-    else. A run that failed is left out; if all did, the last one's reason stays.)
     ``prefix`` goes before the command (``ip netns exec NAME``, say).
     """
-    results = [run_once(module, args, timeout, prefix) for _ in range(REPEAT)]
+    return merged([run_once(module, args, timeout, prefix) for _ in range(REPEAT)])
+
+
+# A command of a round: its module, its arguments, its timeout in seconds.
+Job = tuple[str, Sequence[str], float]
+
+
+def run_rounds(jobs: dict[str, Job]) -> dict[str, dict[str, Any]]:
+    """Run every job once per round, REPEAT rounds, in order within each round (A B
+    A B, not A A B B); each job's figures, the medians of its runs.
+
+    A ratio between two jobs then compares runs minutes apart at most, not the
+    start and the end of the whole measurement, on a machine whose speed drifts
+    by tens of percent within an hour.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
+    for _ in range(REPEAT):
+        for name, (module, args, timeout) in jobs.items():
+            runs[name].append(run_once(module, args, timeout))
+    return {name: merged(results) for name, results in runs.items()}
+
+
+def merged(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of several runs of one command, each the median of the runs.
+
+    (A figure's median is taken on its own: the runs need not agree on anything
+    else. A run that failed is left out; if all did, the last one's reason stays.)
+    """
     good = [r for r in results if r.get("available", True)]
     if not good:
         return results[-1]
-    merged = dict(good[-1])
-    for key, value in merged.items():
+    out = dict(good[-1])
+    for key, value in out.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             values = sorted(r[key] for r in good if isinstance(r.get(key), int | float))
             whole = all(isinstance(v, int) for v in values)  # (counts stay counts)
-            merged[key] = statistics.median_low(values) if whole else statistics.median(values)
-    merged["runs"] = len(good)
-    return merged
+            out[key] = statistics.median_low(values) if whole else statistics.median(values)
+    out["runs"] = len(good)
+    return out
 
 
 def run_once(

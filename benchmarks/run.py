@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmarks import measure
-from benchmarks.measure import fmt, run_json
+from benchmarks.measure import fmt
 from benchmarks.tables import net_table, postgres_table, shape_args
 
 
@@ -289,12 +289,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 50}
 
     started = time.time()
-    ours: dict[str, dict[str, Any]] = {}
+    # Ours and the peers' in rounds (every command once per round): a ratio in the
+    # table compares runs of the same minutes (see measure.run_rounds).
+    jobs: dict[str, measure.Job] = {}
     for key, count in n.items():
-        ours[key] = run_json(
-            "benchmarks.parkway_bench", [*shape_args(key, args.quick), "--n", str(count)], 1800
+        jobs[f"ours:{key}"] = (
+            "benchmarks.parkway_bench",
+            [*shape_args(key, args.quick), "--n", str(count)],
+            1800,
         )
-    peer: dict[str, dict[str, Any]] = {}
     if not args.no_peers:
         for shape, count in peer_n.items():
             # DBOS in WAL mode (its fastest SQLite set-up, as ours); for park and wake
@@ -304,21 +307,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra += ["--variant", "async", "--finish", "shutdown"]
             if shape == "wake":
                 extra += ["--max-seconds", "120"]
-            peer[shape] = run_json(
+            jobs[f"dbos:{shape}"] = (
                 "benchmarks.peers.dbos_bench",
                 ["--shape", shape, "--n", str(count), "--db", "sqlite", *extra],
                 1800,
             )
-    restate: dict[str, dict[str, Any]] = {}
     if "restate" in args.peers:
         for shape in ("steps3", "park", "wake"):
             # Its server and SDK process on this machine, best of its protocols; then shut down.
             extra = ["--finish", "shutdown"] if shape in ("park", "wake") else []
-            restate[shape] = run_json(
+            jobs[f"restate:{shape}"] = (
                 "benchmarks.peers.restate_bench",
                 ["--shape", shape, "--n", str(n[shape]), *extra],
                 2400,
             )
+    measured = measure.run_rounds(jobs)
+    ours = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("ours:")}
+    peer = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("dbos:")}
+    restate = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("restate:")}
 
     lines = [
         f"Measured {datetime.fromtimestamp(started, UTC):%Y-%m-%d %H:%M} UTC on "

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from benchmarks import netpg
 from benchmarks.harness import DEFAULT_PG_ADMIN
-from benchmarks.measure import fmt, pair, ratio, run_json, value, with_variant
+from benchmarks.measure import Job, fmt, pair, ratio, run_json, run_rounds, value, with_variant
 
 # Table rows measured by a shape with options: key -> parkway_bench arguments.
 VARIANTS = {
@@ -48,8 +48,23 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
         return _ours(key, "--db", "postgres", *extra)
 
     scale = {k: ours("scale", "--n", str(n), "--workers", str(k)) for k in (1, 2, 4)}
-    steps3 = ours("steps3", "--n", str(n // 2))
-    steps3sync = ours("steps3sync", "--n", str(n // 2))
+    # The rows with a ratio to DBOS: ours and DBOS's in rounds (see measure.run_rounds).
+    paired: dict[str, Job] = {
+        key: (
+            "benchmarks.parkway_bench",
+            [*shape_args(key), "--db", "postgres", "--n", str(n // 2)],
+            1800,
+        )
+        for key in ("steps3", "steps3sync")
+    }
+    if not args.no_peers:
+        paired["dbos"] = (
+            "benchmarks.peers.dbos_bench",
+            ["--shape", "steps3", "--n", str(n // 2), "--db", "postgres"],
+            1800,
+        )
+    rounds = run_rounds(paired)
+    steps3, steps3sync = rounds["steps3"], rounds["steps3sync"]
     # The targets are over 1,000 runs; each wake waits for the previous one's end.
     wakes = "100" if quick else "1000"
     wake = ours("wake", "--n", wakes)
@@ -73,13 +88,15 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
     )
     dbos: dict[str, dict[str, Any]] = {}
     if not args.no_peers:
-        for shape, count in (("steps3", n // 2), ("wake", int(wakes))):
-            extra = ["--variant", "async", "--finish", "shutdown"] if shape == "wake" else []
-            dbos[shape] = run_json(
-                "benchmarks.peers.dbos_bench",
-                ["--shape", shape, "--n", str(count), "--db", "postgres", *extra],
-                1800,
-            )
+        dbos["steps3"] = rounds["dbos"]
+        dbos["wake"] = run_json(
+            "benchmarks.peers.dbos_bench",
+            [
+                *("--shape", "wake", "--n", wakes, "--db", "postgres"),
+                *("--variant", "async", "--finish", "shutdown"),
+            ],
+            1800,
+        )
 
     d_steps3 = dbos.get("steps3", {})
     d_steps = value(d_steps3, "wf_per_s")

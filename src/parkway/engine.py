@@ -56,7 +56,9 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             ``parkway.default_node_models``; extend a copy for custom nodes).
         clock: A :class:`parkway.testing.ManualClock` in tests; real time otherwise.
         worker: Run a worker in this process while the engine is open.
-        concurrency: Runs the in-process worker advances at once.
+        concurrency: Runs the in-process worker advances at once (default 100, as
+            Temporal's workers and Hatchet's slots: runs mostly wait on steps and
+            commits, and more of them at once share commits and step threads).
         message_ttl: How long an unmatched message stays buffered.
         event_retention: How long event ids are remembered for de-duplication.
         lease: How long a worker owns a run it advances before another may take it
@@ -89,7 +91,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         node_models: dict[str, Any] | None = None,
         clock: Clock | None = None,
         worker: bool = True,
-        concurrency: int = 16,
+        concurrency: int = 100,
         message_ttl: Duration = "1h",
         event_retention: Duration = "24h",
         lease: Duration = "30s",

@@ -463,3 +463,33 @@ async def test_children_of_a_limited_workflow_wait_for_their_slots(engine: Engin
         await engine.idle()
     assert await engine.handle("p").result(timeout=5) == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert started == ["kid-0", "kid-1", "kid-2"]
+
+
+@pytest.mark.requires("group_commit")
+async def test_ends_of_runs_of_several_keys_commit_in_the_order_of_their_keys(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each end locks its key's slot row: the worker's batches take those rows in
+    the keys' order (two batches in opposite orders would deadlock on PostgreSQL)."""
+    started: list[str] = []
+    gated(engine, "keyed", started, concurrency=Concurrency(1, key="user"))
+    gated(engine, "free", started)
+    for user in ("z", "x", "y"):
+        await engine.start("keyed", {"user": user}, id=f"k-{user}")
+    await engine.start("free", {}, id="f")
+    await engine.idle()
+    worker = engine.worker
+    assert worker is not None and worker.committer is not None
+    orders: list[str] = []
+    run = worker.committer.run
+
+    async def recording(job: Any, *, alone: bool = False, order: str = "") -> Any:
+        orders.append(order)
+        return await run(job, alone=alone, order=order)
+
+    monkeypatch.setattr(worker.committer, "run", recording)
+    for run_id in ("k-z", "k-x", "f", "k-y"):
+        await engine.signal(run_id, "go")
+    await engine.idle()
+    assert sorted(o for o in orders if o) == ["keyed\x00x", "keyed\x00y", "keyed\x00z"]
+    assert "" in orders  # (the unlimited run's end: no slot, first in any batch)

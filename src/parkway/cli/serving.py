@@ -36,7 +36,7 @@ LOG_FORMAT = click.option(
 @cli.command()
 @click.argument("app", type=APP)
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
-              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+              help="Runs advanced at once (default: the engine's, 100).")  # fmt: skip
 @click.option("--lease", type=DURATION, default=None,
               help="Seconds a worker owns a run before another may take it over "
                    "(renewed while alive; default: the engine's, 30).")  # fmt: skip
@@ -170,7 +170,7 @@ async def _work(engine: Engine, grace: float, metrics: tuple[str, int] | None) -
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: any free port, printed at start).")  # fmt: skip
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
-              help="Runs advanced at once (default: the engine's, 16).")  # fmt: skip
+              help="Runs advanced at once (default: the engine's, 100).")  # fmt: skip
 @click.option("--grace", type=DURATION, default=30.0, show_default=True,
               help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
 @LOG_LEVEL

@@ -53,6 +53,24 @@ def keys(wf: WorkflowDef, value: Any) -> tuple[str | None, str | None]:
     )
 
 
+def lock_order(wf: WorkflowDef | None, run: RunRecord) -> str:
+    """Where the commit that ends ``run`` goes in a batch of commits (sorted by it).
+
+    That commit locks its concurrency key's slot row (:func:`release`). Two batches
+    that end runs of two keys in opposite orders would each hold one row and wait
+    for the other's: a deadlock, whose victim may be a client's start of either
+    key. Sorted by key, every batch takes the rows in one order. ``""`` (first):
+    no slot to lock.
+    """
+    if wf is None or wf.concurrency is None:
+        return ""
+    try:
+        key = key_of(wf.concurrency.key, _json.loads(run.input), wf.name)
+    except Exception:  # (its start validated the key: a failure here only unorders it)
+        return ""
+    return f"{wf.name}\x00{key}"
+
+
 def priority_of(wf: WorkflowDef, value: Any) -> int:
     """The priority of a run of ``wf`` started without one (by an event, a message):
     the workflow's ``priority`` callable's, else 0.

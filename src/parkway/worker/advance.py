@@ -16,8 +16,8 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, Protocol
 
 from parkway import _json
 from parkway.core import cancel_on, flow
@@ -69,7 +69,11 @@ log = logging.getLogger("parkway.worker")
 RETRY_DELAY = 5.0
 _RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
 
-Commit = Callable[[str, Job], Awaitable[Any]]
+
+class Commit(Protocol):
+    """The worker's commit of a run's job; ``order``: the job's place in a batch."""
+
+    def __call__(self, run_id: str, job: Job, *, order: str = "") -> Awaitable[Any]: ...
 
 
 class Advancer:
@@ -381,7 +385,11 @@ class Advancer:
                 if updates_left:
                     await tx.add_tasks([NewTask(run.id, now, "update")])
 
-        await self.commit(run.id, rt.telemetry.bind(job))
+        # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
+        order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (
+            status in ENDED
+        ) else ""  # fmt: skip
+        await self.commit(run.id, rt.telemetry.bind(job), order=order)
         rt.telemetry.committed(run, outcome, machine)
         if status in ENDED or status == "held":
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}

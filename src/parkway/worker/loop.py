@@ -294,11 +294,12 @@ class Worker:
                 except Exception:
                     log.warning("lease heartbeat failed", exc_info=True)
 
-    async def commit(self, run_id: str, job: Job) -> Any:
-        """Run ``job`` (which fences on ``run_id``'s lease first) in a transaction."""
+    async def commit(self, run_id: str, job: Job, *, order: str = "") -> Any:
+        """Run ``job`` (which fences on ``run_id``'s lease first) in a transaction;
+        ``order``: its place among the jobs of a batch (see ``Committer.run``)."""
         if self.committer is not None:
             # A lone run has no commit to share with: it need not wait for one.
             alone = len(self.inflight) <= 1
-            return await self.committer.run(job, alone=alone)
+            return await self.committer.run(job, alone=alone, order=order)
         async with self.rt.store.transaction() as tx:
             return await job(tx)

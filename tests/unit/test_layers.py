@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.events",
             "parkway.matching",
             "parkway.limits",
+            "parkway.ids",
             "parkway.schedules",
             "parkway.flowcontrol",
         ],

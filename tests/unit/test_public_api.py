@@ -173,3 +173,22 @@ def test_testing_module_exports_manual_clock() -> None:
     clock_cls = parkway.testing.ManualClock
     assert (clock_cls.__doc__ or "").strip()
     assert (clock_cls.advance.__doc__ or "").strip()
+
+
+def test_new_run_ids_are_uuid7_and_ordered_by_time() -> None:
+    """A run or event id made by parkway is a UUIDv7 (time first), so that rows made
+    together share pages of the tables keyed by it."""
+    import time
+    import uuid
+
+    from parkway.ids import new_id
+
+    first = new_id()
+    time.sleep(0.002)
+    later = [new_id() for _ in range(200)]
+    assert all(len(i) == 32 and i == i.lower() for i in [first, *later])
+    assert all(first < i for i in later)  # (a later millisecond sorts after)
+    parsed = uuid.UUID(first)
+    assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+    assert abs(int(first[:12], 16) / 1000 - time.time()) < 5
+    assert len(set(later)) == len(later)

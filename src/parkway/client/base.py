@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from parkway.errors import (
     InvalidInputError,
     SerializationError,
 )
+from parkway.ids import new_id
 from parkway.models import RunStatus
 from parkway.registry import WorkflowDef
 
@@ -46,7 +46,7 @@ def name_of(workflow: str | Callable[..., Any]) -> str:
 
 def check_id(run_id: str | None) -> str:
     """A run id a caller gives (a new random one for ``None``)."""
-    return uuid.uuid4().hex if run_id is None else limits.identifier(run_id)
+    return new_id() if run_id is None else limits.identifier(run_id)
 
 
 def encode_input(wf: WorkflowDef, value: Any) -> bytes:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import uuid
 from collections.abc import Collection
 from typing import Any, cast
 
@@ -39,6 +38,7 @@ from parkway.errors import (
     StoreError,
 )
 from parkway.events import Delivery, Event, PublishResult
+from parkway.ids import new_id
 from parkway.matching import matches, payload_digest
 from parkway.registry import WorkflowDef
 from parkway.store.base import (
@@ -74,7 +74,7 @@ def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
     routed = Event(
         event.name,
         event.payload,
-        id=event.id or uuid.uuid4().hex,
+        id=event.id or new_id(),
         domain=domain,
         subject=subject,
     )

@@ -91,6 +91,8 @@ class Advancer:
         self.rt, self.owner, self.commit = rt, owner, commit
         self.executor = executor  # where sync steps run
         self.cache = cache  # parked runs' machines, to wake without a replay
+        # Runs whose row a flush of their current advance has set running.
+        self._running: set[str] = set()
 
     async def advance(self, run_id: str, loaded: LoadedRun | None = None) -> None:
         """Advance ``run_id`` (``loaded``: what came with its lease, if anything did)."""
@@ -179,6 +181,7 @@ class Advancer:
             except Exception:
                 log.exception("run %s: could not postpone", run_id)
         finally:
+            self._running.discard(run_id)
             if machine is not None:
                 machine.close()
             if cached is not None:  # (not used: the run was advanced elsewhere, or ended)
@@ -265,17 +268,26 @@ class Advancer:
             return {}
         rt = self.rt
 
+        # The run's row says it runs and no worker keeps its machine (the journal
+        # changes: no cached machine of it holds any longer, this one's included until
+        # its advance parks again). Once it says so, the lease's fence and the time
+        # are all a flush changes: an UPDATE naming `status` rewrites the run's
+        # entries in the indexes on it even when its value stays (SQLite: ~40 µs
+        # against ~13 µs a flush, measured on 50,000 runs).
+        settled = run.id in self._running or (
+            run.status == RunStatus.RUNNING.value and run.advanced_by is None
+        )
+
         async def job(tx: Tx) -> None:
-            # (The journal changes: no worker's cached machine of the run holds any
-            # longer, this one's included until its advance parks again.)
-            changes = {
-                "status": RunStatus.RUNNING.value, "updated_at": rt.now(), "advanced_by": None,
-            }  # fmt: skip
+            changes: dict[str, object] = {"updated_at": rt.now()}
+            if not settled:
+                changes.update(status=RunStatus.RUNNING.value, advanced_by=None)
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 
         with _store_errors(run):
             await self.commit(run.id, rt.telemetry.bind(job))
+        self._running.add(run.id)
         if writes.tells_callers:
             rt.results.notify(run.id)
         rt.after_commit()

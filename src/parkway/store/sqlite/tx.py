@@ -48,14 +48,14 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
         return RunRecord(*row) if row else None
 
     async def insert_run(self, run: RunRecord) -> None:
-        self._c.execute(
-            Q["insert_run"],
-            (
-                run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
-                run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-                run.created_at, run.updated_at, run.lease_owner, run.lease_until,
-            ),
-        )  # fmt: skip
+        self._c.execute(Q["insert_run"], _run_row(run))
+
+    async def start_run(
+        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
+    ) -> None:
+        # One statement where ComposedTx reads first: an id taken is not inserted.
+        if self._c.execute(Q["insert_new_run"], _run_row(run)).rowcount == 1:
+            await self.add_tasks([NewTask(run.id, due_at, "start", payload=task_payload)])
 
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
@@ -359,3 +359,11 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
 def _is_int64(value: int) -> bool:
     """Whether SQLite can hold ``value`` as an INTEGER (message ids are such integers)."""
     return -(2**63) <= value < 2**63
+
+
+def _run_row(run: RunRecord) -> tuple[object, ...]:
+    return (
+        run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
+        run.domain, run.subject, run.parent_id, run.trigger, run.generation,
+        run.created_at, run.updated_at, run.lease_owner, run.lease_until,
+    )  # fmt: skip

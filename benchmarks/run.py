@@ -238,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
+    parser.add_argument(
+        "--no-sqlite",
+        action="store_true",
+        help="leave out the SQLite table (with --postgres or --pg-rtt: those tables alone)",
+    )
     parser.add_argument("--write", help="also write the Markdown table to this file")
     parser.add_argument(
         "--repeat",
@@ -321,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ["--shape", shape, "--n", str(n[shape]), *extra],
                 2400,
             )
+    if args.no_sqlite:
+        jobs = {}
     measured = measure.run_rounds(jobs)
     ours = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("ours:")}
     peer = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("dbos:")}
@@ -361,11 +368,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         lines.append(f"| {row.label} | {fmt(mine)} | {shown} | {ratio} | {row.target} |")
     notes = _notes(ours, peer, restate, args.repeat)
+    if args.no_sqlite:
+        lines, notes = [], []
     if args.postgres:
         lines += ["", *postgres_table(args)]
     if rtts:
         lines += ["", *net_table(args, rtts)]
-    table = "\n".join(lines + (["", *notes] if notes else []))
+    table = "\n".join(lines + (["", *notes] if notes else [])).strip("\n")
     print(table)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as out:

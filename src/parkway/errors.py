@@ -257,11 +257,17 @@ class StoreError(ParkwayError):
     Attributes:
         outcome_unknown: The commit may or may not have happened (its reply was
             lost and the server could not be asked); else nothing was saved.
+        conflict: The server rolled the transaction back because it conflicted with
+            another one (a deadlock, a serialization failure): nothing was saved,
+            and the same operation may simply be done again.
     """
 
-    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+    def __init__(
+        self, message: str, *, outcome_unknown: bool = False, conflict: bool = False
+    ) -> None:
         super().__init__(message)
         self.outcome_unknown = outcome_unknown
+        self.conflict = conflict
 
 
 class LeaseLostError(ParkwayError):

@@ -15,6 +15,7 @@ from typing import Any
 
 from parkway import _json
 from parkway.core import cancel_on, flow
+from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import handing_over
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -26,6 +27,7 @@ from parkway.errors import (
     WorkflowFailedError,
 )
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, rebuild_error
+from parkway.registry import WorkflowDef
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 
@@ -113,6 +115,12 @@ async def start(
     wf = rt.registry.get(workflow, version)
     if wf is not None and flow.limited(wf):
         flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
+    await again_on_conflict(lambda: _start(rt, record, wf, priority))
+    rt.after_commit()
+
+
+async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priority: int) -> None:
+    run_id = record.id
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
@@ -141,7 +149,6 @@ async def start(
                 await tx.start_run(record, record.created_at, task_payload=traced)
             if hand:
                 await hand_over(tx, run_id)
-    rt.after_commit()
 
 
 async def record(rt: Runtime, run_id: str) -> RunRecord:

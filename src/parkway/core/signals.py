@@ -9,11 +9,12 @@ with the start.
 
 from __future__ import annotations
 
+from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import handing_over
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
 from parkway.errors import RunClosedError, RunNotFoundError, StoreError
-from parkway.store.base import ENDED
+from parkway.store.base import ENDED, Sent
 
 
 async def signal(
@@ -35,6 +36,24 @@ async def signal(
         RunNotFoundError: No run has that id (and none was to be started).
         RunClosedError: The run has finished.
     """
+    sent = await again_on_conflict(lambda: _send(rt, run_id, name, data, start, priority))
+    if not sent.known:
+        raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
+    if sent.status is None:
+        raise RunNotFoundError(run_id)
+    if sent.status in ENDED:
+        raise RunClosedError(run_id, sent.status, f"signal {name!r}")
+    rt.after_commit()
+
+
+async def _send(
+    rt: Runtime,
+    run_id: str,
+    name: str,
+    data: bytes,
+    start: tuple[str, str, bytes] | None,
+    priority: int | None,
+) -> Sent:
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             startable = True
@@ -52,10 +71,4 @@ async def signal(
             live = not sent.known or (sent.status is not None and sent.status not in ENDED)
             if live and startable:
                 await hand_over(tx, run_id)
-    if not sent.known:
-        raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
-    if sent.status is None:
-        raise RunNotFoundError(run_id)
-    if sent.status in ENDED:
-        raise RunClosedError(run_id, sent.status, f"signal {name!r}")
-    rt.after_commit()
+    return sent

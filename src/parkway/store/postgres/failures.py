@@ -104,8 +104,13 @@ def failed(
         and (exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P")))
     )
     outcome = "the commit may or may not have happened" if unknown else "rolled back"
+    conflict = not unknown and isinstance(
+        exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
+    )
     return StoreError(
-        f"PostgreSQL {display}: {detail} ({outcome}; {hint})", outcome_unknown=unknown
+        f"PostgreSQL {display}: {detail} ({outcome}; {hint})",
+        outcome_unknown=unknown,
+        conflict=conflict,
     )
 
 

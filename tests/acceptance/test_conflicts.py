@@ -1,0 +1,104 @@
+"""A client's start that the store rolls back for a conflict (a deadlock, on
+PostgreSQL) is done again; any other store error reaches the caller at once."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from parkway import Engine, RunStatus
+from parkway.core import conflicts
+from parkway.errors import StoreError
+
+
+def failing_writes(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, errors: list[StoreError]
+) -> list[int]:
+    """The engine's write transactions fail with ``errors``, one each, then succeed."""
+    store = engine._rt.store
+    real = store.transaction
+    calls = [0]
+
+    @contextlib.asynccontextmanager
+    async def transaction(*, readonly: bool = False) -> AsyncIterator[Any]:
+        if not readonly:
+            calls[0] += 1
+            if errors:
+                raise errors.pop(0)
+        async with real(readonly=readonly) as tx:
+            yield tx
+
+    monkeypatch.setattr(store, "transaction", transaction)
+    return calls
+
+
+async def test_a_start_rolled_back_for_a_conflict_is_done_again(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @engine.workflow()
+    async def hello(ctx: Any, name: str) -> str:
+        return f"hi {name}"
+
+    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+    calls = failing_writes(
+        engine,
+        monkeypatch,
+        [StoreError("deadlock", conflict=True), StoreError("again", conflict=True)],
+    )
+    handle = await engine.start("hello", "ada", id="h1")
+    assert calls[0] >= 3  # two rolled back, the third committed
+    assert await handle.result(timeout=10) == "hi ada"
+    assert (await engine.get_run("h1")).status is RunStatus.COMPLETED
+
+
+async def test_other_store_errors_and_a_lasting_conflict_reach_the_caller(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @engine.workflow()
+    async def hello(ctx: Any, name: str) -> str:
+        return f"hi {name}"
+
+    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+    calls = failing_writes(engine, monkeypatch, [StoreError("the server is gone")])
+    with pytest.raises(StoreError, match="the server is gone"):
+        await engine.start("hello", "ada", id="h1")
+    assert calls[0] == 1  # (not a conflict: not done again)
+
+    lasting = [StoreError("deadlock", conflict=True) for _ in range(conflicts.ATTEMPTS)]
+    calls = failing_writes(engine, monkeypatch, lasting)
+    with pytest.raises(StoreError, match="deadlock"):
+        await engine.start("hello", "ada", id="h2")
+    assert calls[0] == conflicts.ATTEMPTS
+
+
+def test_postgres_deadlocks_and_serialization_failures_are_conflicts() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from parkway.store.postgres.failures import failed
+
+    for exc in (psycopg.errors.DeadlockDetected("deadlock detected"),
+                psycopg.errors.SerializationFailure("could not serialize")):  # fmt: skip
+        error = failed({}, "db", exc)
+        assert isinstance(error, StoreError) and error.conflict and not error.outcome_unknown
+    other = failed({}, "db", psycopg.errors.UniqueViolation("duplicate key"))
+    assert isinstance(other, StoreError) and not other.conflict
+
+
+async def test_a_signal_rolled_back_for_a_conflict_is_sent_again_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @engine.workflow()
+    async def waiter(ctx: Any, _: Any) -> list[Any]:
+        return [await ctx.wait_for_signal("go"), await ctx.wait_for_signal("go")]
+
+    handle = await engine.start("waiter", None, id="w1")
+    await engine.idle()
+    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+    calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
+    await engine.signal("w1", "go", 7)
+    assert calls[0] >= 2
+    await engine.signal("w1", "go", 8)
+    # Buffered once: a second copy of the first would have been the second wait's.
+    assert await handle.result(timeout=10) == [7, 8]

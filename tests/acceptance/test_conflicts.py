@@ -35,14 +35,21 @@ def failing_writes(
     return calls
 
 
-async def test_a_start_rolled_back_for_a_conflict_is_done_again(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(autouse=True)
+def _no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+
+
+def register_hello(engine: Engine) -> None:
     @engine.workflow()
     async def hello(ctx: Any, name: str) -> str:
         return f"hi {name}"
 
-    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+
+async def test_a_start_rolled_back_for_a_conflict_is_done_again(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register_hello(engine)
     calls = failing_writes(
         engine,
         monkeypatch,
@@ -57,11 +64,7 @@ async def test_a_start_rolled_back_for_a_conflict_is_done_again(
 async def test_other_store_errors_and_a_lasting_conflict_reach_the_caller(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    @engine.workflow()
-    async def hello(ctx: Any, name: str) -> str:
-        return f"hi {name}"
-
-    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
+    register_hello(engine)
     calls = failing_writes(engine, monkeypatch, [StoreError("the server is gone")])
     with pytest.raises(StoreError, match="the server is gone"):
         await engine.start("hello", "ada", id="h1")
@@ -95,7 +98,6 @@ async def test_a_signal_rolled_back_for_a_conflict_is_sent_again_once(
 
     handle = await engine.start("waiter", None, id="w1")
     await engine.idle()
-    monkeypatch.setattr(conflicts, "FIRST_PAUSE", 0.0)
     calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
     await engine.signal("w1", "go", 7)
     assert calls[0] >= 2

@@ -84,13 +84,6 @@ INSERT INTO runs (id, workflow, version, status, input, output, error, domain, s
                   parent_id, trigger, generation, created_at, updated_at, lease_owner, lease_until)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
--- name: insert_new_run
--- (start_run: a run id taken already is left as it is, in the same statement)
-INSERT INTO runs (id, workflow, version, status, input, output, error, domain, subject,
-                  parent_id, trigger, generation, created_at, updated_at, lease_owner, lease_until)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO NOTHING
-
 -- name: journal
 SELECT pos, kind, name, state, value, deadline, at, branch, seq
 FROM journal WHERE run_id = ? ORDER BY pos

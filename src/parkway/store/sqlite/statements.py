@@ -17,6 +17,9 @@ from parkway.store.sqltext import load_migrations, load_queries
 Q = load_queries(__package__, "queries.sql")
 MIGRATIONS = load_migrations(__package__, "migrations")
 
+# start_run's insert: an id taken already is left as it is, in the same statement.
+INSERT_NEW_RUN = Q["insert_run"].rstrip() + "\nON CONFLICT (id) DO NOTHING"
+
 # find_subscriptions by kind (the kind a literal: see the queries).
 FIND_SUBSCRIPTIONS = {
     "event": Q["find_event_subscriptions"],

@@ -30,7 +30,13 @@ from parkway.store.base import (
 )
 from parkway.store.sqlite.flow import FlowOps
 from parkway.store.sqlite.schedules import SQLiteSchedules
-from parkway.store.sqlite.statements import FIND_SUBSCRIPTIONS, Q, listing, update_run
+from parkway.store.sqlite.statements import (
+    FIND_SUBSCRIPTIONS,
+    INSERT_NEW_RUN,
+    Q,
+    listing,
+    update_run,
+)
 from parkway.store.sqltext import run_conditions
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
@@ -54,7 +60,7 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
         self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
     ) -> None:
         # One statement where ComposedTx reads first: an id taken is not inserted.
-        if self._c.execute(Q["insert_new_run"], _run_row(run)).rowcount == 1:
+        if self._c.execute(INSERT_NEW_RUN, _run_row(run)).rowcount == 1:
             await self.add_tasks([NewTask(run.id, due_at, "start", payload=task_payload)])
 
     async def lease_run(

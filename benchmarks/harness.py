@@ -108,7 +108,9 @@ class Bench:
         if telemetry in ("on", "metrics"):
             options.setdefault("metrics", _registry())
         if telemetry in ("on", "tracing"):
-            options.setdefault("tracing", _tracer_provider())
+            options.setdefault(
+                "tracing", _tracer_provider(getattr(self.options, "trace_ratio", 1.0))
+            )
         cached = getattr(self.options, "cached_runs", None)
         if cached is not None:
             options.setdefault("cached_runs", cached)
@@ -136,10 +138,13 @@ def _registry() -> Any:
     return CollectorRegistry()
 
 
-def _tracer_provider() -> Any:
+def _tracer_provider(ratio: float = 1.0) -> Any:
     """An OpenTelemetry SDK provider whose spans are batched to an exporter that drops
-    them (``--telemetry on``): the cost of making and ending spans, not of shipping them."""
+    them (``--telemetry on``): the cost of making and ending spans, not of shipping them.
+    ``ratio`` < 1: that share of traces sampled (``--trace-ratio``), as production
+    tracing usually is."""
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
         SpanExporter,
@@ -150,7 +155,8 @@ def _tracer_provider() -> Any:
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    sampler = ParentBased(TraceIdRatioBased(ratio)) if ratio < 1 else None
+    provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(BatchSpanProcessor(Dropped()))
     return provider
 

@@ -170,7 +170,7 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
     telemetry = getattr(bench.options, "telemetry", "off")
     return {
         "wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind,
-        "telemetry": telemetry,
+        "telemetry": telemetry, "trace_ratio": getattr(bench.options, "trace_ratio", 1.0),
     }  # fmt: skip
 
 
@@ -580,6 +580,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the engine counts Prometheus metrics (metrics), makes OpenTelemetry spans "
         "(tracing: an SDK provider, batched to an exporter that drops them), or both (on)",
     )
+    parser.add_argument(
+        "--trace-ratio", type=float, default=1.0,
+        help="tracing: the share of traces sampled (ParentBased(TraceIdRatioBased(r)); "
+        "1: every span recorded)",
+    )  # fmt: skip
     parser.add_argument(
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"
     )

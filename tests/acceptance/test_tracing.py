@@ -15,6 +15,7 @@ pytest.importorskip("opentelemetry.sdk", reason="the SDK is in the dev extra")
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -195,6 +196,53 @@ async def test_a_span_a_step_makes_is_the_step_s_child(make_engine: Any) -> None
     for inner in (bank, sync):
         [step] = [s for s in spans if s.context.span_id == inner.parent.span_id]  # type: ignore[union-attr]
         assert step.name.startswith("parkway.step ")
+
+
+class Asked(Sampler):
+    """A parent-based sampler that drops every trace, and notes which spans it was
+    asked about."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._inner = ParentBased(ALWAYS_OFF)
+
+    def should_sample(
+        self, parent_context: Any, trace_id: int, name: str, *args: Any, **kw: Any
+    ) -> SamplingResult:
+        self.names.append(name)
+        return self._inner.should_sample(parent_context, trace_id, name, *args, **kw)
+
+    def get_description(self) -> str:
+        return "Asked"
+
+
+async def test_under_an_advance_the_sampler_dropped_no_step_span_is_made(
+    make_engine: Any,
+) -> None:
+    sampler = Asked()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    engine = await make_engine(tracing=provider)
+    tracer = provider.get_tracer("the app")
+    seen: list[Any] = []
+
+    async def charge() -> str:
+        # The step runs in its advance's (unsampled) context: the app's span is in
+        # the run's trace, and dropped with it.
+        with tracer.start_as_current_span("bank.charge") as span:
+            seen.append(span.get_span_context())
+        return "ok"
+
+    @engine.workflow()
+    async def pay(ctx, input):
+        return [await ctx.step(charge), await ctx.step(lambda: 2, name="two")]
+
+    assert await (await engine.start("pay")).result(timeout=10) == ["ok", 2]
+    assert exporter.get_finished_spans() == ()
+    assert sorted(set(sampler.names)) == ["bank.charge", "parkway.advance pay", "parkway.start pay"]
+    [context] = seen
+    assert context.is_valid and not context.trace_flags.sampled
 
 
 async def test_tracing_off_makes_no_span(make_engine: Any) -> None:

@@ -246,7 +246,11 @@ class Telemetry:
         advance = _ADVANCE.get()
         tracing = self.tracing
         began = time.perf_counter()
-        if tracing is not None:
+        # Under an advance the sampler dropped, a step's span would be dropped too (its
+        # parent is not sampled): none is made, and the step runs in the advance's context.
+        if tracing is not None and (
+            advance is None or advance.span is None or advance.span.is_recording()
+        ):
             span, token = tracing.begin_step(request)
             try:
                 result = await attempt

@@ -1,5 +1,6 @@
-"""A client's start that the store rolls back for a conflict (a deadlock, on
-PostgreSQL) is done again; any other store error reaches the caller at once."""
+"""A client's start, signal, publish or correlate that the store rolls back for a
+conflict (a deadlock, on PostgreSQL) is done again, once in effect; any other store
+error reaches the caller at once."""
 
 from __future__ import annotations
 
@@ -103,4 +104,54 @@ async def test_a_signal_rolled_back_for_a_conflict_is_sent_again_once(
     assert calls[0] >= 2
     await engine.signal("w1", "go", 8)
     # Buffered once: a second copy of the first would have been the second wait's.
+    assert await handle.result(timeout=10) == [7, 8]
+
+
+async def test_a_publish_rolled_back_for_a_conflict_is_done_again_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @engine.workflow()
+    async def payer(ctx: Any, _: Any) -> Any:
+        return await ctx.wait_for_event("paid", match={"order": 1})
+
+    @engine.workflow(on_event="shipped")
+    async def shipper(ctx: Any, payload: Any) -> Any:
+        return payload
+
+    handle = await engine.start("payer", None, id="p1")
+    await engine.idle()
+    # The delivery alone (no subscriber) and the whole transaction (a subscriber).
+    calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
+    paid = await engine.publish("paid", {"order": 1}, id="e1")
+    assert calls[0] >= 2 and paid.resumed == ["p1"]
+    calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
+    shipped = await engine.publish("shipped", {"box": 3}, id="e2")
+    assert calls[0] >= 2 and len(shipped.started) == 1
+    assert await handle.result(timeout=10) == {"order": 1}
+    await engine.idle()
+    runs = await engine.list_runs(workflow="shipper")
+    assert [r.id for r in runs] == shipped.started  # started once
+    assert await engine.handle(shipped.started[0]).result(timeout=10) == {"box": 3}
+
+
+async def test_a_correlate_rolled_back_for_a_conflict_is_done_again_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @engine.workflow()
+    async def receiver(ctx: Any, _: Any) -> list[Any]:
+        return [await ctx.wait_for_message("score", "k1") for _ in range(2)]
+
+    handle = await engine.start("receiver", None, id="r1")
+    await engine.idle()
+    calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
+    delivered = await engine.correlate("score", "k1", 7)
+    assert calls[0] >= 2 and (delivered.outcome, delivered.run_id) == ("delivered", "r1")
+    await engine.idle()
+    # Nobody waits for "k2": buffered, once.
+    calls = failing_writes(engine, monkeypatch, [StoreError("deadlock", conflict=True)])
+    buffered = await engine.correlate("score", "k2", 1)
+    assert calls[0] >= 2 and buffered.outcome == "buffered"
+    assert [m.key for m in await engine.messages()] == ["k2"]
+    await engine.correlate("score", "k1", 8)
+    # Delivered once: a second copy of the first would have been the second wait's.
     assert await handle.result(timeout=10) == [7, 8]

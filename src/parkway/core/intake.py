@@ -26,6 +26,7 @@ import orjson
 
 from parkway import _json, limits
 from parkway.core import accumulate, cancel_on
+from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
@@ -111,22 +112,29 @@ def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
 
 
 async def publish(rt: Runtime, event: Event) -> PublishResult:
-    """Publish ``event`` (see ``Engine.publish``): all of it is one transaction."""
+    """Publish ``event`` (see ``Engine.publish``): all of it is one transaction, done
+    again if the store rolls it back for a conflict (nothing of it was saved)."""
     event, data = prepare(rt, event)
+    result, alone = await again_on_conflict(lambda: _publish(rt, event, data))
+    if not alone and not result.duplicate:  # accumulators get tasks too, without touching anyone
+        rt.after_commit()
+    return result
+
+
+async def _publish(rt: Runtime, event: Event, data: bytes) -> tuple[PublishResult, bool]:
+    """One attempt of :func:`publish`: its result, and whether it was the delivery alone."""
     with handing_over(rt) as hand_over:
         if not rt.paused and not rt.registry.subscribers(event.name):
             # Nothing to start and no flow disabled: the delivery alone, as one
             # store operation where the store fuses it (unless it declines).
-            result = await _deliver_alone(rt, event, data, hand_over)
-            if result is not None:
-                return result
+            delivered = await _deliver_alone(rt, event, data, hand_over)
+            if delivered is not None:
+                return delivered, True
         async with rt.store.transaction() as tx:
             result = await publish_in_tx(rt, tx, event, data, rt.now())
             for run_id in result.resumed[:1] or result.started[:1]:
                 await hand_over(tx, run_id)
-    if not result.duplicate:  # accumulators get tasks too, without touching anyone
-        rt.after_commit()
-    return result
+    return result, False
 
 
 async def publish_in_tx(

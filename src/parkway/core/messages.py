@@ -15,6 +15,7 @@ import logging
 from typing import Any, cast
 
 from parkway import _json
+from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
@@ -66,7 +67,20 @@ async def correlate(
     message_id: str | None,
     ttl: float,
 ) -> CorrelationResult:
-    """Hand a message to exactly one receiver (see ``Engine.correlate``)."""
+    """Hand a message to exactly one receiver (see ``Engine.correlate``), done again
+    if the store rolls it back for a conflict (nothing of it was saved)."""
+    result, alone = await again_on_conflict(
+        lambda: _correlate(rt, name, key, payload, message_id, ttl)
+    )
+    if not alone and result.run_id is not None:
+        rt.after_commit()
+    return result
+
+
+async def _correlate(
+    rt: Runtime, name: str, key: str, payload: bytes, message_id: str | None, ttl: float
+) -> tuple[CorrelationResult, bool]:
+    """One attempt of :func:`correlate`: its result, and whether it was the delivery alone."""
     with handing_over(rt) as hand_over:
         if rt.registry.message_starter(name) is None:
             # Most messages find their run waiting: then the delivery is one store
@@ -74,7 +88,7 @@ async def correlate(
             # message nobody waits for takes the transaction below (buffer, or refuse).
             delivered = await _deliver_alone(rt, name, key, payload, message_id, hand_over)
             if delivered is not None:
-                return delivered
+                return delivered, True
         async with rt.store.transaction() as tx:
             result = await correlate_in_tx(
                 rt, tx, name=name, key=key, payload=payload, message_id=message_id,
@@ -82,9 +96,7 @@ async def correlate(
             )  # fmt: skip
             if result.run_id is not None:
                 await hand_over(tx, result.run_id)
-    if result.run_id is not None:
-        rt.after_commit()
-    return result
+    return result, False
 
 
 async def correlate_in_tx(

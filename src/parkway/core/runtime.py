@@ -68,6 +68,9 @@ class Settings:
     history_threshold: int = 10_000
     # How long finished runs are kept before the sweep deletes them (None: for ever).
     retention: float | None = 30 * 86400.0
+    # The garbage collector's thresholds while a worker runs (parkway.worker.collector):
+    # None: tuned if they are CPython's defaults; True: tuned; False: left alone.
+    tune_gc: bool | None = None
 
 
 class Runtime:

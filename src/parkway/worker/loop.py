@@ -25,6 +25,7 @@ from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import Lease, LoadedRun
+from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
 from parkway.worker.threads import StepThreads
@@ -87,8 +88,10 @@ class Worker:
         # Parked runs' machines, so that a resume does not replay the journal.
         self.cache = RunCache(rt.settings.cached_runs)
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
+        self._gc_held = False  # this worker tuned the garbage collector (see start())
 
     def start(self) -> None:
+        self._gc_held = collector.hold(self.rt.settings.tune_gc)
         # Commits that add tasks, other processes' too, wake this worker the moment
         # the store knows of them (on every commit with "push"; as a hint that
         # saves a poll interval otherwise).
@@ -142,6 +145,9 @@ class Worker:
         # command line leaves without them; their runs are released).
         self._executor.shutdown()
         self.cache.clear()
+        if self._gc_held:
+            self._gc_held = False
+            collector.release()
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own

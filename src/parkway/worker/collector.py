@@ -26,6 +26,7 @@ to stop puts back what it found.
 from __future__ import annotations
 
 import gc
+import threading
 
 # CPython's defaults, and the worker's.
 DEFAULT = (700, 10, 10)
@@ -33,6 +34,7 @@ TUNED = (10_000, 10, 10)
 
 _holders = 0
 _previous: tuple[int, int, int] | None = None
+_lock = threading.Lock()  # (engines of several loops, in several threads, share the process)
 
 
 def hold(option: bool | None) -> bool:
@@ -42,13 +44,14 @@ def hold(option: bool | None) -> bool:
     global _holders, _previous
     if option is False:
         return False
-    if _holders == 0:
-        current = gc.get_threshold()
-        if option is None and current != DEFAULT:
-            return False
-        _previous = current
-        gc.set_threshold(*TUNED)
-    _holders += 1
+    with _lock:
+        if _holders == 0:
+            current = gc.get_threshold()
+            if option is None and current != DEFAULT:
+                return False
+            _previous = current
+            gc.set_threshold(*TUNED)
+        _holders += 1
     return True
 
 
@@ -56,8 +59,9 @@ def release() -> None:
     """A worker that held the tuning stops: the last one puts back the thresholds it
     found (unless someone changed them since)."""
     global _holders, _previous
-    _holders -= 1
-    if _holders == 0 and _previous is not None:
-        if gc.get_threshold() == TUNED:
-            gc.set_threshold(*_previous)
-        _previous = None
+    with _lock:
+        _holders -= 1
+        if _holders == 0 and _previous is not None:
+            if gc.get_threshold() == TUNED:
+                gc.set_threshold(*_previous)
+            _previous = None

@@ -144,12 +144,12 @@ def _tracer_provider(ratio: float = 1.0) -> Any:
     ``ratio`` < 1: that share of traces sampled (``--trace-ratio``), as production
     tracing usually is."""
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
         SpanExporter,
         SpanExportResult,
     )
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:

@@ -15,8 +15,8 @@ pytest.importorskip("opentelemetry.sdk", reason="the SDK is in the dev extra")
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 from parkway import Engine, WorkflowFailedError

@@ -35,6 +35,9 @@ Shapes
     messages correlated at fixed times, at fractions of the capacity measured first,
     by 4 senders; latency from each scheduled send to its run's committed resume
     (p50/p99/p999): see ``benchmarks.openloop``.
+``spanfloor`` (N=20000)
+    the OpenTelemetry SDK's cost of one bare span and of parkway's five spans of a
+    3-step run, in a loop on their own: see ``benchmarks.telemetry``.
 ``gather`` (N=50), ``update`` (N=1000, ``--update-via inproc|xproc``)
     a gather of 10 async steps against one step's time; update round trips, in one
     process and across processes: see ``benchmarks.inside``.
@@ -102,6 +105,7 @@ from benchmarks.inside import shape_gather, shape_update
 from benchmarks.openloop import shape_openloop
 from benchmarks.resume import shape_resume
 from benchmarks.schedules import shape_schedules
+from benchmarks.telemetry import shape_spanfloor
 
 DEFAULT_N = {
     "gather": 50,
@@ -117,6 +121,7 @@ DEFAULT_N = {
     "subjects": 10000,
     "correlate": 10000,
     "schedules": 1000,
+    "spanfloor": 20000,
 }
 
 
@@ -547,6 +552,7 @@ SHAPES = {
     "subjects": shape_subjects,
     "correlate": shape_correlate,
     "schedules": shape_schedules,
+    "spanfloor": shape_spanfloor,
 }
 
 

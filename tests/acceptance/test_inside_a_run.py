@@ -373,6 +373,22 @@ async def test_an_update_returns_its_handlers_answer_and_wakes_wait_until(engine
     assert kinds.count("update") == 3 and kinds.count("update.done") == 3
 
 
+@pytest.mark.requires("shared")
+async def test_a_caller_in_another_engine_gets_answer_value_and_result(
+    make_engine: Any, engine_url: str
+) -> None:
+    # The caller's engine runs no worker: the worker engine's commits are not
+    # announced to it, so it learns of each by reading again (its first reads come
+    # within a millisecond or two).
+    worker = await make_engine(url=engine_url)
+    worker.workflow(name="counter")(counter)
+    client = await make_engine(url=engine_url, worker=False)
+    handle = await client.start("counter")
+    assert await client.update(handle.id, "add", 4, timeout=10) == 4
+    assert await client.update(handle.id, "add", 6, timeout=10) == 10
+    assert await client.handle(handle.id).result(timeout=10) == 10
+
+
 async def test_a_rejected_update_journals_nothing(engine: Engine) -> None:
     engine.workflow(name="counter")(counter)
     handle = await engine.start("counter")

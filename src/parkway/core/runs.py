@@ -17,6 +17,7 @@ from parkway import _json
 from parkway.core import cancel_on, flow
 from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import handing_over
+from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
 from parkway.errors import (
     InvalidArgumentError,
@@ -258,7 +259,7 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
     """The run's output once it has ended (see ``RunHandle.result``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     # In-process completions are announced; another process's are polled.
-    poll = 0.002 if "shared" in rt.store.capabilities else 0.05
+    polls = Polls(rt.store)
     final = rt.results.final(run_id)
     while True:
         worker = rt.worker
@@ -272,15 +273,13 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
             outcome = _ended(run)
             if outcome is not _RUNNING:
                 return outcome
-        wait = poll
+        remaining = None
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ResultTimeoutError(run_id, timeout or 0.0)
-            wait = min(wait, remaining)
-        if await rt.results.wait(run_id, wait):
+        if await rt.results.wait(run_id, polls.next(remaining)):
             final = rt.results.final(run_id)
-        poll = min(poll * 2, 0.05)
 
 
 _RUNNING = object()

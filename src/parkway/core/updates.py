@@ -6,7 +6,7 @@ advances the run handles it when the run is quiet (see
 commit. So an accepted update is applied exactly once, and a caller that asks
 again with the same id (after a crash, say) gets that same answer. Callers in
 this process are woken by the commit; others read again, more slowly each time
-(2 ms doubling to 50 ms), as ``result()`` does.
+(see :mod:`parkway.core.polling`), as ``result()`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from parkway import _json
+from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
 from parkway.errors import (
     ResultTimeoutError,
@@ -26,9 +27,6 @@ from parkway.errors import (
 from parkway.models import ErrorInfo
 from parkway.store.base import ENDED, NewTask, UpdateRecord
 from parkway.store.records import UPDATE_PENDING
-
-FIRST_POLL = 0.002
-LAST_POLL = 0.05
 
 
 async def update(
@@ -57,7 +55,7 @@ async def update(
 async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> Any:
     """The answer to update ``update_id``, once the run has given it."""
     deadline = time.monotonic() + timeout
-    poll = FIRST_POLL if "shared" in rt.store.capabilities else LAST_POLL
+    polls = Polls(rt.store)
     while True:
         async with rt.store.transaction(readonly=True) as tx:
             # The run first: where each statement reads its own snapshot (PostgreSQL's
@@ -73,8 +71,7 @@ async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> An
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise ResultTimeoutError(run_id, timeout)
-        await rt.results.wait(run_id, min(poll, remaining))
-        poll = min(poll * 2, LAST_POLL)
+        await rt.results.wait(run_id, polls.next(remaining))
 
 
 def _answered(found: UpdateRecord) -> Any:
@@ -101,7 +98,7 @@ async def value(rt: Runtime, run_id: str, key: str, timeout: float) -> Any:
     """The run's value ``key``, waiting up to ``timeout`` seconds for it to be set
     (``None`` if it was not)."""
     deadline = time.monotonic() + timeout
-    poll = FIRST_POLL if "shared" in rt.store.capabilities else LAST_POLL
+    polls = Polls(rt.store)
     while True:
         found = await values(rt, run_id)
         if key in found:
@@ -109,5 +106,4 @@ async def value(rt: Runtime, run_id: str, key: str, timeout: float) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
-        await rt.results.wait(run_id, min(poll, remaining))
-        poll = min(poll * 2, LAST_POLL)
+        await rt.results.wait(run_id, polls.next(remaining))

@@ -122,11 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs[label].append(this_round[label])
         for label in this_round:
             ratios[label].append(this_round[label] / this_round["off"])
-        floors.append(
-            measure.run_once(
-                "benchmarks.parkway_bench", ["--shape", "spanfloor", "--n", "20000"], 600
-            )
+        floor = measure.run_once(
+            "benchmarks.parkway_bench", ["--shape", "spanfloor", "--n", "20000"], 600
         )
+        if not floor.get("available", True):
+            print(f"spanfloor: {floor.get('reason')}", file=sys.stderr)
+            return 1
+        floors.append(floor)
 
     off = statistics.median(runs["off"])
     bare = statistics.median(f["bare_us"] for f in floors)

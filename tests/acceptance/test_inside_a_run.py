@@ -374,7 +374,7 @@ async def test_an_update_returns_its_handlers_answer_and_wakes_wait_until(engine
 
 
 @pytest.mark.requires("shared")
-async def test_a_caller_in_another_engine_gets_answer_value_and_result(
+async def test_a_caller_in_another_engine_gets_update_answers_and_the_result(
     make_engine: Any, engine_url: str
 ) -> None:
     # The caller's engine runs no worker: the worker engine's commits are not

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import parkway.store.sqlite.checkpoints
+import parkway.store.sqlite.store
 from parkway.store.sqlite import SQLiteStore
 
 from .test_conformance import run
@@ -47,6 +48,74 @@ async def test_commits_are_checkpointed_by_a_thread_of_the_store(
     finally:
         await store.close()
     assert not [t for t in threading.enumerate() if "parkway-checkpoint" in t.name]
+
+
+async def test_under_steady_commits_the_wal_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Commits that never stop would keep every PASSIVE checkpoint of the thread from
+    # finding the WAL fully copied, so it would never start over: past
+    # RESTART_FRAMES the thread checkpoints once more with this process's writes
+    # held back, and the WAL starts over (SQLite counts it in the WAL's header). The
+    # commits' own threshold is out of reach here, so it is not what starts it over.
+    monkeypatch.setattr(parkway.store.sqlite.checkpoints, "RESTART_FRAMES", 200)
+    monkeypatch.setattr(parkway.store.sqlite.store, "FOREGROUND_CHECKPOINT_PAGES", 10**7)
+    path = tmp_path / "w.db"
+    store = SQLiteStore(str(path))
+    await store.open()
+    try:
+        committed = 0
+
+        async def commit() -> None:
+            nonlocal committed
+            async with store.transaction() as tx:
+                await tx.insert_run(run(f"r{committed}", input=b'"' + b"x" * 8000 + b'"'))
+            committed += 1
+            await asyncio.sleep(0)  # (the checkpoint task's turn)
+
+        await commit()
+        first = wal_sequence(path)
+        deadline = asyncio.get_running_loop().time() + 30
+        while wal_sequence(path) < first + 3:
+            assert asyncio.get_running_loop().time() < deadline, "the WAL never started over"
+            await commit()
+        assert store._checkpoints.restarts >= 1
+        assert store._checkpoints.writable.is_set()
+        async with store.transaction(readonly=True) as tx:
+            assert await tx.get_run(f"r{committed - 1}") is not None
+    finally:
+        await store.close()
+
+
+def wal_sequence(path: Path) -> int:
+    """How many times the WAL started over: its header's checkpoint sequence number."""
+    with open(f"{path}-wal", "rb") as wal:
+        return int.from_bytes(wal.read(16)[12:16], "big")
+
+
+async def test_writes_held_back_for_a_checkpoint_wait_and_reads_do_not(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(str(tmp_path / "h.db"))
+    await store.open()
+    try:
+        store._checkpoints.writable.clear()  # what the checkpoint thread's last pass does
+
+        async def write() -> None:
+            async with store.transaction() as tx:
+                await tx.insert_run(run("held"))
+
+        writer = asyncio.create_task(write())
+        async with store.transaction(readonly=True) as tx:
+            assert await tx.get_run("held") is None
+        await asyncio.sleep(0.05)
+        assert not writer.done()
+        store._checkpoints.writable.set()
+        await asyncio.wait_for(writer, 5)
+        async with store.transaction(readonly=True) as tx:
+            assert await tx.get_run("held") is not None
+    finally:
+        await store.close()
 
 
 async def test_an_upgrade_keeps_the_labels_of_parked_waits(tmp_path: Path) -> None:

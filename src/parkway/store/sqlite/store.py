@@ -41,7 +41,7 @@ class SQLiteStore:
         self._lock = asyncio.Lock()
         self._data_version = -1
         # The WAL checkpointed by a thread of the store's (see checkpoints.py).
-        self._checkpoints = Checkpoints(path)
+        self._checkpoints = Checkpoints(path, self._lock)
         # Datagrams that wake other processes' workers when a commit adds tasks
         # (see parkway.store.sqlite.wakeup); the worker's poll of data_version stays.
         self.wakeups = Wakeups(path) if path != ":memory:" else None
@@ -128,6 +128,8 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[SQLiteTx]:
+        if not readonly and not self._checkpoints.writable.is_set():
+            await self._checkpoints.writable.wait()  # (see checkpoints.py)
         async with self._lock:
             conn = self.conn
             if readonly:

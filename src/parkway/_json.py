@@ -61,12 +61,30 @@ def dumps(value: Any, what: str | None = None) -> bytes:
         path, detail = _find_bad(value, limit=MAX_DEPTH)
         raise SerializationError(what, path, detail or f"nested deeper than {MAX_DEPTH} levels")
     # orjson writes NaN/Infinity as null, which would silently change the value.
-    if b"null" in encoded:
-        # (It encoded: no deeper than the encoder's limit, and holds no cycle.)
+    # (It encoded: no deeper than the encoder's limit, and holds no cycle.) Most
+    # nulls are Nones: a walk that builds no paths tells, and only a value that
+    # holds one is walked again for where.
+    if b"null" in encoded and _holds_non_finite(value):
         path, detail = _find_bad(value, nan_only=True, limit=_ENCODER_DEPTH)
         if detail:
             raise SerializationError(what or "value", path, detail)
     return encoded
+
+
+def _holds_non_finite(root: Any) -> bool:
+    """Whether ``root`` (a value that encodes) holds a NaN or an infinity, in the
+    containers :func:`_find_bad` walks."""
+    stack = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return False
 
 
 def loads(data: bytes | str | None) -> Any:

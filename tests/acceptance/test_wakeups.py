@@ -131,6 +131,66 @@ async def test_a_run_woken_here_goes_to_this_worker_or_waits_for_a_place(
         assert await second.result(timeout=10) == "queued"
 
 
+async def test_a_run_handed_to_this_worker_costs_it_no_claim(engine_url: str) -> None:
+    # A start, a signal and a correlate that lease their run to this process's
+    # worker leave its claim loop alone: it would find the run's task taken and
+    # claim nothing. Counted while the run each woke is held in a step, before
+    # the run's own commit (which may add tasks, and so does look).
+    engine = Engine(engine_url)
+    entered, release, held = blocking_step("held")
+
+    @engine.workflow()
+    async def signalled(ctx, input):
+        await ctx.wait_for_signal("go")
+        return await ctx.step(held)
+
+    @engine.workflow()
+    async def messaged(ctx, input):
+        await ctx.wait_for_message("score", "K-1")
+        return await ctx.step(held)
+
+    @engine.workflow()
+    async def started(ctx, input):
+        return await ctx.step(held)
+
+    async with engine:
+        assert engine.worker is not None
+        store = engine.worker.rt.store
+        claim, claims = store.claim, []
+
+        async def counted(*args: object, **kwargs: object) -> list[str]:
+            claimed = await claim(*args, **kwargs)  # type: ignore[arg-type]
+            claims.append(claimed)
+            return claimed
+
+        store.claim = counted  # type: ignore[method-assign]
+        one, two = await engine.start("signalled"), await engine.start("messaged")
+        await engine.idle(timeout=10)
+
+        async def signal() -> object:
+            return await one.signal("go", 1)
+
+        async def message() -> object:
+            return await engine.correlate("score", "K-1", 7)
+
+        async def start() -> object:
+            return await engine.start("started", id="three")
+
+        for send in (signal, message, start):
+            await asyncio.sleep(0.05)  # (the worker idle, whatever it looked at before)
+            claims.clear()
+            entered.clear()
+            await send()
+            await asyncio.wait_for(entered.wait(), 10)
+            await asyncio.sleep(0.05)
+            assert claims == [], send.__name__
+            release.set()
+            await engine.idle(timeout=10)
+            release.clear()
+        for handle in (one, two, engine.handle("three")):
+            assert await handle.result(timeout=10) == "held"
+
+
 @pytest.mark.requires("shared")
 async def test_another_processs_signal_wakes_the_idle_worker_without_a_poll(
     engine_url: str, monkeypatch: pytest.MonkeyPatch

@@ -1344,6 +1344,26 @@ async def test_lease_run_takes_a_run_started_in_its_transaction(store: Store) ->
         assert len(await tx.due_tasks("new", NOW + 1)) == 1
 
 
+async def test_lease_run_starts_a_pending_run_and_leaves_any_other_status(store: Store) -> None:
+    # Runs of earlier transactions: one not yet started, one parked, one running
+    # whose lease lapsed. Only the pending one changes status.
+    async with store.transaction() as tx:
+        await tx.insert_run(run("p", status="pending"))
+        await tx.insert_run(run("k", status="parked"))
+        await tx.insert_run(run("r", status="running", lease_owner="x", lease_until=WALL - 1))
+    async with store.transaction() as tx:
+        leases = {
+            r: await tx.lease_run(r, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+            for r in ("p", "k", "r")
+        }
+    assert all(lease.taken is True for lease in leases.values())
+    async with store.transaction(readonly=True) as tx:
+        rows = {r: await tx.get_run(r) for r in leases}
+    assert {r: (row.status, row.lease_owner) for r, row in rows.items() if row} == {
+        "p": ("running", "w"), "k": ("parked", "w"), "r": ("running", "w"),
+    }  # fmt: skip
+
+
 async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.insert_run(run("held", status="running", lease_owner="x", lease_until=WALL + 9))

@@ -449,6 +449,23 @@ async def worker_commit(store: PostgresStore, run_id: str) -> None:
         await tx.add_tasks([NewTask(run_id, NOW + 60, "timer", 0)])
 
 
+async def test_the_heartbeat_skips_a_run_whose_row_a_commit_holds(
+    store: PostgresStore, engine_url: str
+) -> None:
+    # A commit under way holds the row of one leased run (here another connection's
+    # open transaction): the heartbeat does not wait for it, which could deadlock
+    # with a batch locking rows in an order of its own, and extends the others.
+    await leased_run(store, "held")
+    await leased_run(store, "free")
+    async with await psycopg.AsyncConnection.connect(engine_url) as other, other.transaction():
+        await other.execute("UPDATE parkway.runs SET updated_at = updated_at WHERE id = 'held'")
+        await asyncio.wait_for(store.extend_leases("w", ["held", "free"], WALL + 500), 5)
+    held, free = await store_run(store, "held"), await store_run(store, "free")
+    assert (held.lease_until, free.lease_until) == (NOW + 60, WALL + 500)  # type: ignore[attr-defined]
+    await store.extend_leases("w", ["held", "free"], WALL + 600)  # the next beat
+    assert (await store_run(store, "held")).lease_until == WALL + 600  # type: ignore[attr-defined]
+
+
 async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
     await leased_run(store, "r")
     with sends() as sent:

@@ -43,6 +43,13 @@ class HandOver:
         if lease is not None:
             self.lease = lease
 
+    @property
+    def handed(self) -> bool:
+        """The run was leased to this process's worker: a task the transaction gave
+        it only, it needs no claim, and no poke of the claim loop (which would look
+        for work, find the task's run leased, and claim nothing)."""
+        return self.lease is not None and self.lease.taken is True
+
     def forget(self) -> None:
         """The lease taken was for nothing (the operation found no run): unused again."""
         self.lease = None

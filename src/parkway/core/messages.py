@@ -250,7 +250,8 @@ async def _deliver_alone(
     if delivery.outcome != "delivered" or delivery.run_id is None:
         hand_over.forget()  # nothing was leased: the place is for what comes next
         return None
-    rt.after_commit()
+    if not hand_over.handed:  # (its one task is for the run leased to this worker)
+        rt.after_commit()
     return CorrelationResult("delivered", delivery.run_id)
 
 

@@ -116,11 +116,13 @@ async def start(
     wf = rt.registry.get(workflow, version)
     if wf is not None and flow.limited(wf):
         flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
-    await again_on_conflict(lambda: _start(rt, record, wf, priority))
-    rt.after_commit()
+    if not await again_on_conflict(lambda: _start(rt, record, wf, priority)):
+        rt.after_commit()
 
 
-async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priority: int) -> None:
+async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priority: int) -> bool:
+    """One attempt of the start; whether its only task went to this process's worker
+    with the run (then no claim is needed for it)."""
     run_id = record.id
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
@@ -150,6 +152,8 @@ async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priorit
                 await tx.start_run(record, record.created_at, task_payload=traced)
             if hand:
                 await hand_over(tx, run_id)
+    # (A limited start may have given another run a task: its admission's cancel_oldest.)
+    return hand_over.handed and not (wf is not None and flow.limited(wf))
 
 
 async def record(rt: Runtime, run_id: str) -> RunRecord:

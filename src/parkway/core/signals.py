@@ -36,14 +36,15 @@ async def signal(
         RunNotFoundError: No run has that id (and none was to be started).
         RunClosedError: The run has finished.
     """
-    sent = await again_on_conflict(lambda: _send(rt, run_id, name, data, start, priority))
+    sent, handed = await again_on_conflict(lambda: _send(rt, run_id, name, data, start, priority))
     if not sent.known:
         raise StoreError(f"signal {name!r} to {run_id!r}: the store did not say what it found")
     if sent.status is None:
         raise RunNotFoundError(run_id)
     if sent.status in ENDED:
         raise RunClosedError(run_id, sent.status, f"signal {name!r}")
-    rt.after_commit()
+    if not handed:
+        rt.after_commit()
 
 
 async def _send(
@@ -53,7 +54,7 @@ async def _send(
     data: bytes,
     start: tuple[str, str, bytes] | None,
     priority: int | None,
-) -> Sent:
+) -> tuple[Sent, bool]:
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             startable = True
@@ -71,4 +72,6 @@ async def _send(
             live = not sent.known or (sent.status is not None and sent.status not in ENDED)
             if live and startable:
                 await hand_over(tx, run_id)
-    return sent
+    # Whether its one task went with the run to this worker (a start's insert may
+    # have given others tasks: its admission's cancel_oldest).
+    return sent, hand_over.handed and start is None

@@ -359,7 +359,10 @@ class Advancer:
                 generation=run.generation + 1, output=None, error=None,
             )  # fmt: skip
         else:
-            changes["status"] = status
+            if status != run.status or run.id in self._running:
+                # (Parked again and never flushed as running: the status is left
+                # unnamed, which spares the index entries an UPDATE naming it rewrites.)
+                changes["status"] = status
             changes["error"] = None  # a run held earlier may have recovered
             if status == RunStatus.COMPLETED.value:
                 changes["output"] = outcome.output

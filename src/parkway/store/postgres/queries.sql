@@ -466,7 +466,15 @@ LEFT JOIN LATERAL (
 SELECT commit_token FROM parkway.runs WHERE id = %s FOR SHARE
 
 -- name: extend_leases
-UPDATE parkway.runs SET lease_until = %s WHERE id = ANY(%s::text[]) AND lease_owner = %s
+-- A row that a commit of the worker's holds locked is skipped: that commit is
+-- under way, and the next beat (a third of the lease later) extends it. Waiting
+-- for it instead, its rows locked in an order of their own, the heartbeat met the
+-- worker's batched commits in deadlocks (each found by the server only after
+-- deadlock_timeout, a second, with a batch of commits waiting all that time).
+UPDATE parkway.runs SET lease_until = %(until)s WHERE id IN (
+    SELECT id FROM parkway.runs WHERE id = ANY(%(ids)s::text[]) AND lease_owner = %(owner)s
+    FOR UPDATE SKIP LOCKED)
+  AND lease_owner = %(owner)s
 
 -- name: release_leases
 UPDATE parkway.runs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = %s

@@ -205,7 +205,9 @@ class PostgresStore(Connections):
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         if run_ids:
-            await self._single(Q["extend_leases"], (lease_until, list(run_ids), owner))
+            await self._single(
+                Q["extend_leases"], {"until": lease_until, "ids": list(run_ids), "owner": owner}
+            )
 
     async def release_leases(self, owner: str) -> None:
         await self._single(Q["release_leases"], (owner,))

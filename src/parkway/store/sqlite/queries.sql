@@ -132,21 +132,33 @@ DELETE FROM mailbox WHERE id = ?
 
 -- name: claim
 -- Lease the runs of the first due tasks whose run has no live lease, earliest
--- first (walking tasks_by_due; several tasks of one run count once).
-UPDATE runs SET lease_owner = ?1, lease_until = ?2,
-    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+-- first (walking tasks_by_due; several tasks of one run count once). Not naming
+-- status: an UPDATE that names a column rewrites the row's entries in every index
+-- on it, even when its value stays (runs_by_workflow, runs_by_subject, runs_by_end),
+-- and a claimed run is parked far more often than pending (claim_started, next).
+UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
     WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
     ORDER BY t.due_at, t.id LIMIT ?5)
-RETURNING id
+RETURNING id, status
+
+-- name: claim_started
+-- The pending runs a claim (or a lease) just took now run.
+UPDATE runs SET status = 'running' WHERE id = ? AND status = 'pending'
 
 -- name: lease_run
--- One run, for this process's worker, in the transaction that gave it a task.
-UPDATE runs SET lease_owner = ?1, lease_until = ?2,
-    status = CASE status WHEN 'pending' THEN 'running' ELSE status END
+-- One run, for this process's worker, in the transaction that gave it a task: a
+-- run that is not pending (status not named: see claim), else lease_pending_run.
+UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
-  AND status NOT IN ('completed', 'failed', 'cancelled') AND paused = 0
+  AND status NOT IN ('pending', 'completed', 'failed', 'cancelled') AND paused = 0
+
+-- name: lease_pending_run
+-- lease_run of a run not yet started (one this transaction inserted, mostly).
+UPDATE runs SET lease_owner = ?1, lease_until = ?2, status = 'running'
+WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
+  AND status = 'pending' AND paused = 0
 
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?

@@ -161,7 +161,10 @@ class SQLiteStore:
                 ).fetchall()
             finally:
                 self._claiming = False
-            return [run_id for (run_id,) in rows]
+            started = [(run_id,) for run_id, status in rows if status == "pending"]
+            if started:
+                self.conn.executemany(Q["claim_started"], started)
+            return [run_id for run_id, _ in rows]
 
     def _took_over(self) -> None:
         if self._claiming:  # (not a hand-over's lease_run: see StoreStats)

@@ -48,6 +48,9 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn
         self.added_tasks = False  # other processes' workers are told at commit
+        # Runs this transaction inserted pending: a hand-over's lease of one sets its
+        # status (see lease_run), any other run's is left unnamed.
+        self._pending: set[str] = set()
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
@@ -55,19 +58,28 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
 
     async def insert_run(self, run: RunRecord) -> None:
         self._c.execute(Q["insert_run"], _run_row(run))
+        if run.status == "pending":
+            self._pending.add(run.id)
 
     async def start_run(
         self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
     ) -> None:
         # One statement where ComposedTx reads first: an id taken is not inserted.
         if self._c.execute(INSERT_NEW_RUN, _run_row(run)).rowcount == 1:
+            if run.status == "pending":
+                self._pending.add(run.id)
             await self.add_tasks([NewTask(run.id, due_at, "start", payload=task_payload)])
 
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
-        cursor = self._c.execute(Q["lease_run"], (owner, lease_until, run_id, wall_now))
-        if cursor.rowcount != 1:
+        # The statement for the status the run most likely has first, the other if
+        # that one found no run to lease (each leases only a run of its status).
+        queries = ("lease_pending_run", "lease_run")
+        if run_id not in self._pending:
+            queries = queries[::-1]
+        params = (owner, lease_until, run_id, wall_now)
+        if not any(self._c.execute(Q[query], params).rowcount == 1 for query in queries):
             return Lease(run_id, taken=False)
         return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
 

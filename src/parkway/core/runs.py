@@ -124,11 +124,12 @@ async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priorit
     """One attempt of the start; whether its only task went to this process's worker
     with the run (then no claim is needed for it)."""
     run_id = record.id
+    limited = wf is not None and flow.limited(wf)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
             hand = True
-            if wf is not None and flow.limited(wf):
+            if wf is not None and limited:
                 # Admitted in this transaction, after the limit's key row is locked
                 # (not the one-statement start_run, nor PostgreSQL's fused path: the
                 # limit decides whether the run gets a start task at all).
@@ -153,7 +154,7 @@ async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priorit
             if hand:
                 await hand_over(tx, run_id)
     # (A limited start may have given another run a task: its admission's cancel_oldest.)
-    return hand_over.handed and not (wf is not None and flow.limited(wf))
+    return hand_over.handed and not limited
 
 
 async def record(rt: Runtime, run_id: str) -> RunRecord:

@@ -144,7 +144,7 @@ WHERE id IN (
 RETURNING id, status
 
 -- name: claim_started
--- The pending runs a claim (or a lease) just took now run.
+-- The pending runs a claim just took now run.
 UPDATE runs SET status = 'running' WHERE id = ? AND status = 'pending'
 
 -- name: lease_run

@@ -75,9 +75,10 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     ) -> Lease:
         # The statement for the status the run most likely has first, the other if
         # that one found no run to lease (each leases only a run of its status).
-        queries = ("lease_pending_run", "lease_run")
-        if run_id not in self._pending:
-            queries = queries[::-1]
+        if run_id in self._pending:
+            queries = ("lease_pending_run", "lease_run")
+        else:
+            queries = ("lease_run", "lease_pending_run")
         params = (owner, lease_until, run_id, wall_now)
         if not any(self._c.execute(Q[query], params).rowcount == 1 for query in queries):
             return Lease(run_id, taken=False)

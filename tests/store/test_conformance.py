@@ -1452,6 +1452,34 @@ async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Stor
     assert await store.load_run("ghost", NOW) is None
 
 
+async def test_a_claim_hands_each_run_its_own_journal_and_tasks(store: Store) -> None:
+    # Several runs claimed at once, each loaded for the claimer: every run gets its
+    # own entries and tasks, none of another's; a run the claimer parked last comes
+    # without its journal (its worker holds it), a pending one with none.
+    spec = {"a": [NOW - 3, NOW], "b": [NOW - 2], "c": [NOW - 1], "fresh": [NOW - 4]}
+    await _runs_with_tasks(store, spec, status="parked")
+    async with store.transaction() as tx:
+        await tx.update_run("fresh", {"status": "pending"})
+        await tx.put_journal("a", [entry(0), entry(1), entry(2, state="pending")])
+        await tx.put_journal("b", [entry(0, value=b"7")])
+        await tx.put_journal("c", [entry(0), entry(1, state="pending")])
+        await tx.update_run("c", {"advanced_by": "w"})
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert sorted(claimed) == ["a", "b", "c", "fresh"]
+    loaded = {r: await store.load_run(r, NOW, owner="w") for r in claimed}
+    assert all(one is not None and one.run.lease_owner == "w" for one in loaded.values())
+    a, b, c, fresh = (loaded[r] for r in ("a", "b", "c", "fresh"))
+    assert a is not None and b is not None and c is not None and fresh is not None
+    assert a.journal == [entry(0), entry(1), entry(2, state="pending")]
+    assert [t.due_at for t in a.tasks] == [NOW - 3, NOW]
+    assert b.journal == [entry(0, value=b"7")] and [t.due_at for t in b.tasks] == [NOW - 2]
+    assert c.journal is None and [t.due_at for t in c.tasks] == [NOW - 1]
+    assert c.run.status == "parked"
+    assert fresh.journal == [] and fresh.run.status == "running"
+    assert {t.run_id for one in loaded.values() for t in one.tasks} == set(claimed)
+    assert all(t.run_id == r for r, one in loaded.items() for t in one.tasks)  # type: ignore[union-attr]
+
+
 async def test_update_leased_is_fenced_by_the_lease(store: Store) -> None:
     await _runs_with_tasks(store, {"mine": [NOW], "theirs": [NOW]})
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)

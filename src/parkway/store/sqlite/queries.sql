@@ -141,11 +141,29 @@ WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
     WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
     ORDER BY t.due_at, t.id LIMIT ?5)
-RETURNING id, status
+RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
+          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+          paused
 
 -- name: claim_started
--- The pending runs a claim just took now run.
-UPDATE runs SET status = 'running' WHERE id = ? AND status = 'pending'
+-- The pending runs a claim just took now run (their ids: a JSON array).
+UPDATE runs SET status = 'running'
+WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'
+
+-- name: claimed_tasks
+-- The due tasks of the runs a claim took (a JSON array of ids), each run's by id.
+SELECT id, run_id, due_at, kind, pos, payload FROM tasks
+WHERE run_id IN (SELECT value FROM json_each(?1)) AND due_at <= ?2 ORDER BY run_id, id
+
+-- name: claimed_journals
+-- The journals of the runs a claim took that need theirs read (see load_in).
+SELECT run_id, pos, kind, name, state, value, deadline, at, branch, seq
+FROM journal WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, pos
+
+-- name: claimed_signals
+-- The mailboxes of the runs a claim took that have a signal due (see reads_mailbox).
+SELECT id, run_id, name, payload, at FROM mailbox
+WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, id
 
 -- name: lease_run
 -- One run, for this process's worker, in the transaction that gave it a task: a

@@ -49,6 +49,8 @@ class SQLiteStore:
         # counted by a trigger of the connection's while a claim runs.
         self._takeovers = 0
         self._claiming = False
+        # What the last claims read of the runs they leased, until load_run takes it.
+        self._claimed: dict[str, LoadedRun] = {}
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -118,6 +120,7 @@ class SQLiteStore:
             raise
 
     async def close(self) -> None:
+        self._claimed.clear()
         await self._checkpoints.close()
         if self.wakeups is not None:
             self.wakeups.close()
@@ -153,7 +156,9 @@ class SQLiteStore:
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
-        async with self.transaction():
+        # The runs are read in the claim's transaction, all of them at once, and
+        # load_run hands each over (see SQLiteTx.load_claimed).
+        async with self.transaction() as tx:
             self._claiming = True
             try:
                 rows = self.conn.execute(
@@ -161,10 +166,10 @@ class SQLiteStore:
                 ).fetchall()
             finally:
                 self._claiming = False
-            started = [(run_id,) for run_id, status in rows if status == "pending"]
-            if started:
-                self.conn.executemany(Q["claim_started"], started)
-            return [run_id for run_id, _ in rows]
+            loaded = tx.load_claimed(rows, now, owner) if rows else []
+        for one in loaded:
+            self._claimed[one.run.id] = one
+        return [one.run.id for one in loaded]
 
     def _took_over(self) -> None:
         if self._claiming:  # (not a hand-over's lease_run: see StoreStats)
@@ -197,6 +202,9 @@ class SQLiteStore:
     async def load_run(
         self, run_id: str, now: float, *, owner: str | None = None
     ) -> LoadedRun | None:
+        claimed = self._claimed.pop(run_id, None)
+        if claimed is not None:  # (read by the claim that leased it, just now)
+            return claimed
         return await load_in_transaction(self, run_id, now, owner)
 
     def watch(self, callback: Callable[[float | None], None]) -> None:

@@ -461,13 +461,17 @@ async def load_in(tx: Tx, run_id: str, now: float, owner: str | None = None) -> 
     """What advancing the run needs, read in ``tx`` (for ``owner``: see
     :meth:`Store.load_run`)."""
     run = await tx.get_run(run_id)
-    if run is None:
-        return None
-    tasks = await tx.due_tasks(run_id, now)
-    signals = await tx.signals(run_id) if reads_mailbox(run, tasks) else None
+    return None if run is None else await load_with(tx, run, now, owner)
+
+
+async def load_with(tx: Tx, run: RunRecord, now: float, owner: str | None = None) -> LoadedRun:
+    """:func:`load_in` of a run whose row was read already (by the statement that
+    leased it, say)."""
+    tasks = await tx.due_tasks(run.id, now)
+    signals = await tx.signals(run.id) if reads_mailbox(run, tasks) else None
     journal: list[JournalEntry] | None = []
     if run.status not in ENDED:
-        journal = None if holds_journal(run, owner) else await tx.journal(run_id)
+        journal = None if holds_journal(run, owner) else await tx.journal(run.id)
     return LoadedRun(run, tasks, journal, signals)
 
 
@@ -578,5 +582,6 @@ __all__ = [
     "holds_journal",
     "load_in",
     "load_in_transaction",
+    "load_with",
     "reads_mailbox",
 ]

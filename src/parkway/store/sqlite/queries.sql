@@ -168,15 +168,22 @@ WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, id
 -- name: lease_run
 -- One run, for this process's worker, in the transaction that gave it a task: a
 -- run that is not pending (status not named: see claim), else lease_pending_run.
+-- Its row comes back: what the lease hands over starts from it (see load_with).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
   AND status NOT IN ('pending', 'completed', 'failed', 'cancelled') AND paused = 0
+RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
+          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+          paused
 
 -- name: lease_pending_run
 -- lease_run of a run not yet started (one this transaction inserted, mostly).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2, status = 'running'
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
   AND status = 'pending' AND paused = 0
+RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
+          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
+          paused
 
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?

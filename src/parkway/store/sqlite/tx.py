@@ -29,7 +29,7 @@ from parkway.store.base import (
     TaskRecord,
     UpdateRecord,
     holds_journal,
-    load_in,
+    load_with,
     reads_mailbox,
 )
 from parkway.store.sqlite.flow import FlowOps
@@ -84,9 +84,12 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
         else:
             queries = ("lease_run", "lease_pending_run")
         params = (owner, lease_until, run_id, wall_now)
-        if not any(self._c.execute(Q[query], params).rowcount == 1 for query in queries):
-            return Lease(run_id, taken=False)
-        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
+        for query in queries:
+            row = self._c.execute(Q[query], params).fetchone()
+            if row is not None:
+                loaded = await load_with(self, RunRecord(*row), now, owner)
+                return Lease(run_id, taken=True, loaded=loaded)
+        return Lease(run_id, taken=False)
 
     def load_claimed(
         self, rows: Sequence[Sequence[Any]], now: float, owner: str

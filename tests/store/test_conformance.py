@@ -1480,6 +1480,30 @@ async def test_a_claim_hands_each_run_its_own_journal_and_tasks(store: Store) ->
     assert all(t.run_id == r for r, one in loaded.items() for t in one.tasks)  # type: ignore[union-attr]
 
 
+async def test_a_task_given_between_a_claim_and_the_load_is_not_lost(store: Store) -> None:
+    # A store may hand over what its claim read (PostgreSQL, SQLite) or read at the
+    # load (memory): a task given after the claim is in the load, or still due once
+    # the advance that deleted what it was handed let go of the lease.
+    await _runs_with_tasks(store, {"r": [NOW]}, status="parked")
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
+    async with store.transaction() as tx:
+        await tx.add_signal("r", "go", b"1", NOW)
+        await tx.add_tasks([NewTask("r", NOW, "signal")])
+    loaded = await store.load_run("r", NOW, owner="w")
+    assert loaded is not None and loaded.run.lease_owner == "w"
+    handed = [t.kind for t in loaded.tasks]
+    async with store.transaction() as tx:
+        await tx.delete_tasks([t.id for t in loaded.tasks])
+        await tx.update_leased("r", {"status": "parked"}, owner="w")
+    later: list[str] = []
+    if await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]:
+        again = await store.load_run("r", NOW, owner="w")
+        assert again is not None
+        later = [t.kind for t in again.tasks]
+        assert again.signals is not None and [m.payload for m in again.signals] == [b"1"]
+    assert sorted(handed + later) == ["signal", "start"]
+
+
 async def test_update_leased_is_fenced_by_the_lease(store: Store) -> None:
     await _runs_with_tasks(store, {"mine": [NOW], "theirs": [NOW]})
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)

@@ -136,14 +136,12 @@ DELETE FROM mailbox WHERE id = ?
 -- status: an UPDATE that names a column rewrites the row's entries in every index
 -- on it, even when its value stays (runs_by_workflow, runs_by_subject, runs_by_end),
 -- and a claimed run is parked far more often than pending (claim_started, next).
+-- Returns the runs' rows (statements.CLAIM).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
     WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
     ORDER BY t.due_at, t.id LIMIT ?5)
-RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
-          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-          paused
 
 -- name: claim_started
 -- The pending runs a claim just took now run (their ids: a JSON array).
@@ -168,22 +166,16 @@ WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, id
 -- name: lease_run
 -- One run, for this process's worker, in the transaction that gave it a task: a
 -- run that is not pending (status not named: see claim), else lease_pending_run.
--- Its row comes back: what the lease hands over starts from it (see load_with).
+-- Returns the run's row (statements.LEASE): what the lease hands over starts from it.
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
   AND status NOT IN ('pending', 'completed', 'failed', 'cancelled') AND paused = 0
-RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
-          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-          paused
 
 -- name: lease_pending_run
 -- lease_run of a run not yet started (one this transaction inserted, mostly).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2, status = 'running'
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
   AND status = 'pending' AND paused = 0
-RETURNING id, workflow, version, status, input, output, error, domain, subject, parent_id,
-          trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-          paused
 
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?

@@ -20,6 +20,15 @@ MIGRATIONS = load_migrations(__package__, "migrations")
 # start_run's insert: an id taken already is left as it is, in the same statement.
 INSERT_NEW_RUN = Q["insert_run"].rstrip() + "\nON CONFLICT (id) DO NOTHING"
 
+# A runs row's columns in RunRecord's order, as get_run reads them; the claim and the
+# leases return the rows they lease with them (their reads of the runs start there).
+RUN_COLUMNS = Q["get_run"].split("SELECT", 1)[1].split("FROM runs", 1)[0].strip()
+CLAIM = f"{Q['claim'].rstrip()}\nRETURNING {RUN_COLUMNS}"
+LEASE = {
+    name: f"{Q[name].rstrip()}\nRETURNING {RUN_COLUMNS}"
+    for name in ("lease_run", "lease_pending_run")
+}
+
 # find_subscriptions by kind (the kind a literal: see the queries).
 FIND_SUBSCRIPTIONS = {
     "event": Q["find_event_subscriptions"],

@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from parkway.errors import ParkwayError, StoreError
 from parkway.store.base import LoadedRun, StoreStats, load_in_transaction
 from parkway.store.sqlite.checkpoints import FOREGROUND_CHECKPOINT_PAGES, Checkpoints
-from parkway.store.sqlite.statements import MIGRATIONS, Q
+from parkway.store.sqlite.statements import CLAIM, MIGRATIONS, Q
 from parkway.store.sqlite.tx import SQLiteTx
 from parkway.store.sqlite.wakeup import Wakeups
 
@@ -162,7 +162,7 @@ class SQLiteStore:
             self._claiming = True
             try:
                 rows = self.conn.execute(
-                    Q["claim"], (owner, lease_until, now, wall_now, limit)
+                    CLAIM, (owner, lease_until, now, wall_now, limit)
                 ).fetchall()
             finally:
                 self._claiming = False

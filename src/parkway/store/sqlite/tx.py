@@ -37,6 +37,7 @@ from parkway.store.sqlite.schedules import SQLiteSchedules
 from parkway.store.sqlite.statements import (
     FIND_SUBSCRIPTIONS,
     INSERT_NEW_RUN,
+    LEASE,
     Q,
     listing,
     update_run,
@@ -85,7 +86,7 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
             queries = ("lease_run", "lease_pending_run")
         params = (owner, lease_until, run_id, wall_now)
         for query in queries:
-            row = self._c.execute(Q[query], params).fetchone()
+            row = self._c.execute(LEASE[query], params).fetchone()
             if row is not None:
                 loaded = await load_with(self, RunRecord(*row), now, owner)
                 return Lease(run_id, taken=True, loaded=loaded)

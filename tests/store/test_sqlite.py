@@ -157,3 +157,69 @@ async def test_an_upgrade_keeps_the_labels_of_parked_waits(tmp_path: Path) -> No
     assert stored == [("a", None), ("b", "node:pay")]
     assert conn.execute("PRAGMA user_version").fetchone()[0] == MIGRATIONS[-1][0]
     conn.close()
+
+
+async def test_one_index_serves_the_counts_and_a_subjects_active_run(tmp_path: Path) -> None:
+    # Version 12 replaces runs_by_workflow (workflow, status) and runs_by_subject
+    # (workflow, domain, subject, status) by one (workflow, status, domain, subject):
+    # a status change moves one index entry, not two. A version-11 file upgrades
+    # with its runs found as before, and the readers seek on the index, none walks
+    # a workflow's runs.
+    import sqlite3
+
+    from parkway.store.sqlite import MIGRATIONS
+    from parkway.store.sqlite.statements import Q
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, script in MIGRATIONS:
+        if version <= 11:
+            conn.executescript(script)
+            conn.execute(f"PRAGMA user_version = {version}")
+    for run_id, subject, status in [
+        ("ended", "acct-1", "completed"),
+        ("live", "acct-1", "parked"),
+        ("other", "acct-2", "running"),
+    ]:
+        conn.execute(
+            "INSERT INTO runs (id, workflow, version, status, domain, subject, created_at,"
+            " updated_at) VALUES (?, 'account', '1', ?, 'default', ?, 1.0, 1.0)",
+            (run_id, status, subject),
+        )
+    conn.close()
+
+    store = SQLiteStore(str(path))
+    await store.open()
+    try:
+        async with store.transaction() as tx:
+            assert await tx.active_run("account", "default", "acct-1") == "live"
+            assert await tx.active_run("account", "default", "acct-2") == "other"
+            assert await tx.active_run("account", "default", "acct-3") is None
+            assert await tx.active_run("account", "elsewhere", "acct-1") is None
+        plans = {
+            name: " | ".join(
+                row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {Q[name]}", args)
+            )
+            for name, args in [
+                ("active_run", ("account", "default", "acct-1")),
+                ("stats_parked", ()),
+                ("run_counts", ()),
+            ]
+        }
+    finally:
+        await store.close()
+    assert "runs_by_workflow (workflow=? AND status=? AND domain=? AND subject=?)" in (
+        plans["active_run"]
+    )
+    assert "runs_by_workflow (workflow=? AND status=?)" in plans["stats_parked"]
+    assert "COVERING INDEX runs_by_workflow" in plans["run_counts"]
+    conn = sqlite3.connect(path)
+    indexes = {
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs'"
+            " AND sql IS NOT NULL"
+        )
+    }
+    conn.close()
+    assert indexes == {"runs_by_created", "runs_by_workflow", "runs_by_parent", "runs_by_end"}

@@ -134,7 +134,7 @@ DELETE FROM mailbox WHERE id = ?
 -- Lease the runs of the first due tasks whose run has no live lease, earliest
 -- first (walking tasks_by_due; several tasks of one run count once). Not naming
 -- status: an UPDATE that names a column rewrites the row's entries in every index
--- on it, even when its value stays (runs_by_workflow, runs_by_subject, runs_by_end),
+-- on it, even when its value stays (runs_by_workflow, runs_by_end),
 -- and a claimed run is parked far more often than pending (claim_started, next).
 -- Returns the runs' rows (statements.CLAIM).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
@@ -307,8 +307,10 @@ DELETE FROM subscription_shapes WHERE NOT EXISTS (
       AND s.shape = subscription_shapes.shape)
 
 -- name: active_run
-SELECT id FROM runs WHERE workflow = ? AND domain = ? AND subject IS ?
-  AND status NOT IN ('completed', 'failed', 'cancelled') LIMIT 1
+-- The live statuses named, not the ended ones excluded: runs_by_workflow (workflow,
+-- status, domain, subject) is then three seeks, not a walk of the workflow's runs.
+SELECT id FROM runs WHERE workflow = ?1 AND status IN ('pending', 'running', 'parked')
+  AND domain = ?2 AND subject IS ?3 LIMIT 1
 
 -- name: message_wait
 SELECT run_id, pos, kind, domain, name, subject, shape, digest, match, wait, expires_at, created_at,

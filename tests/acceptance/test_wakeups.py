@@ -214,3 +214,57 @@ async def test_another_processs_signal_wakes_the_idle_worker_without_a_poll(
             await asyncio.sleep(0.1)  # the worker is idle, waiting
             await client.signal(handle.id, "go", value)
         assert await handle.result(timeout=10) == [1, 2]
+
+
+@pytest.mark.requires("shared")
+async def test_a_run_handed_to_this_worker_wakes_no_other_process(
+    engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A start, a signal and a correlate whose run goes to the sender's own worker
+    # tell no other process's worker (no wake-up datagram on SQLite, no NOTIFY on
+    # PostgreSQL): it could only claim nothing. A start from a process without a
+    # worker does tell it. No poll: a look for work (a claim, or the due check
+    # before one) is a wake-up heard.
+    monkeypatch.setattr(parkway.worker.loop, "CROSS_PROCESS_POLL", 3600.0)
+    monkeypatch.setattr(parkway.worker.loop, "QUIET_POLL", 3600.0)
+    here, other = Engine(engine_url), Engine(engine_url)
+    client = Engine(engine_url, worker=False)
+    for engine in (here, other, client):
+
+        @engine.workflow("waiter")
+        async def waiter(ctx, input):
+            await ctx.wait_for_signal("go")
+            await ctx.wait_for_message("score", f"K-{input}")
+            return input
+
+    async with here, other, client:
+        assert other.worker is not None
+        store = other.worker.rt.store
+        claim, has_due, claims = store.claim, store.has_due, []
+
+        async def counted(*args: object, **kwargs: object) -> list[str]:
+            claimed = await claim(*args, **kwargs)  # type: ignore[arg-type]
+            claims.append(claimed)
+            return claimed
+
+        async def asked(now: float) -> bool:
+            claims.append(now)
+            return await has_due(now)
+
+        await asyncio.sleep(0.1)  # (the other worker's first look done)
+        store.claim = counted  # type: ignore[method-assign]
+        store.has_due = asked  # type: ignore[method-assign]
+        handle = await here.start("waiter", 1)
+        await here.idle(timeout=10)
+        await here.signal(handle.id, "go")
+        await here.idle(timeout=10)
+        await here.correlate("score", "K-1", None)
+        assert await handle.result(timeout=10) == 1
+        await asyncio.sleep(0.1)
+        assert claims == []
+        await client.start("waiter", 2)
+        for _ in range(100):
+            if claims:
+                break
+            await asyncio.sleep(0.05)
+        assert claims, "a start from a process without a worker tells the other worker"

@@ -21,7 +21,7 @@ class FlowOps:
     """Flow control over the transaction's connection (a part of ``SQLiteTx``)."""
 
     _c: sqlite3.Connection
-    added_tasks: bool
+    added_tasks: bool  # (tasks given to runs not known here: see SQLiteTx.tell_others)
 
     async def flow_slot(self, workflow: str, key: str) -> FlowSlot:
         row = self._c.execute(F["flow_slot"], (workflow, key)).fetchone()

@@ -150,7 +150,7 @@ class SQLiteStore:
                 raise
             conn.execute("COMMIT")
             self._checkpoints.committed()
-            if tx.added_tasks and self.wakeups is not None:
+            if tx.tell_others and self.wakeups is not None:
                 self.wakeups.announce()
 
     async def claim(

@@ -53,6 +53,11 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn
         self.added_tasks = False  # other processes' workers are told at commit
+        # Runs given a task here, until this transaction leased them to this process
+        # (a hand-over): their tasks are its worker's, whom a claim elsewhere could
+        # not take them from, so telling the others would only wake them to claim
+        # nothing (see tell_others).
+        self._given: set[str] = set()
         # Runs this transaction inserted pending: a hand-over's lease of one sets its
         # status (see lease_run), any other run's is left unnamed.
         self._pending: set[str] = set()
@@ -88,6 +93,7 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
         for query in queries:
             row = self._c.execute(LEASE[query], params).fetchone()
             if row is not None:
+                self._given.discard(run_id)
                 loaded = await load_with(self, RunRecord(*row), now, owner)
                 return Lease(run_id, taken=True, loaded=loaded)
         return Lease(run_id, taken=False)
@@ -226,8 +232,14 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
     async def clear_journal(self, run_id: str) -> None:
         self._c.execute(Q["clear_journal"], (run_id,))
 
+    @property
+    def tell_others(self) -> bool:
+        """Whether other processes' workers are told of this transaction's tasks at
+        commit: some went to a run it did not lease to this process."""
+        return self.added_tasks or bool(self._given)
+
     async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
-        self.added_tasks = True
+        self._given.update(t.run_id for t in tasks)
         self._c.executemany(
             Q["add_task"], [(t.run_id, t.due_at, t.kind, t.pos, t.payload) for t in tasks]
         )

@@ -208,8 +208,9 @@ async def test_one_index_serves_the_counts_and_a_subjects_active_run(tmp_path: P
         }
     finally:
         await store.close()
-    assert "runs_by_workflow (workflow=? AND status=? AND domain=? AND subject=?)" in (
-        plans["active_run"]
+    assert (
+        "runs_by_workflow (workflow=? AND status=? AND domain=? AND subject=?)"
+        in (plans["active_run"])
     )
     assert "runs_by_workflow (workflow=? AND status=?)" in plans["stats_parked"]
     assert "COVERING INDEX runs_by_workflow" in plans["run_counts"]

@@ -438,6 +438,53 @@ def test_a_long_journal_replays_without_recursion() -> None:
     assert (pending.pos, pending.state) == (5000, "pending")
 
 
+def test_steps_replay_in_journal_order_among_other_entries() -> None:
+    # Most of a long replay is done steps answered straight from the journal; in
+    # between, a side value, a failed step and a signal take the general path, and
+    # a gather's branches keep the order their steps finished in the first time
+    # (answered last first here). A replay of what the first run journaled sees
+    # the same values and asks for nothing.
+    async def mixed(ctx: Any, _input: Any) -> list[Any]:
+        seen: list[Any] = [await ctx.step(one, 1, name="a")]
+        seen.append(ctx.now().timestamp())
+        try:
+            await ctx.step(fails, 2, name="bad")
+        except StepFailedError as exc:
+            seen.append(exc.step)
+        seen.append(await ctx.step(one, 3, name="b"))
+        seen.append(await ctx.wait_for_signal("go"))
+        seen.extend(await ctx.gather(pair(ctx, 4), pair(ctx, 5)))
+        seen.append(await ctx.step(two, 6, name="c"))
+        return seen
+
+    async def pair(ctx: Any, x: int) -> int:
+        return int(await ctx.step(two, await ctx.step(one, x, name=f"one-{x}"), name=f"two-{x}"))
+
+    def fails(x: int) -> int:
+        raise ValueError(x)
+
+    signal = SignalRecord(1, "r", "go", b'"sig"', T0)
+    first = machine(mixed, signals=[signal])
+    outcome, asked = drive(first, order="reversed")
+    assert outcome.status == "completed" and len(steps_of(asked)) == 8
+    journal = list(first.take_writes().journal.values())
+    # (the branches' steps interleaved in the journal, the second's first)
+    assert [e.name for e in journal if e.branch] == ["one-5", "one-4", "two-4", "two-5"]
+
+    replay = machine(mixed, journal, signals=[])
+    again, asked = drive(replay)
+    assert asked == [] and again == outcome
+    assert orjson.loads(again.output or b"") == [2, T0, "bad", 4, "sig", 10, 12, 12]
+    assert not replay.take_writes()
+
+
+def test_a_journaled_step_under_another_name_still_holds_the_run_midway() -> None:
+    journal = [entry(0, "step", "one", 2), entry(1, "step", "renamed", 4)]
+    outcome, asked = drive(machine(two_steps, journal))
+    assert outcome.status == "held" and asked == []
+    assert outcome.error is not None and outcome.error["args"][1:3] == [1, "step 'renamed'"]
+
+
 # -- patch markers and wait_until --------------------------------------------------------------
 
 

@@ -40,7 +40,14 @@ from parkway.models import RunStatus, error_dict
 from parkway.registry import Registry, WorkflowDef
 from parkway.replay import commands
 from parkway.replay.branch import ROOT, Branch, Op, Pending
-from parkway.replay.commands import Command, ContinueAsNew, FirstCmd, GatherCmd, WaitUntilCmd
+from parkway.replay.commands import (
+    Command,
+    ContinueAsNew,
+    FirstCmd,
+    GatherCmd,
+    StepCmd,
+    WaitUntilCmd,
+)
 from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
@@ -58,7 +65,7 @@ Token = Pending
 PARKED_STATUSES = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
 # The journal length past which a run had better continue as new: a cached run's
 # resume costs the same at any length, but a replay (a restart, another worker)
-# costs about 3 µs an entry.
+# costs about 3 µs an entry of steps, reading the journal included.
 HISTORY_THRESHOLD = 10_000
 
 
@@ -268,28 +275,42 @@ class Machine(Composites, Updates):
                 self.outcome = Outcome(self.park_status)
 
     def _advance(self, branch: Branch, send: Any, throw: BaseException | None) -> None:
-        """Run ``branch`` until it awaits an operation, or ends."""
+        """Run ``branch`` until it awaits an operation, or ends.
+
+        A step whose result the journal's next entry records is answered here, and
+        the branch goes on at once (see :meth:`_replayed_step`).
+        """
         if branch.done or branch.withdrawn:
             return
-        self._current = branch
-        commands.driving += 1
-        try:
-            yielded = branch.coro.throw(throw) if throw is not None else branch.coro.send(send)
-        except StopIteration as stop:
-            self._ended(branch, stop.value, None)
-            return
-        except ContinueAsNew as cont:
-            if self.held is not None:
-                self._hold(self.held)
-            else:
-                self._continued(cont)
-            return
-        except Exception as exc:
-            self._ended(branch, None, exc)
-            return
-        finally:
-            commands.driving -= 1
-            self._current = None
+        while True:
+            self._current = branch
+            commands.driving += 1
+            try:
+                yielded = branch.coro.throw(throw) if throw is not None else branch.coro.send(send)
+            except StopIteration as stop:
+                self._ended(branch, stop.value, None)
+                return
+            except ContinueAsNew as cont:
+                if self.held is not None:
+                    self._hold(self.held)
+                else:
+                    self._continued(cont)
+                return
+            except Exception as exc:
+                self._ended(branch, None, exc)
+                return
+            finally:
+                commands.driving -= 1
+                self._current = None
+            if self.held is None and type(yielded) is StepCmd and not self._ready:
+                entry = self._replayed_step(branch, yielded)
+                if entry is not None:
+                    try:
+                        send, throw = _json.loads(entry.value), None
+                    except Exception as exc:  # (as _apply answers it)
+                        send, throw = None, exc
+                    continue
+            break
         if self.held is not None:
             self._hold(self.held)
         elif isinstance(yielded, Command):
@@ -309,6 +330,33 @@ class Machine(Composites, Updates):
                 "ctx operations (put other I/O inside ctx.step)"
             )
             self._ready.append((branch, None, error))
+
+    def _replayed_step(self, branch: Branch, cmd: StepCmd) -> JournalEntry | None:
+        """The journal entry that answers ``cmd`` at once, taken, if it is the usual
+        one: the step's own entry, done, and the next the journal applies.
+
+        Replaying a long journal is mostly this, and it is what :meth:`_issue`,
+        :meth:`_apply` and :meth:`_answer` would do for it, without the operation
+        they track or the turn of :meth:`_run` between the answer and the branch
+        going on (the branch's answer would be the only one ready). ``None``: any
+        other case, which :meth:`_issue` takes (a different operation there holds
+        the run).
+        """
+        index, cursor = branch.index, self._cursor
+        if index >= len(branch.entries) or cursor >= len(self._schedule):
+            return None
+        entry = branch.entries[index]
+        if (
+            entry is not self._schedule[cursor]
+            or entry.state != "done"
+            or entry.kind != "step"
+            or entry.name != cmd.name
+        ):
+            return None
+        branch.index = index + 1
+        self.reached += 1
+        self._cursor = cursor + 1
+        return entry
 
     def _issue(self, branch: Branch, cmd: Command) -> None:
         """``branch`` awaits ``cmd``: match it with its journal entry, if it has one."""

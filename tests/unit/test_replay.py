@@ -478,6 +478,14 @@ def test_steps_replay_in_journal_order_among_other_entries() -> None:
     assert not replay.take_writes()
 
 
+def test_a_journal_in_no_particular_order_replays_as_in_position_order() -> None:
+    journal = [entry(1, "step", "two", 4), entry(0, "step", "one", 2)]
+    m = machine(two_steps, journal)
+    outcome, asked = drive(m)
+    assert (outcome.output, asked) == (b"4", [])
+    assert m.next_pos == 2
+
+
 def test_a_journaled_step_under_another_name_still_holds_the_run_midway() -> None:
     journal = [entry(0, "step", "one", 2), entry(1, "step", "renamed", 4)]
     outcome, asked = drive(machine(two_steps, journal))

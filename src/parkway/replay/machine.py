@@ -120,20 +120,37 @@ class Machine(Composites, Updates):
         self.event_retention = event_retention
         self.entries = {}
         self._holding, self._event_ids = set(), set()
+        # One pass over the journal (a replay's may hold thousands of entries): each
+        # kept, and whether it came in position order (a store's does) with no entry
+        # applied out of it (seq), which spares the sorts below.
+        last, sorted_by_pos, reordered = -1, True, False
         for entry in journal:
             self._keep(entry)
+            if entry.pos <= last:
+                sorted_by_pos = False
+            last = entry.pos
+            if entry.seq is not None:
+                reordered = True
         self.reached = 0
         self.history_threshold = history_threshold
-        in_order = sorted(journal, key=lambda e: e.pos)
-        self._by_branch: dict[str, list[JournalEntry]] = {}
+        in_order = list(journal) if sorted_by_pos else sorted(journal, key=lambda e: e.pos)
+        by_branch: dict[str, list[JournalEntry]] = {ROOT: []}
         for entry in in_order:
-            self._by_branch.setdefault(entry.branch or ROOT, []).append(entry)
+            if entry.branch is None:
+                by_branch[ROOT].append(entry)
+            else:
+                by_branch.setdefault(entry.branch, []).append(entry)
+        self._by_branch = by_branch
         # Replay applies entries in the order their results were applied first.
-        self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
+        if reordered:
+            self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
+        else:
+            self._schedule = in_order
         self._cursor = 0
-        self.next_pos = 1 + max(
-            (e.pos if e.seq is None else max(e.pos, e.seq) for e in journal), default=-1
-        )
+        if reordered:
+            self.next_pos = 1 + max(e.pos if e.seq is None else max(e.pos, e.seq) for e in journal)
+        else:
+            self.next_pos = 1 + (last if sorted_by_pos else max(self.entries))
         self._applied: set[int] = set()  # entries answered out of order (side values)
         self._waiting: dict[int, Pending] = {}  # issued, their entry not reached yet
         self._live: collections.deque[Pending] = collections.deque()  # after the journal

@@ -86,7 +86,9 @@ def _postgres_url(_tmp: Path) -> str:
 
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", frozenset(), _memory_url),
-    "sqlite": Backend("sqlite", frozenset({"persistent", "shared", "group_commit"}), _sqlite_url),
+    "sqlite": Backend(
+        "sqlite", frozenset({"persistent", "shared", "group_commit", "reports_own"}), _sqlite_url
+    ),
     "postgres": Backend(
         "postgres",
         frozenset({"persistent", "shared", "push", "cheap_claim", "group_commit", "fused"}),

@@ -191,6 +191,80 @@ async def test_a_run_handed_to_this_worker_costs_it_no_claim(engine_url: str) ->
             assert await handle.result(timeout=10) == "held"
 
 
+async def test_a_woken_run_that_ends_costs_its_worker_no_look(engine_url: str) -> None:
+    # A message delivered to a parked run this worker advances (handed over with
+    # the delivery), whose advance commits nothing that adds a task: neither the
+    # delivery nor the run's commit nor its end makes the claim loop look for
+    # work, where a store that tells this process's commits that add tasks
+    # (PostgreSQL, SQLite) says so. Counted over the whole advance this time.
+    engine = Engine(engine_url)
+
+    @engine.workflow()
+    async def messaged(ctx, input):
+        await ctx.wait_for_message("score", f"K-{input}")
+        return await ctx.step(_stamp, input)
+
+    async with engine:
+        assert engine.worker is not None
+        store = engine.worker.rt.store
+        claim, has_due, looks = store.claim, store.has_due, []
+
+        async def counted(*args: object, **kwargs: object) -> list[str]:
+            looks.append("claim")
+            return await claim(*args, **kwargs)  # type: ignore[arg-type]
+
+        async def asked(now: float) -> bool:
+            looks.append("has_due")
+            return await has_due(now)
+
+        handles = [await engine.start("messaged", i) for i in range(3)]
+        await engine.idle(timeout=10)
+        await asyncio.sleep(0.05)  # (the worker idle, whatever it looked at before)
+        store.claim, store.has_due = counted, asked  # type: ignore[method-assign]
+        for i, handle in enumerate(handles):
+            assert (await engine.correlate("score", f"K-{i}", i)).outcome == "delivered"
+            assert await handle.result(timeout=10) == i
+        await asyncio.sleep(0.05)
+        reports = {"push", "reports_own"} & store.capabilities
+        assert looks == [] if reports else len(looks) >= 3, looks
+
+
+async def _stamp(value: int) -> int:
+    return value
+
+
+@pytest.mark.requires("shared")
+async def test_another_processs_task_for_a_run_in_its_advance_is_found_without_its_wake_up(
+    engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client's signal comes while the worker advances the run, and its wake-up
+    # is lost (none is sent here): the worker finds it by its poll of the store,
+    # and takes the run again once its advance has let go of it, not at the next
+    # poll an hour later.
+    worker, client = Engine(engine_url), Engine(engine_url, worker=False)
+    in_step, release, slow = blocking_step("stepped")
+    for engine in (worker, client):
+
+        @engine.workflow("waiter")
+        async def waiter(ctx, input):
+            first = await ctx.wait_for_signal("first")
+            await ctx.step(slow)
+            return [first, await ctx.wait_for_signal("second")]
+
+    async with worker, client:
+        store = client._rt.store
+        if getattr(store, "wakeups", None) is not None:
+            monkeypatch.setattr(store.wakeups, "announce", lambda: None)
+        handle = await client.start("waiter", None)
+        await worker.idle(timeout=10)
+        await client.signal(handle.id, "first", 1)
+        await asyncio.wait_for(in_step.wait(), 10)
+        await client.signal(handle.id, "second", 2)
+        await asyncio.sleep(0.1)  # (the worker's poll has seen the client's commit)
+        release.set()
+        assert await handle.result(timeout=10) == [1, 2]
+
+
 @pytest.mark.requires("shared")
 async def test_another_processs_signal_wakes_the_idle_worker_without_a_poll(
     engine_url: str, monkeypatch: pytest.MonkeyPatch

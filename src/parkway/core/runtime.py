@@ -23,6 +23,10 @@ from parkway.store.base import Lease, Store, Tx
 T = TypeVar("T")
 
 
+# Stores whose watch() reports this process's commits that added tasks.
+_REPORTS_OWN = frozenset({"push", "reports_own"})
+
+
 class LocalWorker(Protocol):
     """What the core asks of the worker running in this process, if one does."""
 
@@ -140,10 +144,12 @@ class Runtime:
     def after_commit(self) -> None:
         """A commit of this process may have added tasks: wake the local worker.
 
-        A store that pushes does it itself, for exactly the commits that added
-        tasks: a poke after every commit would cost a claim that finds nothing.
+        A store that reports this process's commits (``"push"``, ``"reports_own"``)
+        does it itself, for exactly the commits that added tasks: a poke after every
+        commit would cost a look (a claim, or the reads before one) that finds
+        nothing.
         """
-        if "push" not in self.store.capabilities:
+        if not self.store.capabilities & _REPORTS_OWN:
             self.poke()
 
     async def send(self, job: Callable[[Tx], Awaitable[T]], *, order: str) -> T:

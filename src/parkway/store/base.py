@@ -362,7 +362,11 @@ class Store(Protocol):
         capabilities: What the backend can do beyond the protocol:
             ``"shared"`` (several processes may open it), ``"persistent"``,
             ``"push"`` (:meth:`watch` reports other processes' commits, so the
-            worker need not poll :meth:`changed`) and ``"cheap_claim"`` (a
+            worker need not poll :meth:`changed`), ``"reports_own"`` (:meth:`watch`
+            reports this process's commits that added tasks to runs not leased
+            to its own worker in the same transaction, as ``"push"`` does, so
+            the engine need not poke its worker after every commit, nor the
+            worker look for work after every advance) and ``"cheap_claim"`` (a
             claim that finds nothing costs no more than :meth:`has_due`, so
             the worker claims without asking first) and ``"group_commit"``
             (a commit costs more than the writes in it, round trips and an
@@ -442,9 +446,10 @@ class Store(Protocol):
         ``due`` is the earliest due time among them, or ``None`` when unknown
         (say, after a lost connection: anything may have been added meanwhile).
         A store with the ``"push"`` capability calls it for the commits of every
-        process, this one's too. Others may call it as a hint (SQLite: for other
-        processes' commits, when their wake-up reaches this one) and are polled
-        through :meth:`changed` all the same.
+        process, this one's too; one with ``"reports_own"`` for this process's.
+        Others may call it as a hint (SQLite: for other processes' commits, when
+        their wake-up reaches this one) and are polled through :meth:`changed`
+        all the same.
         """
         ...
 

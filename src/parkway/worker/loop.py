@@ -72,7 +72,10 @@ class Worker:
         self._pokes = 0
         self._poked_at: dict[asyncio.Task[None], int] = {}
         self._full = False
-        self._wake_on_done = "push" not in store.capabilities
+        # A store that tells of this process's commits that add tasks (and of the
+        # others' it knows of) pokes for each; any other, a run's end wakes the loop
+        # always (a task may have come for it that nobody announced).
+        self._wake_on_done = not store.capabilities & {"push", "reports_own"}
         # Places promised to runs this process is handing over (see reserve()).
         self._reserved = 0
         # The earliest due time after the last look, kept where the store reports
@@ -218,6 +221,10 @@ class Worker:
                 return
             if poll:
                 if await store.changed():
+                    # Another process committed: counted as a poke, so that a run
+                    # leased here meanwhile is looked at again when its advance
+                    # ends (a task for it, whose wake-up was lost, waits behind it).
+                    self._pokes += 1
                     return
                 quiet = time.monotonic() - self._last_work > QUIET_AFTER
                 await self._sleep(min(QUIET_POLL if quiet else CROSS_PROCESS_POLL, remaining))

@@ -33,7 +33,9 @@ from parkway.store.sqlite.wakeup import Wakeups
 class SQLiteStore:
     """A SQLite database file, shared safely by several processes on one machine."""
 
-    capabilities: frozenset[str] = frozenset({"persistent", "shared", "group_commit"})
+    capabilities: frozenset[str] = frozenset(
+        {"persistent", "shared", "group_commit", "reports_own"}
+    )
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -45,6 +47,9 @@ class SQLiteStore:
         # Datagrams that wake other processes' workers when a commit adds tasks
         # (see parkway.store.sqlite.wakeup); the worker's poll of data_version stays.
         self.wakeups = Wakeups(path) if path != ":memory:" else None
+        # This process's watchers (its worker), told of its own commits that added
+        # tasks as they commit (see watch()).
+        self._watchers: list[Callable[[float | None], None]] = []
         # Runs this store's claims took over from an expired lease (see StoreStats),
         # counted by a trigger of the connection's while a claim runs.
         self._takeovers = 0
@@ -150,8 +155,11 @@ class SQLiteStore:
                 raise
             conn.execute("COMMIT")
             self._checkpoints.committed()
-            if tx.tell_others and self.wakeups is not None:
-                self.wakeups.announce()
+            if tx.tell_others:
+                for callback in self._watchers:
+                    callback(None)
+                if self.wakeups is not None:
+                    self.wakeups.announce()
 
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
@@ -208,8 +216,11 @@ class SQLiteStore:
         return await load_in_transaction(self, run_id, now, owner)
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
-        # Not "push": a wake-up may be lost (see parkway.store.sqlite.wakeup), so the
-        # worker polls changed() as well; this only makes it look sooner.
+        # This process's commits that added tasks to runs it did not lease to its own
+        # worker in the same transaction are told at commit ("reports_own"); other
+        # processes' by their wake-up. Not "push": a wake-up may be lost (see
+        # parkway.store.sqlite.wakeup), so the worker polls changed() as well.
+        self._watchers.append(callback)
         if self.wakeups is not None and self._conn is not None:
             self.wakeups.listen(lambda: callback(None))
 

@@ -16,6 +16,7 @@ import pytest
 
 import parkway.worker.loop
 from parkway import Engine, RunStatus
+from parkway.store.base import REPORTS_OWN
 
 from .steps import blocking_step
 
@@ -225,7 +226,7 @@ async def test_a_woken_run_that_ends_costs_its_worker_no_look(engine_url: str) -
             assert (await engine.correlate("score", f"K-{i}", i)).outcome == "delivered"
             assert await handle.result(timeout=10) == i
         await asyncio.sleep(0.05)
-        reports = {"push", "reports_own"} & store.capabilities
+        reports = REPORTS_OWN & store.capabilities
         assert looks == [] if reports else len(looks) >= 3, looks
 
 

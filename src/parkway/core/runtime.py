@@ -18,13 +18,9 @@ from parkway.core.committer import Committer
 from parkway.core.results import Results
 from parkway.core.telemetry import Telemetry
 from parkway.registry import Registry
-from parkway.store.base import Lease, Store, Tx
+from parkway.store.base import REPORTS_OWN, Lease, Store, Tx
 
 T = TypeVar("T")
-
-
-# Stores whose watch() reports this process's commits that added tasks.
-_REPORTS_OWN = frozenset({"push", "reports_own"})
 
 
 class LocalWorker(Protocol):
@@ -149,7 +145,7 @@ class Runtime:
         commit would cost a look (a claim, or the reads before one) that finds
         nothing.
         """
-        if not self.store.capabilities & _REPORTS_OWN:
+        if not self.store.capabilities & REPORTS_OWN:
             self.poke()
 
     async def send(self, job: Callable[[Tx], Awaitable[T]], *, order: str) -> T:

@@ -51,6 +51,11 @@ RUN_MUTABLE = frozenset(
     }
 )  # fmt: skip
 
+# The capabilities of a store whose watch() reports this process's commits that
+# added tasks (see Store.capabilities): the engine need not poke its worker after
+# each commit, nor the worker look for work after each advance.
+REPORTS_OWN = frozenset({"push", "reports_own"})
+
 
 class Tx(ScheduleTx, FlowTx, Protocol):
     """Primitive operations inside one atomic transaction (schedules' among them:
@@ -561,6 +566,7 @@ __all__ = [
     "ENDED",
     "FUSED",
     "MESSAGE_TASK",
+    "REPORTS_OWN",
     "RUN_MUTABLE",
     "ComposedTx",
     "EventDelivery",

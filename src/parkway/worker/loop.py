@@ -24,7 +24,7 @@ from parkway.core import schedules
 from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
-from parkway.store.base import Lease, LoadedRun
+from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
@@ -75,7 +75,7 @@ class Worker:
         # A store that tells of this process's commits that add tasks (and of the
         # others' it knows of) pokes for each; any other, a run's end wakes the loop
         # always (a task may have come for it that nobody announced).
-        self._wake_on_done = not store.capabilities & {"push", "reports_own"}
+        self._wake_on_done = not store.capabilities & REPORTS_OWN
         # Places promised to runs this process is handing over (see reserve()).
         self._reserved = 0
         # The earliest due time after the last look, kept where the store reports

@@ -128,3 +128,29 @@ async def test_a_killed_connection_is_an_operational_error(conn: Conn, engine_ur
     with pytest.raises(psycopg.OperationalError) as caught:
         await pgwire.send(conn, [("SELECT 1", ())])
     assert caught.value.sqlstate in (None, "57P01") or conn.broken
+
+
+async def test_a_pipeline_larger_than_the_socket_buffers_goes_through(conn: Conn) -> None:
+    # ~16 MB of parameters: more than the kernel's send and receive buffers hold, so
+    # the flush waits for the socket (while reading what the server already sent).
+    blob = bytes(range(256)) * 256  # 64 KiB
+    insert = "INSERT INTO t (id, b) VALUES (%s, %s) RETURNING length(b)"
+    steps = [(insert, (f"r{i:03d}", blob)) for i in range(256)]
+    results = await pgwire.send(conn, [("BEGIN", ()), *steps, ("COMMIT", ())])
+    assert [r.rows for r in results[1:-1]] == [[(len(blob),)]] * 256
+    (count,) = await pgwire.send(conn, [("SELECT count(*), sum(length(b)) FROM t", ())])
+    assert count.rows == [(256, 256 * len(blob))]
+
+
+async def test_a_round_trip_leaves_no_callback_on_the_socket(conn: Conn) -> None:
+    loop = asyncio.get_running_loop()
+    fd = conn.pgconn.socket
+    await pgwire.send(conn, [("SELECT 1", ())])
+    # (Removing what is not there returns False: nothing of the wait was left behind.)
+    assert loop.remove_reader(fd) is False and loop.remove_writer(fd) is False
+    sending = asyncio.ensure_future(pgwire.send(conn, [("SELECT pg_sleep(%s)", (5,))]))
+    await asyncio.sleep(0.1)
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    assert loop.remove_reader(fd) is False and loop.remove_writer(fd) is False

@@ -144,13 +144,11 @@ class Machine(Composites, Updates):
         # Replay applies entries in the order their results were applied first.
         if reordered:
             self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
-        else:
-            self._schedule = in_order
-        self._cursor = 0
-        if reordered:
             self.next_pos = 1 + max(e.pos if e.seq is None else max(e.pos, e.seq) for e in journal)
         else:
+            self._schedule = in_order
             self.next_pos = 1 + (last if sorted_by_pos else max(self.entries))
+        self._cursor = 0
         self._applied: set[int] = set()  # entries answered out of order (side values)
         self._waiting: dict[int, Pending] = {}  # issued, their entry not reached yet
         self._live: collections.deque[Pending] = collections.deque()  # after the journal

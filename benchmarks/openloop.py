@@ -34,6 +34,12 @@ of the measurement: the step starts a task that awaits the run's ``result()``,
 which for a run this process's worker is advancing waits for the end the worker
 announces after its commit, with no read of the store.
 
+4. For each of ``--sustained`` (0.8) after them: first the loop's own sustained
+   rate, its completion rate when released at 100 % of the capacity
+   (``sat_*``, ``sustained_per_s``), then that fraction of it (``s80_*``): the
+   same latency, offered as a share of what the loop takes paced rather than of
+   the capacity phase's rate (see :func:`paced_capacity`).
+
 Figures per rate ``r50``/``r80`` (the rate's percent): ``offered_per_s``,
 ``p50_ms``/``p99_ms``/``p999_ms`` from the scheduled send to the completion,
 ``resumed_p50_ms``/``resumed_p99_ms`` to the step, ``send_lag_p99_ms`` (how late
@@ -233,6 +239,39 @@ async def offered(
     return out
 
 
+async def paced_capacity(
+    bench: Bench, engine: Any, probe: Probe, cap: float, seconds: float, fractions: list[float]
+) -> dict[str, Any]:
+    """The loop's own sustained rate, and latency at fractions of it (``sat``, ``s80``...).
+
+    Messages released at 100 % of the capacity phase's rate for ``seconds``: their
+    completion rate is what this loop sustains when its messages come paced (the
+    capacity phase's four senders never let a message arrive alone, so its
+    transactions batch in a way paced arrivals do not build). Then each fraction
+    of that rate, as the rates above are of the capacity. Measured after those
+    rates, so that their runs' background is the same as before this phase existed.
+    """
+    saturated = list(_keys("sat", max(1, round(cap * seconds))))
+    # As many as the largest fraction needs if the loop sustains all it is offered
+    # (it sustains less: the rest stay parked, part of the background).
+    spare = list(_keys("sus", max(1, round(cap * max(fractions) * seconds))))
+    await _park(engine, "target", saturated + spare, "t-")
+    settle(bench)
+    figures = await offered(engine, probe, cap, seconds, saturated)
+    rate = figures["completed_per_s"]
+    out: dict[str, Any] = {f"sat_{k}": v for k, v in figures.items()}
+    out["sustained_per_s"] = rate
+    taken = 0
+    for fraction in fractions:
+        count = min(max(1, round(rate * fraction * seconds)), len(spare) - taken)
+        keys, taken = spare[taken : taken + count], taken + count
+        settle(bench)
+        tag = f"s{round(fraction * 100)}"
+        figures = await offered(engine, probe, rate * fraction, count / (rate * fraction), keys)
+        out.update({f"{tag}_{k}": v for k, v in figures.items()})
+    return out
+
+
 def settle(bench: Bench) -> None:
     """Start a measured rate from a checkpointed WAL (SQLite), as every rate alike."""
     if bench.url.startswith("sqlite"):
@@ -282,5 +321,8 @@ async def shape_openloop(bench: Bench, n: int) -> dict[str, Any]:
             figures = await offered(engine, probe, cap * fraction, seconds, keys)
             out.update({f"{tag}_{k}": v for k, v in figures.items()})
         parked = len(await engine.list_runs(status="parked", limit=n + 1))
+        sustained = [float(x) for x in str(bench.options.sustained).split(",") if x.strip()]
+        if sustained:
+            out.update(await paced_capacity(bench, engine, probe, cap, seconds, sustained))
     out["parked_after"] = parked
     return out

@@ -31,10 +31,12 @@ Shapes
     signal -> resumed -> parked again, at journal depth 0 and at ``--depth``,
     interleaved; then the first resume at depth after each of ``--restarts`` engine
     restarts: see ``benchmarks.resume``.
-``openloop`` (N=10000 parked runs, ``--seconds 10 --rates 0.5,0.8 --capacity-n 10000``)
+``openloop`` (N=10000 parked runs, ``--seconds 10 --rates 0.5,0.8 --capacity-n 10000
+--sustained 0.8``)
     messages correlated at fixed times, at fractions of the capacity measured first,
     by 4 senders; latency from each scheduled send to its run's committed resume
-    (p50/p99/p999): see ``benchmarks.openloop``.
+    (p50/p99/p999); then the rate the loop sustains paced and fractions of it: see
+    ``benchmarks.openloop``.
 ``spanfloor`` (N=20000)
     the OpenTelemetry SDK's cost of one bare span and of parkway's five spans of a
     3-step run, in a loop on their own: see ``benchmarks.telemetry``.
@@ -612,6 +614,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--capacity-n", type=int, default=10000, help="openloop: messages of the capacity phase"
+    )
+    parser.add_argument(
+        "--sustained",
+        default="0.8",
+        help="openloop: after the rates, the loop's sustained rate paced (released at 100 %% "
+        "of the capacity) and these fractions of it ('': neither)",
     )
     parser.add_argument(
         "--step-ms", type=float, default=20.0, help="gather: each of its steps' time"

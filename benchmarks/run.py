@@ -231,6 +231,16 @@ def openloop_rows(background: int, quick: bool) -> list[Row]:
         Row("openloop", "the same, p50 ms", "r80_p50_ms", ""),
         Row("openloop", "the same, p99 ms", "r80_p99_ms", "≤ 50"),
         Row("openloop", "the same, p99.9 ms", "r80_p999_ms", ""),
+        Row(
+            "openloop",
+            "paced at 100 % of the capacity: msgs/s completed (the rate it sustains paced)",
+            "sustained_per_s",
+            "",
+        ),
+        Row("openloop", "at 80 % of that sustained rate: msgs/s offered", "s80_offered_per_s", ""),
+        Row("openloop", "the same, p50 ms", "s80_p50_ms", ""),
+        Row("openloop", "the same, p99 ms", "s80_p99_ms", ""),
+        Row("openloop", "the same, p99.9 ms", "s80_p999_ms", ""),
     ]
 
 
@@ -426,6 +436,13 @@ def _notes(
             "sends at fixed times, latency from each scheduled time to its run's commit "
             f"(released by {loop.get('r50_release', '?')}); senders' lag p99 "
             f"{fmt(loop.get('r50_send_lag_p99_ms'))} / {fmt(loop.get('r80_send_lag_p99_ms'))} ms."
+        )
+    if loop.get("sustained_per_s"):
+        notes.append(
+            "- open loop, sustained: the completion rate of messages released at 100 % of the "
+            f"capacity ({fmt(loop.get('sat_offered_per_s'))} msgs/s offered) is the rate the "
+            "loop takes paced; the 80 % rows under it are of that rate (informative: the "
+            "target's row is the one of the capacity above)."
         )
     if restate:
         notes += _restate_notes(restate)

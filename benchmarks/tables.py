@@ -197,6 +197,10 @@ def openloop_rows(loop: dict[str, Any], background: int, seconds: int) -> list[s
         "| p99 ≤ 20 |",
         f"| at 80 % ({fmt(value(loop, 'r80_offered_per_s'))} msgs/s): p50 / p99 / p99.9 ms | "
         f"{three('r80')} | | | p99 ≤ 50 |",
+        f"| paced at 100 % of the capacity: msgs/s completed (the rate it sustains paced) | "
+        f"{fmt(value(loop, 'sustained_per_s'))} | | | |",
+        f"| at 80 % of that ({fmt(value(loop, 's80_offered_per_s'))} msgs/s): "
+        f"p50 / p99 / p99.9 ms | {three('s80')} | | | |",
     ]
 
 

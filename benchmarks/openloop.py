@@ -34,9 +34,9 @@ of the measurement: the step starts a task that awaits the run's ``result()``,
 which for a run this process's worker is advancing waits for the end the worker
 announces after its commit, with no read of the store.
 
-4. For each of ``--sustained`` (0.8) after them: first the loop's own sustained
-   rate, its completion rate when released at 100 % of the capacity
-   (``sat_*``, ``sustained_per_s``), then that fraction of it (``s80_*``): the
+4. After them (unless ``--sustained 0``): first the loop's own sustained rate, its
+   completion rate when released at 100 % of the capacity (``sat_*``,
+   ``sustained_per_s``), then ``--sustained`` (0.8) of it (``s80_*``): the
    same latency, offered as a share of what the loop takes paced rather than of
    the capacity phase's rate (see :func:`paced_capacity`).
 
@@ -240,35 +240,31 @@ async def offered(
 
 
 async def paced_capacity(
-    bench: Bench, engine: Any, probe: Probe, cap: float, seconds: float, fractions: list[float]
+    bench: Bench, engine: Any, probe: Probe, cap: float, seconds: float, fraction: float
 ) -> dict[str, Any]:
-    """The loop's own sustained rate, and latency at fractions of it (``sat``, ``s80``...).
+    """The loop's own sustained rate, and latency at ``fraction`` of it (``sat_*``, ``s80_*``).
 
     Messages released at 100 % of the capacity phase's rate for ``seconds``: their
     completion rate is what this loop sustains when its messages come paced (the
     capacity phase's four senders never let a message arrive alone, so its
-    transactions batch in a way paced arrivals do not build). Then each fraction
-    of that rate, as the rates above are of the capacity. Measured after those
+    transactions batch in a way paced arrivals do not build). Then ``fraction`` of
+    that rate, as the rates above are of the capacity. Measured after those
     rates, so that their runs' background is the same as before this phase existed.
     """
     saturated = list(_keys("sat", max(1, round(cap * seconds))))
-    # As many as the largest fraction needs if the loop sustains all it is offered
-    # (it sustains less: the rest stay parked, part of the background).
-    spare = list(_keys("sus", max(1, round(cap * max(fractions) * seconds))))
+    # As many as the fraction needs if the loop sustains all it is offered (it
+    # sustains less: the rest stay parked, part of the background).
+    spare = list(_keys("sus", max(1, round(cap * fraction * seconds))))
     await _park(engine, "target", saturated + spare, "t-")
     settle(bench)
     figures = await offered(engine, probe, cap, seconds, saturated)
     rate = figures["completed_per_s"]
     out: dict[str, Any] = {f"sat_{k}": v for k, v in figures.items()}
     out["sustained_per_s"] = rate
-    taken = 0
-    for fraction in fractions:
-        count = min(max(1, round(rate * fraction * seconds)), len(spare) - taken)
-        keys, taken = spare[taken : taken + count], taken + count
-        settle(bench)
-        tag = f"s{round(fraction * 100)}"
-        figures = await offered(engine, probe, rate * fraction, count / (rate * fraction), keys)
-        out.update({f"{tag}_{k}": v for k, v in figures.items()})
+    keys = spare[: max(1, round(rate * fraction * seconds))]
+    settle(bench)
+    figures = await offered(engine, probe, rate * fraction, len(keys) / (rate * fraction), keys)
+    out.update({f"s{round(fraction * 100)}_{k}": v for k, v in figures.items()})
     return out
 
 
@@ -321,8 +317,8 @@ async def shape_openloop(bench: Bench, n: int) -> dict[str, Any]:
             figures = await offered(engine, probe, cap * fraction, seconds, keys)
             out.update({f"{tag}_{k}": v for k, v in figures.items()})
         parked = len(await engine.list_runs(status="parked", limit=n + 1))
-        sustained = [float(x) for x in str(bench.options.sustained).split(",") if x.strip()]
-        if sustained:
-            out.update(await paced_capacity(bench, engine, probe, cap, seconds, sustained))
+        if bench.options.sustained > 0:
+            fraction = bench.options.sustained
+            out.update(await paced_capacity(bench, engine, probe, cap, seconds, fraction))
     out["parked_after"] = parked
     return out

@@ -617,9 +617,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--sustained",
-        default="0.8",
+        type=float,
+        default=0.8,
         help="openloop: after the rates, the loop's sustained rate paced (released at 100 %% "
-        "of the capacity) and these fractions of it ('': neither)",
+        "of the capacity) and this fraction of it (0: neither)",
     )
     parser.add_argument(
         "--step-ms", type=float, default=20.0, help="gather: each of its steps' time"

@@ -87,7 +87,9 @@ def _postgres_url(_tmp: Path) -> str:
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", frozenset(), _memory_url),
     "sqlite": Backend(
-        "sqlite", frozenset({"persistent", "shared", "group_commit", "reports_own"}), _sqlite_url
+        "sqlite",
+        frozenset({"persistent", "shared", "group_commit", "reports_own", "loop_bound"}),
+        _sqlite_url,
     ),
     "postgres": Backend(
         "postgres",
@@ -102,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "requires(*capabilities): skip unless the backend has every listed capability "
-        "(persistent, shared, push, cheap_claim, group_commit, fused)",
+        "(persistent, shared, push, cheap_claim, group_commit, fused, loop_bound)",
     )
 
 

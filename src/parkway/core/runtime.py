@@ -71,6 +71,9 @@ class Settings:
     # The garbage collector's thresholds while a worker runs (parkway.worker.collector):
     # None: tuned if they are CPython's defaults; True: tuned; False: left alone.
     tune_gc: bool | None = None
+    # How often at most a worker whose event loop is busy claims runs, which it then
+    # takes in batches (parkway.worker.load); 0: never (every run at once).
+    busy_claim_interval: float = 0.002
 
 
 class Runtime:

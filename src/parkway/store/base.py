@@ -377,7 +377,10 @@ class Store(Protocol):
             (a commit costs more than the writes in it, round trips and an
             fsync on PostgreSQL, the WAL's writes on SQLite: the worker's
             commits that queue up share one transaction, see
-            :mod:`parkway.committer`).
+            :mod:`parkway.committer`) and ``"loop_bound"`` (its statements run
+            on the event loop's thread, so what limits it under load is that
+            thread's time, not round trips: a worker whose loop is busy takes
+            its runs in batches, see :mod:`parkway.worker.load`).
     """
 
     capabilities: frozenset[str]

@@ -28,6 +28,7 @@ from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
+from parkway.worker.load import LoopLoad
 from parkway.worker.threads import StepThreads
 
 log = logging.getLogger("parkway.worker")
@@ -91,6 +92,14 @@ class Worker:
         # Parked runs' machines, so that a resume does not replay the journal.
         self.cache = RunCache(rt.settings.cached_runs)
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
+        # Batches while the loop is busy (see parkway.worker.load): a store whose
+        # statements run on the loop, and the setting not 0.
+        self._busy_interval = (
+            rt.settings.busy_claim_interval if "loop_bound" in store.capabilities else 0.0
+        )
+        self.load = LoopLoad()
+        self._last_claim = 0.0  # when the last claim began (time.monotonic())
+        self._last_claimed = 0  # how many runs it took
         self._gc_held = False  # this worker tuned the garbage collector (see start())
 
     def start(self) -> None:
@@ -176,6 +185,16 @@ class Worker:
                         # Nothing due at all: skip the claim's write transaction.
                         await self._idle_wait(poll)
                         continue
+                    if self._batching():
+                        # Runs come faster than one at a time and the loop is busy:
+                        # let the next claim's batch fill for the rest of the interval.
+                        wait = self._last_claim + self._busy_interval - time.monotonic()
+                        if wait > 0:
+                            await asyncio.sleep(wait)
+                            free = self.concurrency - len(self.inflight) - self._reserved
+                            if self._stopping or free <= 0:
+                                continue  # (stopped, or its places taken meanwhile)
+                    self._last_claim = time.monotonic()
                     wall = time.time()
                     pokes = self._pokes  # a poke during the claim may not be in it
                     claimed = await store.claim(
@@ -186,6 +205,7 @@ class Worker:
                     log.exception("claim failed; retrying")
                     await asyncio.sleep(0.5)
                     continue
+                self._last_claimed = len(claimed)
                 if claimed:
                     self._last_work = time.monotonic()
                 for run_id in claimed:
@@ -198,6 +218,12 @@ class Worker:
             # Fewer than asked: nothing more is claimable now. A commit in this
             # process pokes us; another process's shows in changed().
             await self._idle_wait(poll)
+
+    def _batching(self) -> bool:
+        """Whether the next claim waits for the busy interval: the last one took
+        several runs (work comes together, not one run sent and awaited at a time)
+        and the event loop is busy."""
+        return bool(self._busy_interval) and self._last_claimed > 1 and self.load.busy()
 
     async def _idle_wait(self, poll: bool) -> None:
         store, clock = self.rt.store, self.rt.clock
@@ -257,6 +283,12 @@ class Worker:
         ``None`` when there is no free place (the run is then claimed as usual).
         """
         if self._stopping or len(self.inflight) + self._reserved >= self.concurrency:
+            return None
+        if self._busy_interval and (self.inflight or self._reserved) and self.load.busy():
+            # A busy loop with other runs under way or being handed over: this one
+            # waits for the next claim, with the others that come meanwhile (see
+            # parkway.worker.load). With none (one run at a time, sent and
+            # awaited), a batch would hold nobody but this run: it goes at once.
             return None
         self._reserved += 1
         return self.owner

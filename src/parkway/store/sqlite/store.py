@@ -34,7 +34,7 @@ class SQLiteStore:
     """A SQLite database file, shared safely by several processes on one machine."""
 
     capabilities: frozenset[str] = frozenset(
-        {"persistent", "shared", "group_commit", "reports_own"}
+        {"persistent", "shared", "group_commit", "reports_own", "loop_bound"}
     )
 
     def __init__(self, path: str) -> None:

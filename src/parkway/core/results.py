@@ -55,7 +55,10 @@ class Results:
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
-            return False
+            # A notification may have come while the timeout was being handled (both
+            # due in one turn of a busy loop): it counts, or the caller would wait
+            # a whole poll interval more for what it was told.
+            return event.is_set()
         finally:
             waiters.remove(event)
             if not waiters:

@@ -283,9 +283,8 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ResultTimeoutError(run_id, timeout or 0.0)
-        await rt.results.wait(run_id, polls.next(remaining))
-        # (Its ended row, if its end was announced, whether or not this wait heard it.)
-        final = rt.results.final(run_id)
+        if await rt.results.wait(run_id, polls.next(remaining)):
+            final = rt.results.final(run_id)
 
 
 _RUNNING = object()

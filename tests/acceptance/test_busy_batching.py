@@ -110,6 +110,35 @@ async def test_runs_that_come_together_while_the_loop_is_busy_are_claimed_in_bat
             assert after - before >= 0.019
 
 
+async def test_after_a_batch_a_run_that_comes_with_nothing_under_way_waits_for_the_next_claim(
+    tmp_path: Path,
+) -> None:
+    # A paced load leaves the worker between two batches with nothing under way:
+    # the run that comes then still joins the next batch, until a claim takes
+    # only one run (one at a time again), after which runs are handed over.
+    engine = Engine(f"sqlite:///{tmp_path / 'gap.db'}", busy_claim_interval="20ms")
+    resumed: list[str] = []
+    keys = [f"k{i}" for i in range(12)]
+    async with _parked(engine, keys, resumed, busy=True) as claims:
+        await asyncio.gather(*(engine.correlate("go", key, 4) for key in keys[:10]))
+        for key in keys[:10]:
+            assert await engine.handle(key).result(timeout=30) == f"{key}:4"
+        await engine.idle(timeout=30)
+        assert engine.worker is not None and not engine.worker.inflight
+        assert max(len(runs) for _, runs in claims) > 1
+        batches = len(claims)
+        # Nothing under way, the last claim took several: claimed, not handed over.
+        await engine.correlate("go", keys[10], 4)
+        assert await engine.handle(keys[10]).result(timeout=30) == f"{keys[10]}:4"
+        assert [runs for _, runs in claims[batches:]] == [[keys[10]]]
+        # That claim took one: the next run is handed over with its delivery.
+        await engine.idle(timeout=30)
+        await engine.correlate("go", keys[11], 4)
+        assert await engine.handle(keys[11]).result(timeout=30) == f"{keys[11]}:4"
+        assert len(claims) == batches + 1
+    assert sorted(resumed) == sorted(keys)
+
+
 async def test_one_run_at_a_time_goes_at_once_even_while_the_loop_is_busy(
     tmp_path: Path,
 ) -> None:

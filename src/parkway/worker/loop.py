@@ -284,14 +284,22 @@ class Worker:
         """
         if self._stopping or len(self.inflight) + self._reserved >= self.concurrency:
             return None
-        if self._busy_interval and (self.inflight or self._reserved) and self.load.busy():
-            # A busy loop with other runs under way or being handed over: this one
-            # waits for the next claim, with the others that come meanwhile (see
-            # parkway.worker.load). With none (one run at a time, sent and
-            # awaited), a batch would hold nobody but this run: it goes at once.
+        if self._busy_interval and self._coming_together() and self.load.busy():
+            # A busy loop with runs coming several at a time: this one waits for the
+            # next claim, with the others that come meanwhile (see
+            # parkway.worker.load). One run at a time, sent and awaited, would make
+            # a batch of nobody but this run: it goes at once.
             return None
         self._reserved += 1
         return self.owner
+
+    def _coming_together(self) -> bool:
+        """Whether runs come several at a time: others are under way or being handed
+        over, or the last claim took several. (The last alone missed the gaps of a
+        paced load: between two claims' batches the worker often has nothing under
+        way, and the run that came then was handed over and committed by itself,
+        one in six of them at 3,500 messages a second.)"""
+        return bool(self.inflight or self._reserved or self._last_claimed > 1)
 
     def adopt(self, lease: Lease | None) -> None:
         """Advance the run leased in the transaction :meth:`reserve` was for (``None``:

@@ -90,7 +90,9 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             (over 75 % of its time on the CPU) and runs come several at a time, the
             worker no longer takes each run the moment it is given an input; it
             claims them at most this often, in batches that share statements and
-            commits, so that a steady load does not cost twice what a burst does.
+            commits, so that a steady load does not cost twice what a burst does;
+            while the loop is saturated (over 95 % on the CPU, until under 85 %),
+            2.5 times this often, so that larger batches let it catch up.
             ``0``: every run at once, whatever the load (lower latency while the
             loop keeps up, less throughput when it does not). PostgreSQL's
             worker does not batch this way: its costs are round trips.

@@ -31,12 +31,15 @@ from parkway.worker.load import LoopLoad
 
 
 class _Gauge:
-    def __init__(self, busy: bool) -> None:
-        self._busy = busy
+    def __init__(self, busy: bool, saturated: bool = False) -> None:
+        self._busy, self._saturated = busy, saturated
         self.switches = 0
 
     def busy(self) -> bool:
         return self._busy
+
+    def saturated(self) -> bool:
+        return self._saturated
 
 
 def _count_claims(engine: Engine) -> list[tuple[float, list[str]]]:
@@ -70,27 +73,28 @@ def _messaged(engine: Engine, resumed: list[str]) -> None:
 
 @contextlib.asynccontextmanager
 async def _parked(
-    engine: Engine, keys: list[str], resumed: list[str], *, busy: bool
+    engine: Engine, keys: list[str], resumed: list[str], *, busy: bool, saturated: bool = False
 ) -> AsyncIterator[list[tuple[float, list[str]]]]:
     """The engine open, a run parked on a message for each key, the loop read as
-    ``busy``; yields the claims made from then on."""
+    ``busy`` (and ``saturated``); yields the claims made from then on."""
     _messaged(engine, resumed)
     async with engine:
         for key in keys:
             await engine.start("waiter", key, id=key)
         await engine.idle(timeout=30)
         assert engine.worker is not None
-        engine.worker.load = _Gauge(busy=busy)  # type: ignore[assignment]
+        engine.worker.load = _Gauge(busy, saturated)  # type: ignore[assignment]
         yield _count_claims(engine)
 
 
+@pytest.mark.parametrize("saturated", [False, True], ids=["busy", "saturated"])
 async def test_runs_that_come_together_while_the_loop_is_busy_are_claimed_in_batches(
-    tmp_path: Path,
+    tmp_path: Path, saturated: bool
 ) -> None:
     engine = Engine(f"sqlite:///{tmp_path / 'busy.db'}", busy_claim_interval="20ms")
     resumed: list[str] = []
     keys = [f"k{i}" for i in range(40)]
-    async with _parked(engine, keys, resumed, busy=True) as claims:
+    async with _parked(engine, keys, resumed, busy=True, saturated=saturated) as claims:
         results = await asyncio.gather(*(engine.correlate("go", key, 1) for key in keys))
         assert all(result.outcome == "delivered" for result in results)
         for key in keys:
@@ -104,10 +108,12 @@ async def test_runs_that_come_together_while_the_loop_is_busy_are_claimed_in_bat
     assert len(taken) >= len(keys) - 2
     assert max(len(runs) for _, runs in claims) > 1
     assert len(claims) < len(taken)
-    # A claim after one that took several runs waited for the interval.
+    # A claim after one that took several runs waited for the interval, longer
+    # while the loop is saturated.
+    interval = 0.020 * (load.SATURATED_FACTOR if saturated else 1)
     for (before, runs), (after, _) in itertools.pairwise(claims):
         if len(runs) > 1:
-            assert after - before >= 0.019
+            assert after - before >= interval - 0.001
 
 
 async def test_after_a_batch_a_run_that_comes_with_nothing_under_way_waits_for_the_next_claim(
@@ -218,6 +224,7 @@ def test_the_gauge_reads_the_loop_busy_past_one_threshold_and_calm_below_the_oth
     assert not window(0.4)
     assert not window(0.6)
     assert gauge.switches == 2
+    assert not gauge.saturated()
     # Asked again within a window: the last window's answer.
     cpu[0] += 1.0
     assert not gauge.busy()
@@ -225,3 +232,28 @@ def test_the_gauge_reads_the_loop_busy_past_one_threshold_and_calm_below_the_oth
     assert window(0.9)
     wall[0] += 10.0
     assert not window(0.9)
+
+
+def test_the_gauge_reads_the_loop_saturated_past_one_threshold_and_not_below_the_other() -> None:
+    wall, cpu = [0.0], [0.0]
+    gauge = LoopLoad(wall=lambda: wall[0], cpu=lambda: cpu[0])
+
+    def window(share: float) -> tuple[bool, bool]:
+        wall[0] += 2 * load.WINDOW
+        cpu[0] += share * 2 * load.WINDOW
+        return gauge.busy(), gauge.saturated()
+
+    assert window(0.9) == (True, False)  # busy, under SATURATED_ABOVE
+    # Saturated after SATURATED_WINDOWS windows over it in a row, not before.
+    assert load.SATURATED_WINDOWS == 3
+    assert window(0.97) == (True, False)
+    assert window(0.97) == (True, False)
+    assert window(0.9) == (True, False)  # (a window under it starts the count again)
+    assert [window(0.97) for _ in range(3)] == [(True, False), (True, False), (True, True)]
+    assert window(0.9) == (True, True)  # saturated until under UNSATURATED_BELOW
+    assert window(0.8) == (True, False)
+    assert window(0.97) == (True, False)
+    assert window(0.3) == (False, False)
+    # Asked within a window: the last window's answer.
+    cpu[0] += 1.0
+    assert gauge.saturated() is False

@@ -9,7 +9,10 @@ a load that comes paced can keep a loop busy at half the rate a flood runs at,
 and past that it queues until a backlog forms that batches again: at 80 % of the
 flood's rate the open loop waited hundreds of milliseconds. While the loop is
 busy the worker therefore batches on purpose (see ``Worker.reserve`` and the
-claim loop); when it is not, every run goes at once, as before.
+claim loop); when it is not, every run goes at once, as before. A loop that is
+saturated, nearly all of its time on the CPU, is falling behind: its worker
+then makes the batches larger still (a longer interval between claims), which
+lowers what each run costs until the loop has room again.
 
 Measured by ``time.thread_time`` (the loop's thread only: sync steps' threads do
 not count), over windows of WINDOW seconds, with two thresholds so that a load
@@ -25,6 +28,19 @@ from collections.abc import Callable
 # CPU, and again as not from one under IDLE_BELOW.
 BUSY_ABOVE = 0.75
 IDLE_BELOW = 0.5
+# Saturated from a window over SATURATED_ABOVE, and again as merely busy from one
+# under UNSATURATED_BELOW: a saturated loop is falling behind, and its worker
+# makes its batches larger (SATURATED_FACTOR times the interval) until the loop
+# has room again. The lower threshold is under what a loop batching that way
+# keeps busy at the load that saturated it (~0.93 at 80 % of a flood's rate on
+# SQLite), so that it does not flip back at once; a load the short interval
+# keeps under it (~0.78 at 50 %) never gets the longer one.
+# It takes SATURATED_WINDOWS windows in a row over the threshold: a moment's
+# spike (a checkpoint, a burst) under a load the loop keeps up with is not it.
+SATURATED_ABOVE = 0.95
+UNSATURATED_BELOW = 0.85
+SATURATED_WINDOWS = 3
+SATURATED_FACTOR = 2.5
 WINDOW = 0.05
 
 
@@ -40,6 +56,8 @@ class LoopLoad:
         self._since = wall()
         self._cpu = cpu()
         self._busy = False
+        self._saturated = False
+        self._over = 0  # windows in a row over SATURATED_ABOVE
         self.switches = 0  # times it changed its mind, for tests and benchmarks
 
     def busy(self) -> bool:
@@ -53,5 +71,16 @@ class LoopLoad:
             if busy != self._busy:
                 self._busy = busy
                 self.switches += 1
+            if self._saturated:
+                self._saturated = share > UNSATURATED_BELOW
+                self._over = 0
+            else:
+                self._over = self._over + 1 if share > SATURATED_ABOVE else 0
+                self._saturated = self._over >= SATURATED_WINDOWS
             self._since, self._cpu = now, cpu
         return self._busy
+
+    def saturated(self) -> bool:
+        """Whether the loop was saturated in the last full window (read with
+        :meth:`busy`, which moves the window)."""
+        return self._saturated

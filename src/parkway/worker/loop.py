@@ -28,7 +28,7 @@ from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
-from parkway.worker.load import LoopLoad
+from parkway.worker.load import SATURATED_FACTOR, LoopLoad
 from parkway.worker.threads import StepThreads
 
 log = logging.getLogger("parkway.worker")
@@ -187,8 +187,13 @@ class Worker:
                         continue
                     if self._batching():
                         # Runs come faster than one at a time and the loop is busy:
-                        # let the next claim's batch fill for the rest of the interval.
-                        wait = self._last_claim + self._busy_interval - time.monotonic()
+                        # let the next claim's batch fill for the rest of the interval
+                        # (a longer one while the loop is saturated: larger batches
+                        # cost each run less, and the loop catches up).
+                        interval = self._busy_interval
+                        if self.load.saturated():
+                            interval *= SATURATED_FACTOR
+                        wait = self._last_claim + interval - time.monotonic()
                         if wait > 0:
                             await asyncio.sleep(wait)
                             free = self.concurrency - len(self.inflight) - self._reserved

@@ -71,6 +71,12 @@ def _messaged(engine: Engine, resumed: list[str]) -> None:
         return f"{key}:{value}"
 
 
+async def _resume(engine: Engine, key: str, value: int) -> None:
+    """Send ``key``'s run its message and wait for the run's end."""
+    await engine.correlate("go", key, value)
+    assert await engine.handle(key).result(timeout=30) == f"{key}:{value}"
+
+
 @contextlib.asynccontextmanager
 async def _parked(
     engine: Engine, keys: list[str], resumed: list[str], *, busy: bool, saturated: bool = False
@@ -134,13 +140,11 @@ async def test_after_a_batch_a_run_that_comes_with_nothing_under_way_waits_for_t
         assert max(len(runs) for _, runs in claims) > 1
         batches = len(claims)
         # Nothing under way, the last claim took several: claimed, not handed over.
-        await engine.correlate("go", keys[10], 4)
-        assert await engine.handle(keys[10]).result(timeout=30) == f"{keys[10]}:4"
+        await _resume(engine, keys[10], 4)
         assert [runs for _, runs in claims[batches:]] == [[keys[10]]]
         # That claim took one: the next run is handed over with its delivery.
         await engine.idle(timeout=30)
-        await engine.correlate("go", keys[11], 4)
-        assert await engine.handle(keys[11]).result(timeout=30) == f"{keys[11]}:4"
+        await _resume(engine, keys[11], 4)
         assert len(claims) == batches + 1
     assert sorted(resumed) == sorted(keys)
 
@@ -154,8 +158,7 @@ async def test_one_run_at_a_time_goes_at_once_even_while_the_loop_is_busy(
     async with _parked(engine, keys, resumed, busy=True) as claims:
         for key in keys:
             began = time.monotonic()
-            await engine.correlate("go", key, 2)
-            assert await engine.handle(key).result(timeout=30) == f"{key}:2"
+            await _resume(engine, key, 2)
             # Handed over with its delivery: no wait for a claim's interval.
             assert time.monotonic() - began < 0.9
             await engine.idle(timeout=30)

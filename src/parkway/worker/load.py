@@ -28,15 +28,14 @@ from collections.abc import Callable
 # CPU, and again as not from one under IDLE_BELOW.
 BUSY_ABOVE = 0.75
 IDLE_BELOW = 0.5
-# Saturated from a window over SATURATED_ABOVE, and again as merely busy from one
-# under UNSATURATED_BELOW: a saturated loop is falling behind, and its worker
-# makes its batches larger (SATURATED_FACTOR times the interval) until the loop
-# has room again. The lower threshold is under what a loop batching that way
-# keeps busy at the load that saturated it (~0.93 at 80 % of a flood's rate on
-# SQLite), so that it does not flip back at once; a load the short interval
-# keeps under it (~0.78 at 50 %) never gets the longer one.
-# It takes SATURATED_WINDOWS windows in a row over the threshold: a moment's
-# spike (a checkpoint, a burst) under a load the loop keeps up with is not it.
+# Saturated from SATURATED_WINDOWS windows in a row over SATURATED_ABOVE (a
+# moment's spike under a load the loop keeps up with is not it), and again as
+# merely busy from one under UNSATURATED_BELOW: a saturated loop is falling
+# behind, and its worker makes its batches larger (SATURATED_FACTOR times the
+# interval) until the loop has room again. The lower threshold is under what a
+# loop batching that way keeps busy at the load that saturated it (~0.93 at 80 %
+# of a flood's rate on SQLite), so that it does not flip back at once; a load the
+# short interval keeps under it (~0.78 at 50 %) never gets the longer one.
 SATURATED_ABOVE = 0.95
 UNSATURATED_BELOW = 0.85
 SATURATED_WINDOWS = 3

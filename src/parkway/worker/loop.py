@@ -303,7 +303,7 @@ class Worker:
         over, or the last claim took several. (The last alone missed the gaps of a
         paced load: between two claims' batches the worker often has nothing under
         way, and the run that came then was handed over and committed by itself,
-        one in six of them at 3,500 messages a second.)"""
+        one in sixteen at 3,500 messages a second.)"""
         return bool(self.inflight or self._reserved or self._last_claimed > 1)
 
     def adopt(self, lease: Lease | None) -> None:

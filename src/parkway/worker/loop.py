@@ -185,14 +185,10 @@ class Worker:
                         # Nothing due at all: skip the claim's write transaction.
                         await self._idle_wait(poll)
                         continue
-                    if self._batching():
+                    interval = self._batch_interval()
+                    if interval:
                         # Runs come faster than one at a time and the loop is busy:
-                        # let the next claim's batch fill for the rest of the interval
-                        # (a longer one while the loop is saturated: larger batches
-                        # cost each run less, and the loop catches up).
-                        interval = self._busy_interval
-                        if self.load.saturated():
-                            interval *= SATURATED_FACTOR
+                        # let the next claim's batch fill for the rest of the interval.
                         wait = self._last_claim + interval - time.monotonic()
                         if wait > 0:
                             await asyncio.sleep(wait)
@@ -224,11 +220,16 @@ class Worker:
             # process pokes us; another process's shows in changed().
             await self._idle_wait(poll)
 
-    def _batching(self) -> bool:
-        """Whether the next claim waits for the busy interval: the last one took
-        several runs (work comes together, not one run sent and awaited at a time)
-        and the event loop is busy."""
-        return bool(self._busy_interval) and self._last_claimed > 1 and self.load.busy()
+    def _batch_interval(self) -> float:
+        """How long after the last claim the next one waits (0: not at all). It waits
+        while the last one took several runs (work comes together, not one run sent
+        and awaited at a time) and the event loop is busy; longer while the loop is
+        saturated (larger batches cost each run less, and the loop catches up)."""
+        if not (self._busy_interval and self._last_claimed > 1 and self.load.busy()):
+            return 0.0
+        if self.load.saturated():
+            return self._busy_interval * SATURATED_FACTOR
+        return self._busy_interval
 
     async def _idle_wait(self, poll: bool) -> None:
         store, clock = self.rt.store, self.rt.clock

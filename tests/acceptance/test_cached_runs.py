@@ -122,6 +122,39 @@ async def test_an_evicted_runs_code_is_closed(make_engine: Any) -> None:
     assert closed == ["one"]
 
 
+async def test_an_evicted_runs_row_stops_naming_the_worker_with_its_next_commit(
+    make_engine: Any,
+) -> None:
+    # The row of a run the worker parked names it (advanced_by): its claims then
+    # leave the journal out, the machine being in memory. Once evicted, the next
+    # commit clears that, so the run's next load brings its journal along. Not on
+    # a loop-bound store (SQLite), where reading the journal apart costs no round
+    # trip: the mark stays, and the replay reads it apart.
+    engine = await make_engine(cached_runs=1)
+    engine.workflow(name="counter")(counter)
+    store, owner = engine._rt.store, engine.worker.owner  # type: ignore[union-attr]
+    cleared = None if "loop_bound" not in store.capabilities else owner
+
+    async def marks(*run_ids: str) -> dict[str, str | None]:
+        async with store.transaction(readonly=True) as tx:
+            return {r: (await tx.get_run(r)).advanced_by for r in run_ids}  # type: ignore[union-attr]
+
+    for run_id in ("a", "b"):
+        await engine.start("counter", 0, id=run_id)
+        await parked(engine, run_id)
+    assert await marks("a", "b") == {"a": owner, "b": owner}  # "a" evicted, still marked
+    await engine.start("counter", 0, id="c")  # this commit clears "a"'s mark
+    await parked(engine, "c")
+    assert await marks("a", "b", "c") == {"a": cleared, "b": owner, "c": owner}
+    await engine.signal("a", "add", 5)  # replayed once, from the journal its load read
+    await parked(engine, "a")
+    # ("c", evicted by "a", is cleared by the commit after.)
+    assert await marks("a", "b", "c") == {"a": owner, "b": cleared, "c": owner}
+    assert tops == {"a": 2, "b": 1, "c": 1}
+    await engine.signal("a", "add", None)
+    assert await engine.handle("a").result(timeout=10) == 5
+
+
 @pytest.mark.requires("shared")
 async def test_a_run_another_worker_advanced_is_replayed_not_taken_from_the_cache(
     make_engine: Any, clock: ManualClock

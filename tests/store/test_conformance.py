@@ -1480,6 +1480,33 @@ async def test_a_claim_hands_each_run_its_own_journal_and_tasks(store: Store) ->
     assert all(t.run_id == r for r, one in loaded.items() for t in one.tasks)  # type: ignore[union-attr]
 
 
+async def test_dropping_cache_marks_clears_only_the_owners_and_rolls_back(store: Store) -> None:
+    # A worker's cache let go of "a" and "b": the rows that still name it stop
+    # naming it, so its claims load their journals; another worker's mark and a
+    # run it never marked stay as they are.
+    await _runs_with_tasks(store, {"a": [NOW], "b": [NOW], "c": [NOW], "d": [NOW]}, status="parked")
+    async with store.transaction() as tx:
+        for run_id, mark in (("a", "w"), ("b", "other"), ("c", "w")):
+            await tx.update_run(run_id, {"advanced_by": mark})
+        await tx.put_journal("a", [entry(0)])
+    with contextlib.suppress(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.drop_cache_marks(["a"], "w")
+            raise RuntimeError("rolled back")
+    async with store.transaction() as tx:
+        assert (await tx.get_run("a")).advanced_by == "w"  # type: ignore[union-attr]
+        await tx.drop_cache_marks(["a", "b", "d", "missing"], "w")
+        await tx.drop_cache_marks([], "w")
+    async with store.transaction(readonly=True) as tx:
+        marks = {r: (await tx.get_run(r)).advanced_by for r in "abcd"}  # type: ignore[union-attr]
+    assert marks == {"a": None, "b": "other", "c": "w", "d": None}
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert sorted(claimed) == ["a", "b", "c", "d"]
+    a, c = await store.load_run("a", NOW, owner="w"), await store.load_run("c", NOW, owner="w")
+    assert a is not None and a.journal == [entry(0)]
+    assert c is not None and c.journal is None
+
+
 async def test_a_task_given_between_a_claim_and_the_load_is_not_lost(store: Store) -> None:
     # A store may hand over what its claim read (PostgreSQL, SQLite) or read at the
     # load (memory): a task given after the claim is in the load, or still due once

@@ -751,6 +751,30 @@ async def test_messages_in_flight_from_one_sender_share_commits(engine_url: str)
         assert sends is not None and sends.jobs == 16 and sends.batches < 16
 
 
+async def test_a_run_evicted_from_the_cache_resumes_in_two_round_trips(engine_url: str) -> None:
+    # More runs parked than the worker keeps: the ones it let go of come with their
+    # journal in the correlate's lease, so their resume needs no read of its own.
+    async with Engine(engine_url, cached_runs=1) as engine:
+
+        @engine.workflow()
+        async def loan(ctx, key):  # type: ignore[no-untyped-def]
+            return await ctx.wait_for_message("score", key)
+
+        handles = []
+        for i in range(3):  # one at a time: each commit clears the run evicted before it
+            handles.append(await engine.start("loan", f"K{i}", id=f"loan-{i}"))
+            await engine.idle(timeout=30)
+        assert engine.worker is not None and engine.worker.cache.evictions == 2
+        # "loan-0"'s mark went with "loan-2"'s commit, "loan-1"'s goes with "loan-0"'s.
+        for i in (0, 1):
+            with sends() as sent:
+                await engine.correlate("score", f"K{i}", i)
+                assert await handles[i].result(timeout=10) == i
+            # The delivery with its lease, then the worker's commit: no journal read.
+            assert len(sent) == 2 and sent[0][0] == "BEGIN", sent
+            assert "WITH" in sent[1] and "SELECT" not in sent[1], sent
+
+
 class FailFirstBatch:
     """A store whose first transaction of several deliveries fails, rolled back."""
 

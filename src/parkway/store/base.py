@@ -101,6 +101,17 @@ class Tx(ScheduleTx, FlowTx, Protocol):
         """
         ...
 
+    async def drop_cache_marks(self, run_ids: Sequence[str], owner: str) -> None:
+        """Clear ``advanced_by`` of those of ``run_ids`` whose row still names ``owner``:
+        its worker no longer holds their machines (evicted from its cache), so a
+        load for it reads their journals with the rest instead of leaving them out.
+
+        A hint, never waited for: a row another transaction holds locked is
+        skipped (a mark left in place costs the load of that run a read of its
+        own, as before; a mark cleared too early, a replay).
+        """
+        ...
+
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:

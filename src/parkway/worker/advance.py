@@ -372,6 +372,8 @@ class Advancer:
         # Updates given that the run did not get to before it went on as new wait
         # for the new generation (an ended run's are closed: see core.updates).
         updates_left = machine is not None and machine.unhandled_updates
+        # Runs the cache let go of since the last commit: this one clears their marks.
+        evicted = self.cache.evicted()
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
@@ -399,6 +401,8 @@ class Advancer:
                 await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
                     await tx.add_tasks([NewTask(run.id, now, "update")])
+            if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
+                await tx.drop_cache_marks(evicted, self.owner)
 
         # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
         order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (

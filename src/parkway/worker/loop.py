@@ -90,7 +90,11 @@ class Worker:
         # sync steps, or many runs in sync steps, would queue behind.
         self._executor = StepThreads(self.concurrency)
         # Parked runs' machines, so that a resume does not replay the journal.
-        self.cache = RunCache(rt.settings.cached_runs)
+        # (Clearing an evicted run's mark saves its next advance a round trip; on a
+        # loop-bound store a read is no round trip: see parkway.worker.cache.)
+        self.cache = RunCache(
+            rt.settings.cached_runs, clears_marks="loop_bound" not in store.capabilities
+        )
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
         # Batches while the loop is busy (see parkway.worker.load): a store whose
         # statements run on the loop, and the setting not 0.

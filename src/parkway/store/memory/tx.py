@@ -74,6 +74,14 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return True
 
+    async def drop_cache_marks(self, run_ids: Sequence[str], owner: str) -> None:
+        for run_id in run_ids:
+            run = self._s.runs.get(run_id)
+            if run is not None and run.advanced_by == owner:
+                before = _copy(run)
+                run.advanced_by = None
+                self._undo.append(functools.partial(self._s.runs.__setitem__, run_id, before))
+
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:

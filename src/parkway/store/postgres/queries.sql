@@ -476,6 +476,15 @@ UPDATE parkway.runs SET lease_until = %(until)s WHERE id IN (
     FOR UPDATE SKIP LOCKED)
   AND lease_owner = %(owner)s
 
+-- name: drop_cache_marks
+-- Rows another transaction holds locked are skipped, as extend_leases does: the
+-- worker's commit that carries this must never wait on (or deadlock with) a
+-- sender's delivery to a run it no longer holds; the mark is only a hint.
+UPDATE parkway.runs SET advanced_by = NULL WHERE id IN (
+    SELECT id FROM parkway.runs WHERE id = ANY(%(ids)s::text[]) AND advanced_by = %(owner)s
+    FOR UPDATE SKIP LOCKED)
+  AND advanced_by = %(owner)s
+
 -- name: release_leases
 UPDATE parkway.runs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = %s
 

@@ -94,6 +94,12 @@ class RunOps(Transport):
         if loaded is not None:
             self._leased.add(loaded.run.id)
 
+    async def drop_cache_marks(self, run_ids: Sequence[str], owner: str) -> None:
+        if run_ids:  # queued: it rides with the worker's commit (see drop_cache_marks)
+            await self._write(
+                Q["drop_cache_marks"], dict(ids=list(run_ids), owner=owner), idempotent=True
+            )
+
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:

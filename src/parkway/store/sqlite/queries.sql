@@ -180,6 +180,9 @@ WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
 -- name: extend_lease
 UPDATE runs SET lease_until = ? WHERE id = ? AND lease_owner = ?
 
+-- name: drop_cache_mark
+UPDATE runs SET advanced_by = NULL WHERE id = ? AND advanced_by = ?
+
 -- name: release_leases
 UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?
 

@@ -152,6 +152,10 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
             params.append(owner)
         return self._c.execute(query, params).rowcount == 1
 
+    async def drop_cache_marks(self, run_ids: Sequence[str], owner: str) -> None:
+        # (No row lock to skip: SQLite's writer holds the whole database.)
+        self._c.executemany(Q["drop_cache_mark"], [(run_id, owner) for run_id in run_ids])
+
     async def list_runs(
         self,
         *,

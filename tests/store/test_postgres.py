@@ -407,6 +407,10 @@ async def leased_run(store: PostgresStore, run_id: str) -> None:
     assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 60, limit=1) == [run_id]
 
 
+async def _plus_one(i: int) -> int:
+    return i + 1
+
+
 @contextlib.contextmanager
 def sends() -> Iterator[list[list[str]]]:
     """The round trips the store makes meanwhile, each as its statements' first words."""
@@ -476,6 +480,35 @@ async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
             await tx.update_leased("r", {"status": "running"}, owner="w", release=False)
             await tx.put_journal("r", [entry(1)])
     assert sent == [["WITH"]]
+
+
+async def test_the_commits_of_a_running_run_are_hot_updates(engine_url: str) -> None:
+    # A step's commit changes no indexed column of the run (updated_at is indexed
+    # only as ended_at, once the run has ended), so PostgreSQL updates its row in
+    # place of its page, without new index entries: a HOT update. The last commit,
+    # which ends the run (its status), is not one.
+    async with Engine(engine_url) as engine:
+
+        @engine.workflow()
+        async def three(ctx, i):  # type: ignore[no-untyped-def]
+            for _ in range(3):
+                i = await ctx.step(_plus_one, i)
+            return i
+
+        handles = [await engine.start("three", i) for i in range(20)]
+        assert [await h.result(timeout=10) for h in handles] == [i + 3 for i in range(20)]
+    # Closed: each server process reported its counts as it exited.
+    query = (
+        "SELECT pg_stat_clear_snapshot(), n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+        "WHERE schemaname = 'parkway' AND relname = 'runs'"
+    )
+    for _ in range(100):
+        [(_cleared, updates, hot)] = admin_sql(query, database_of(engine_url))
+        if updates == 60:
+            break
+        await asyncio.sleep(0.05)
+    assert updates == 60  # three commits a run
+    assert hot >= 30, (updates, hot)  # of the 40 that did not end a run (none before)
 
 
 async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(

@@ -121,18 +121,18 @@ WHERE status = ANY(%(statuses)s::text[])
 ORDER BY id LIMIT %(limit)s
 
 -- name: expired_runs_of
--- The retention sweep, for a workflow with a retention of its own (runs_by_end).
+-- The retention sweep, for a workflow with a retention of its own (runs_by_end;
+-- ended_at: updated_at of a run that ended, see migration 013).
 SELECT id FROM parkway.runs
-WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < %s AND workflow = %s
-ORDER BY updated_at, id LIMIT %s
+WHERE ended_at < %s AND workflow = %s
+ORDER BY ended_at, id LIMIT %s
 
 -- name: expired_runs_except
 -- The retention sweep at the engine's retention: every workflow but those with
 -- one of their own.
 SELECT id FROM parkway.runs
-WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < %s
-  AND NOT workflow = ANY(%s::text[])
-ORDER BY updated_at, id LIMIT %s
+WHERE ended_at < %s AND NOT workflow = ANY(%s::text[])
+ORDER BY ended_at, id LIMIT %s
 
 -- name: delete_runs
 -- A run and everything kept for it, in one statement.

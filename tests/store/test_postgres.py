@@ -511,6 +511,50 @@ async def test_the_commits_of_a_running_run_are_hot_updates(engine_url: str) -> 
     assert hot >= 30, (updates, hot)  # of the 40 that did not end a run (none before)
 
 
+async def _void_column(url: str) -> tuple[object, object]:
+    """``pg_notify``'s void result read as text, then with wire.BinaryRows."""
+    query = "SELECT pg_notify('parkway_test', '')"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        [text] = await wire.send(conn, [(query, ())])
+        [binary] = await wire.send(conn, [(wire.BinaryRows(query), ())])
+    return text.rows[0][0], binary.rows[0][0]  # type: ignore[index]
+
+
+async def test_a_claim_reads_its_rows_in_binary_as_it_would_in_text(
+    store: PostgresStore, engine_url: str
+) -> None:
+    # The claims' rows come back in PostgreSQL's binary format (wire.BinaryRows):
+    # the same values as the text format gives, NULLs inside arrays included.
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+        await tx.add_tasks([NewTask("r", NOW, "signal"), NewTask("r", NOW - 1, "timer", 2)])
+        await tx.add_signal("r", "go", b'{"n": 1.5}', NOW)
+        await tx.put_journal("r", [
+            entry(0, value=b'"x"'), entry(1, value=None, branch="b/1"),
+            entry(2, state="pending", value=None, deadline=NOW + 0.25),
+        ])  # fmt: skip
+    assert type(statements.CLAIM_DUE) is wire.BinaryRows
+    params = dict(now=NOW, wall=WALL, limit=5, owner="w", until=WALL + 30)
+    async with await psycopg.AsyncConnection.connect(engine_url, autocommit=True) as conn:
+        settings = (statements.Q["claim_settings"], ())
+        claim_text = (str(statements.CLAIM_DUE), params)  # (str(): a plain string, read as text)
+        as_text = await wire.send(conn, [("BEGIN", ()), settings, claim_text])
+        await wire.send(conn, [("ROLLBACK", ())])
+        as_binary = await wire.send(conn, [("BEGIN", ()), settings, (statements.CLAIM_DUE, params)])
+        await wire.send(conn, [("ROLLBACK", ())])
+    # (Told apart by a value the two formats give differently: a void column.)
+    void_text, void_binary = await _void_column(engine_url)
+    assert (void_text, void_binary) == ("", b"")
+    [text_row], [binary_row] = as_text[-1].rows, as_binary[-1].rows  # type: ignore[misc]
+    assert binary_row == text_row
+    loaded = rows.claimed_run(binary_row, "w")
+    assert loaded.journal is not None and [e.pos for e in loaded.journal] == [0, 1, 2]
+    assert loaded.journal[1].value is None and loaded.journal[1].branch == "b/1"
+    assert loaded.journal[2].deadline == NOW + 0.25
+    assert [t.kind for t in loaded.tasks] == ["signal", "timer"]
+    assert loaded.signals is not None and loaded.signals[0].payload == b'{"n": 1.5}'
+
+
 async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(
     store: PostgresStore,
 ) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 
+from parkway.store.postgres.wire import BinaryRows
 from parkway.store.sqltext import load_queries
 
 # The named statements and fragments of queries.sql.
@@ -33,14 +34,17 @@ def _lines(*parts: str) -> str:
     return "\n".join(parts)
 
 
-# A claim of whatever is due (claim_settings goes before it, in its pipeline).
-CLAIM_DUE = _lines(
+# A claim of whatever is due (claim_settings goes before it, in its pipeline). Both
+# claims bring the runs' journals as arrays, read in binary (see wire.BinaryRows).
+CLAIM_DUE = BinaryRows(_lines(
     Q["claim_due"], Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
     Q["claimed_loads"],
-)  # fmt: skip
+))  # fmt: skip
 # A lease of one run in the sender's transaction: of the run named (``run``), or
 # with ``run`` None of the run the delivery statement just before it delivered to.
-LEASE_RUN = _lines(Q["lease_run"], Q["claimed_columns"], Q["lease_from"], Q["claimed_loads"])
+LEASE_RUN = BinaryRows(
+    _lines(Q["lease_run"], Q["claimed_columns"], Q["lease_from"], Q["claimed_loads"])
+)
 
 # The most shapes deliver_event takes waits under in one statement (more: the usual path).
 DELIVER_EVENT_SHAPES = 8

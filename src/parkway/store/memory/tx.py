@@ -78,9 +78,7 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
         for run_id in run_ids:
             run = self._s.runs.get(run_id)
             if run is not None and run.advanced_by == owner:
-                before = _copy(run)
-                run.advanced_by = None
-                self._undo.append(functools.partial(self._s.runs.__setitem__, run_id, before))
+                await self.update_run(run_id, {"advanced_by": None})
 
     async def lease_run(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float

@@ -383,19 +383,22 @@ async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> 
 
     # COMMIT did happen but its reply was lost: the transaction's status says so,
     # and it is not applied twice.
-    async with store.transaction() as tx:
-        await tx.add_signal("r", "once", None, NOW)
-        conn = tx._c
-        execute = conn.execute
+    cut: list[bool] = []
+    original = wire.send
 
-        async def commit_then_vanish(query: object, *args: object, **kwargs: object) -> object:
-            result = await execute(query, *args, **kwargs)  # type: ignore[arg-type]
-            if query == "COMMIT":
-                await conn.close()
-                raise psycopg.OperationalError("the connection is lost")
-            return result
+    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
+        results = await original(conn, steps)
+        if steps[-1][0] == "COMMIT" and not cut:
+            cut.append(True)
+            await conn.close()
+            raise psycopg.OperationalError("the connection is lost")
+        return results
 
-        conn.execute = commit_then_vanish  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(wire, "send", commit_then_vanish)
+        async with store.transaction() as tx:
+            await tx.add_signal("r", "once", None, NOW)
+    assert cut  # the COMMIT went through, and its reply was lost
     async with store.transaction(readonly=True) as tx:
         assert [s.name for s in await tx.signals("r")] == ["once"]
 

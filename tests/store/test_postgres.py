@@ -383,19 +383,8 @@ async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> 
 
     # COMMIT did happen but its reply was lost: the transaction's status says so,
     # and it is not applied twice.
-    cut: list[bool] = []
-    original = wire.send
-
-    async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
-        results = await original(conn, steps)
-        if steps[-1][0] == "COMMIT" and not cut:
-            cut.append(True)
-            await conn.close()
-            raise psycopg.OperationalError("the connection is lost")
-        return results
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wire, "send", commit_then_vanish)
+    # (Its first round trip begins the transaction; the second carries the COMMIT.)
+    with reply_lost_after_commit(at_commit=True) as cut:
         async with store.transaction() as tx:
             await tx.add_signal("r", "once", None, NOW)
     assert cut  # the COMMIT went through, and its reply was lost
@@ -430,15 +419,16 @@ def sends() -> Iterator[list[list[str]]]:
 
 
 @contextlib.contextmanager
-def reply_lost_after_commit() -> Iterator[list[bool]]:
-    """The first round trip (a commit, in the tests using it) goes through, then its
-    connection dies before the reply is read."""
+def reply_lost_after_commit(*, at_commit: bool = False) -> Iterator[list[bool]]:
+    """The first round trip (a commit, in the tests using it; with ``at_commit``, the
+    first that ends in ``COMMIT``) goes through, then its connection dies before the
+    reply is read."""
     cut: list[bool] = []
     original = wire.send
 
     async def commit_then_vanish(conn: psycopg.AsyncConnection, steps: list) -> object:  # type: ignore[type-arg]
         results = await original(conn, steps)
-        if not cut:
+        if not cut and (not at_commit or steps[-1][0] == "COMMIT"):
             cut.append(True)
             await conn.close()
             raise psycopg.OperationalError("the connection is lost")

@@ -91,6 +91,32 @@ async def test_retry_backoff_waits_for_engine_time(engine: Engine, clock) -> Non
     assert attempts["n"] == 3
 
 
+async def test_retry_backoff_stops_growing_at_max_backoff(engine: Engine, clock) -> None:
+    attempts = Counter()
+
+    async def flaky() -> int:
+        attempts["n"] += 1
+        if attempts["n"] < 4:
+            raise ConnectionError("down")
+        return attempts["n"]
+
+    @engine.workflow()
+    async def capped(ctx, input):
+        retry = Retry(max_attempts=4, backoff="1s", factor=10, max_backoff="3s")
+        return await ctx.step(flaky, name="flaky", retry=retry)
+
+    h = await engine.start("capped")
+    await engine.idle()
+    await clock.advance("1s")  # first backoff: 1s
+    assert attempts["n"] == 2
+    await clock.advance("2999ms")  # second: 10s, capped at 3s
+    assert attempts["n"] == 2
+    await clock.advance("1ms")
+    assert attempts["n"] == 3
+    await clock.advance("3s")  # third: 100s, capped at 3s
+    assert await h.result(timeout=5) == 4
+
+
 async def test_exhausted_retries_raise_step_failed_into_the_workflow(engine: Engine) -> None:
     attempts = Counter()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import pytest
@@ -60,14 +61,22 @@ async def test_retry_succeeds_on_the_third_attempt(engine: Engine) -> None:
     ]
 
 
-async def test_retry_backoff_waits_for_engine_time(engine: Engine, clock) -> None:
-    attempts = Counter()
+def down_until(attempts: Counter, call: int) -> Callable[[], Awaitable[int]]:
+    """An async step that fails (``ConnectionError``) until its ``call``-th call,
+    which returns how many calls there were; ``attempts["n"]`` counts them."""
 
     async def flaky() -> int:
         attempts["n"] += 1
-        if attempts["n"] < 3:
+        if attempts["n"] < call:
             raise ConnectionError("down")
         return attempts["n"]
+
+    return flaky
+
+
+async def test_retry_backoff_waits_for_engine_time(engine: Engine, clock) -> None:
+    attempts = Counter()
+    flaky = down_until(attempts, 3)
 
     @engine.workflow()
     async def backing_off(ctx, input):
@@ -93,12 +102,7 @@ async def test_retry_backoff_waits_for_engine_time(engine: Engine, clock) -> Non
 
 async def test_retry_backoff_stops_growing_at_max_backoff(engine: Engine, clock) -> None:
     attempts = Counter()
-
-    async def flaky() -> int:
-        attempts["n"] += 1
-        if attempts["n"] < 4:
-            raise ConnectionError("down")
-        return attempts["n"]
+    flaky = down_until(attempts, 4)
 
     @engine.workflow()
     async def capped(ctx, input):

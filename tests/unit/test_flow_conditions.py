@@ -156,6 +156,14 @@ def test_facts_may_be_written_as_templates() -> None:
     assert holds({"fact": "{{ trigger.total }}", "operator": "equal", "value": 120})
 
 
+@pytest.mark.parametrize("operator", ["in", "notIn"])
+def test_a_list_operators_template_value_that_is_no_list_holds_neither_way(operator: str) -> None:
+    # Loading cannot check a templated value; a list operator whose value turns out
+    # not to be a list is false, "notIn" included (the rule says nothing then).
+    assert holds(rule("country", operator, "{{ trigger.note }}")) is False
+    assert holds(rule("country", operator, "{{ trigger.tags }}")) is (operator == "notIn")
+
+
 @pytest.mark.parametrize(
     ("raw", "field", "words"),
     [

@@ -2,7 +2,7 @@
 
 A schedule starts one run of a workflow at each tick of a cron expression, read
 in a time zone. The cron expressions and their daylight-saving behaviour are
-:mod:`cronsim`'s (Debian cron's rules, see ``docs/schedules.md``); this module
+:mod:`cronsim`'s (Debian cron's rules, see ``docs/guides/schedules.md``); this module
 only validates, computes ticks as engine seconds, and names the runs
 (``sched:<schedule id>:<tick as ISO 8601 UTC>``), so that starting a tick's run
 twice, from any process, is the same start.

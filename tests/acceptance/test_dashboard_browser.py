@@ -11,7 +11,7 @@ Needs Playwright (the Python package, in the dev extra) and a Chromium at
 which is missing, without them. Playwright's own browser download is never used.
 
 ``PARKWAY_SCREENSHOTS=docs/screenshots`` saves a screenshot of each view there
-(the ones docs/dashboard.md shows); otherwise they go to the test's tmp_path.
+(the ones docs/guides/dashboard.md shows); otherwise they go to the test's tmp_path.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""JSON flows (docs/flows.md): graphs of nodes run by the durable core.
+"""JSON flows (docs/guides/flows.md): graphs of nodes run by the durable core.
 
 The running example is back-in-stock: an ``order.create`` for ``client:5``
 starts the flow, which parks on a ``product.update`` of the ordered product

@@ -1,4 +1,4 @@
-"""Flows in omega-flow's shape run as omega-flow runs them (docs/flows.md).
+"""Flows in omega-flow's shape run as omega-flow runs them (docs/guides/flows.md).
 
 Each test's flow is written here from omega-flow's documented node semantics
 (its engine tests, guides and builder helpers use the same shapes: numeric node
@@ -506,7 +506,7 @@ async def test_an_empty_all_holds(engine: Engine) -> None:
 async def test_equal_and_in_compare_arrays_and_objects_by_value(engine: Engine) -> None:
     """A deliberate difference: omega-flow's equal/in use JavaScript's ===, which compares
     arrays and objects by identity, so two equal arrays never are; parkway compares JSON
-    values, so equal arrays and objects are equal (docs/flows.md)."""
+    values, so equal arrays and objects are equal (docs/guides/flows.md)."""
     engine.add_flow(
         workflow(
             "arrays",

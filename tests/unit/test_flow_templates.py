@@ -1,4 +1,4 @@
-"""``{{...}}`` templates in flow params: the rules of docs/flows.md, by example and property."""
+"""``{{...}}`` templates in flow params: the rules of docs/guides/flows.md, by example."""
 
 from __future__ import annotations
 

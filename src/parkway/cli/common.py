@@ -279,7 +279,8 @@ def url_option() -> click.Option:
     """The ``--url`` every command takes after its name too (see :func:`store_url`)."""
     return click.Option(
         ["--url"], metavar="URL", expose_value=False, callback=store_url, is_eager=True,
-        help="Store URL (as `parkway --url URL COMMAND`).",
+        help="Store URL: sqlite:///path.db, postgresql://user@host/db or memory:// "
+        "(as `parkway --url URL COMMAND`).",
     )  # fmt: skip
 
 

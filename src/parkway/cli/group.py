@@ -15,7 +15,10 @@ STATUSES = [s.value for s in RunStatus]
 @click.option(
     "--url",
     metavar="URL",
-    help="Store URL (sqlite:///path.db, memory://); overrides PARKWAY_URL and the APP's url.",
+    help=(
+        "Store URL (sqlite:///path.db, postgresql://user@host/db, memory://); "
+        "overrides PARKWAY_URL and the APP's url."
+    ),
 )
 @click.version_option(package_name="parkway", prog_name="parkway")
 @click.pass_context

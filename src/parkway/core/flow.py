@@ -1,5 +1,5 @@
 """Flow control in the store: a workflow's ``Concurrency`` and ``RateLimit``, and
-the priority order of its queued runs (see docs/flow-control.md).
+the priority order of its queued runs (see docs/guides/flow-control.md).
 
 Everything happens in the transaction that starts or ends a run, so the limits
 hold across every process on the store without a coordinator:

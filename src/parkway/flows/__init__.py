@@ -7,7 +7,7 @@ Node types are :class:`NodeModel` subclasses (:mod:`parkway.flows.nodes`; the
 built-in ones are in :mod:`parkway.flows.builtin`); params are resolved with
 :mod:`parkway.flows.templates`, Condition nodes evaluate
 :mod:`parkway.flows.conditions`; which events start or resume a flow is
-decided by :mod:`parkway.flows.starting`. ``docs/flows.md`` describes it all,
+decided by :mod:`parkway.flows.starting`. ``docs/guides/flows.md`` describes it all,
 with every known difference from omega-flow.
 """
 

@@ -19,7 +19,7 @@ contains nothing, and never satisfies a numeric comparison (so ``notEqual``
 and ``notIn`` hold for it). Numeric comparisons take numbers only (not
 booleans, not numeric strings). Equality is JSON equality, arrays and objects
 compared by value (omega-flow's ``===`` compares them by identity, so two
-equal arrays never are; see docs/flows.md).
+equal arrays never are; see docs/guides/flows.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``{{trigger.payload.products[0].product_id}}`` placeholders in flow params.
 
-The rules (docs/flows.md, "Templates"):
+The rules (docs/guides/flows.md, "Templates"):
 
 - A placeholder is ``{{ path }}``; whitespace inside the braces is allowed and
   ``{{}}`` (nothing, or only whitespace, inside) is left as it is.

@@ -1,4 +1,5 @@
-"""``{{...}}`` templates in flow params: the rules of docs/guides/flows.md, by example."""
+"""``{{...}}`` templates in flow params: the rules of docs/guides/flows.md, by example and
+property."""
 
 from __future__ import annotations
 

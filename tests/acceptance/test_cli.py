@@ -360,3 +360,14 @@ def test_start_takes_a_priority(app: Path) -> None:
         assert "--priority" in result.stderr
     listed = ok_json(parkway("runs", "--json", "--app", "shopapp:engine", cwd=app))
     assert [r["id"] for r in listed] == ["p1"]
+
+
+def test_help_names_every_kind_of_store_url(tmp_path: Path) -> None:
+    # --url takes a PostgreSQL URL as well as SQLite and memory ones: the help says so,
+    # before the command and after it.
+    for args in (["--help"], ["runs", "--help"]):
+        done = parkway(*args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        text = " ".join(done.stdout.split())
+        for scheme in ("sqlite:///", "postgresql://", "memory://"):
+            assert scheme in text, (args, done.stdout)

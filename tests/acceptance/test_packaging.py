@@ -1,15 +1,18 @@
 """What a base install holds, and what each extra adds: a feature whose extra is not
 installed fails with a ParkwayError that names the extra to install. Each check runs
 in a process of its own, with the extra's modules made unimportable
-(``sys.modules[name] = None``), as on a machine where they were never installed."""
+(``sys.modules[name] = None``), as on a machine where they were never installed. Then the
+release itself: the wheel and sdist built, checked by twine, and holding what they must."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -180,3 +183,62 @@ def test_worker_metrics_without_the_extra_is_a_clean_error(tmp_path: Path) -> No
     assert "--metrics-port: Engine(metrics=...) needs the 'metrics' extra" in result.stderr
     assert "pip install 'parkway[metrics]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# -- the release: wheel and sdist ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel and the sdist, built as a release would build them."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        # --no-isolation: the backend (hatchling) comes with the dev install, so the
+        # build needs no network.
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [wheel] = out.glob("parkway-*.whl")
+    [sdist] = out.glob("parkway-*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_twine_finds_the_wheel_and_sdist_fit_to_publish(dists: dict[str, Path]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, dists.values())],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASSED") == 2, done.stdout
+
+
+def test_the_wheel_holds_the_license_and_the_typed_marker(dists: dict[str, Path]) -> None:
+    with zipfile.ZipFile(dists["wheel"]) as wheel:
+        names = wheel.namelist()
+        assert "parkway/py.typed" in names
+        [license_file] = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert "MIT License" in wheel.read(license_file).decode()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = wheel.read(metadata).decode()
+    # What PyPI shows: the license, the project's links, the classifiers.
+    assert "License-Expression: MIT" in meta
+    for label in ("Homepage", "Documentation", "Source", "Changelog"):
+        assert f"Project-URL: {label}, https://" in meta
+    for classifier in (
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Framework :: AsyncIO",
+        "Typing :: Typed",
+    ):
+        assert f"Classifier: {classifier}" in meta
+    # The migrations and the dashboard's files ship with the code.
+    assert any(n.startswith("parkway/store/sqlite/migrations/") for n in names)
+    assert any(n.startswith("parkway/http/static/") for n in names)
+
+
+def test_the_sdist_holds_the_license_and_the_typed_marker(dists: dict[str, Path]) -> None:
+    with tarfile.open(dists["sdist"]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"LICENSE", "README.md", "pyproject.toml", "src/parkway/py.typed"} <= names

@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -45,10 +45,10 @@ typecheck: $(STAMP)
 
 ## The docs site, into site/ (open site/index.html); docs-serve serves it with live reload.
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: $(STAMP)
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 ## Benchmarks (not part of the tests); DBOS is measured too when the `bench` extra is installed.
 bench: $(STAMP)

@@ -7,6 +7,8 @@ compute, survives restarts, and is resumed by exactly the input it waits for.
 from parkway.durations import Duration
 from parkway.engine import Engine
 from parkway.errors import (
+    CallbackFailedError,
+    CallbackNotFoundError,
     ConcurrencyLimitError,
     CorrelationError,
     DuplicateSubscriptionError,
@@ -33,6 +35,7 @@ from parkway.errors import (
     SerializationError,
     StepFailedError,
     StoreError,
+    TaskAssignmentError,
     UnknownWorkflowError,
     UpdateFailedError,
     UpdateRejectedError,
@@ -54,14 +57,17 @@ from parkway.events import (
 from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
-from parkway.models import ErrorInfo, HistoryEntry, Retry, RunInfo, RunStatus
-from parkway.replay.context import ChildHandle, WorkflowContext
+from parkway.models import ErrorInfo, HistoryEntry, HumanTask, Retry, RunInfo, RunStatus
+from parkway.replay.context import Callback, ChildHandle, WorkflowContext
 from parkway.schedules import Schedule, ScheduleInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "Callback",
+    "CallbackFailedError",
+    "CallbackNotFoundError",
     "CancelOn",
     "ChildHandle",
     "Concurrency",
@@ -79,6 +85,7 @@ __all__ = [
     "Event",
     "FlowDefinitionError",
     "HistoryEntry",
+    "HumanTask",
     "InvalidArgumentError",
     "InvalidDurationError",
     "InvalidEventError",
@@ -111,6 +118,7 @@ __all__ = [
     "StoreError",
     "SubscriptionInfo",
     "SubscriptionRequest",
+    "TaskAssignmentError",
     "UnknownWorkflowError",
     "UpdateFailedError",
     "UpdateRejectedError",

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from parkway import flows, limits
 from parkway.client.intake import IntakeOperations
+from parkway.client.people import PeopleOperations
 from parkway.client.runs import RunOperations
 from parkway.client.schedules import ScheduleOperations
 from parkway.clock import Clock, SystemClock
@@ -45,7 +46,7 @@ DEFAULT_URL = "sqlite:///parkway.db"
 _ENGINE_RETENTION: Any = object()
 
 
-class Engine(RunOperations, IntakeOperations, ScheduleOperations):
+class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperations):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
 
     Args:
@@ -96,6 +97,10 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             ``0``: every run at once, whatever the load (lower latency while the
             loop keeps up, less throughput when it does not). PostgreSQL's
             worker does not batch this way: its costs are round trips.
+        public_url: Where this engine's HTTP API (``parkway serve``) is reached
+            from outside, such as ``"https://flows.example.com"``: callbacks' URLs
+            (``cb.url``) are ``{public_url}/callbacks/{token}``. ``None`` reads
+            ``PARKWAY_PUBLIC_URL``; without either, ``cb.url`` is ``None``.
 
     Use it as ``async with Engine(...) as engine:`` or with :meth:`open`/:meth:`close`.
     """
@@ -119,6 +124,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
         tracing: Any = None,
         tune_gc: bool | None = None,
         busy_claim_interval: Duration = "2ms",
+        public_url: str | None = None,
     ) -> None:
         resolved = url if url is not None else os.environ.get("PARKWAY_URL") or DEFAULT_URL
         if not isinstance(resolved, str):
@@ -139,6 +145,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations):
             retention=_retention(retention, "retention"),
             tune_gc=_optional_flag(tune_gc, "tune_gc"),
             busy_claim_interval=to_seconds(busy_claim_interval, "busy_claim_interval"),
+            public_url=_public_url(public_url),
         )
         if settings.lease <= 0:
             raise InvalidArgumentError("lease must be longer than zero")
@@ -595,3 +602,19 @@ def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: 
         raise InvalidWorkflowError(
             f"priority of workflow {name!r} must be a callable input -> int, got {priority!r}"
         )
+
+
+def _public_url(value: Any) -> str | None:
+    """The base of callbacks' URLs: ``value``, else ``PARKWAY_PUBLIC_URL``, else ``None``."""
+    found = value if value is not None else os.environ.get("PARKWAY_PUBLIC_URL") or None
+    if found is None:
+        return None
+    where = "public_url" if value is not None else "PARKWAY_PUBLIC_URL"
+    if not isinstance(found, str) or not found.startswith(("http://", "https://")):
+        raise InvalidArgumentError(
+            f"{where} must be an http:// or https:// URL such as "
+            f"'https://flows.example.com', got {found!r:.80}",
+            field="public_url",
+        )
+    limits.text(found, where, field="public_url", max_length=2000)
+    return found.rstrip("/")

@@ -377,3 +377,49 @@ class ConcurrencyLimitError(ParkwayError):
             "(Concurrency when_full='skip'): not started"
         )
         self.workflow, self.key, self.limit = workflow, key, limit
+
+
+class CallbackFailedError(ParkwayError):
+    """The callback was failed (``engine.fail_callback``); raised by ``cb.wait()``.
+
+    Attributes:
+        message: The message the failing party gave.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CallbackNotFoundError(ParkwayError, LookupError):
+    """No callback has this token (it was never made, or its run was deleted)."""
+
+    def __init__(self) -> None:
+        # (The token is a capability: it is never repeated back, not even in an error.)
+        super().__init__("no callback has this token; check that the whole token or URL was used")
+
+
+class TaskNotFoundError(ParkwayError, LookupError):
+    """No human task has this id."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no human task with id {task_id!r}; list them with engine.tasks()")
+        self.task_id = task_id
+
+
+class TaskAssignmentError(ParkwayError):
+    """The task is assigned to others than the one completing it.
+
+    Attributes:
+        task_id: The task.
+        by: Who tried to complete it (``None``: nobody was named).
+        assignees: Who may.
+    """
+
+    def __init__(self, task_id: str, by: str | None, assignees: tuple[str, ...]) -> None:
+        who = "no one named (pass by=)" if by is None else repr(by)
+        super().__init__(
+            f"human task {task_id!r} is assigned to {', '.join(map(repr, assignees))}; "
+            f"{who} may not complete it"
+        )
+        self.task_id, self.by, self.assignees = task_id, by, assignees

@@ -10,6 +10,7 @@ from typing import Any
 
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
+    CallbackFailedError,
     DuplicateSubscriptionError,
     InvalidArgumentError,
     NonDeterminismError,
@@ -169,6 +170,63 @@ class HistoryEntry(_Subscriptable):
 
 
 @dataclass(frozen=True)
+class HumanTask(_Subscriptable):
+    """A task for a person, made by ``ctx.human_task`` (see ``engine.tasks``).
+
+    ``status``: ``open`` (waiting for a person), ``completed``, ``cancelled``
+    (its run ended, or stopped waiting for it) or ``expired`` (its timeout
+    passed). ``form_schema``: the JSON Schema the result must fit (``None``: any
+    JSON). ``data``: what the person is shown. ``assignees``: who may complete
+    it (empty: anyone). ``due_at``: when it expires, ``None`` if never.
+    """
+
+    id: str
+    run_id: str
+    workflow: str
+    name: str
+    title: str | None
+    form_schema: dict[str, Any] | None
+    data: Any
+    assignees: tuple[str, ...]
+    status: str
+    created_at: datetime
+    due_at: datetime | None
+    completed_by: str | None
+    completed_at: datetime | None
+    result: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """The task as JSON-ready data (times as ISO 8601)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("created_at", "due_at", "completed_at"):
+            out[key] = None if out[key] is None else out[key].isoformat()
+        out["assignees"] = list(self.assignees)
+        return out
+
+
+@dataclass(frozen=True)
+class CallbackResult(_Subscriptable):
+    """What ``engine.complete_callback`` / ``fail_callback`` did.
+
+    The first completion of a callback decides it; any later one changes nothing
+    and answers that first outcome again, with ``duplicate=True``.
+
+    Attributes:
+        status: ``"completed"`` or ``"failed"``: the callback's outcome.
+        value: The value it was completed with (``None`` when failed).
+        message: The failure's message (``None`` when completed).
+        duplicate: Whether it had been completed or failed before this call.
+        run_id: The run that waits on it.
+    """
+
+    status: str
+    value: Any
+    message: str | None
+    duplicate: bool
+    run_id: str
+
+
+@dataclass(frozen=True)
 class Retry:
     """How often, and how patiently, a failing step is tried again.
 
@@ -219,6 +277,8 @@ def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str,
         data["args"] = [exc.run_id, exc.position, exc.expected, exc.got]
     elif isinstance(exc, DuplicateSubscriptionError):
         data["args"] = [exc.name, exc.key, exc.holder]
+    elif isinstance(exc, CallbackFailedError):
+        data["args"] = [exc.message]
     if with_traceback:
         data["traceback"] = "".join(traceback.format_exception(exc))
     return data
@@ -240,4 +300,6 @@ def rebuild_error(data: dict[str, Any]) -> Exception:
             return NonDeterminismError(*args)
         if kind == "DuplicateSubscriptionError":
             return DuplicateSubscriptionError(*args)
+        if kind == "CallbackFailedError":
+            return CallbackFailedError(*args)
     return ParkwayError(f"{kind}: {data.get('message')}")

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.ids",
             "parkway.schedules",
             "parkway.flowcontrol",
+            "parkway.forms",
         ],
     ),
     ("store", ["parkway.store"]),

@@ -21,6 +21,11 @@ from parkway import (
 )
 
 EXPECTED_ALL = {
+    "Callback",
+    "CallbackFailedError",
+    "CallbackNotFoundError",
+    "HumanTask",
+    "TaskAssignmentError",
     "CancelOn",
     "InvalidScheduleError",
     "Schedule",

@@ -189,6 +189,10 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
                 attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
             value = None
             deadline = None if e.deadline is None else _dt(e.deadline)
+        if e.kind == "value" and e.name == "callback" and isinstance(value, dict):
+            # The token is a capability: whoever reads a run's history may not
+            # complete its callbacks.
+            value = {key: item for key, item in value.items() if key != "token"}
         at = _dt(e.at)
         out.append(
             HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, at, deadline, attempt)

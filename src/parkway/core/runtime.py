@@ -74,6 +74,9 @@ class Settings:
     # How often at most a worker whose event loop is busy claims runs, which it then
     # takes in batches (parkway.worker.load); 0: never (every run at once).
     busy_claim_interval: float = 0.002
+    # Where this engine's HTTP API is reached from outside (no trailing slash): the
+    # base of callbacks' URLs (Engine(public_url=...), PARKWAY_PUBLIC_URL).
+    public_url: str | None = None
 
 
 class Runtime:

@@ -11,9 +11,10 @@ from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 
 async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: bool = True) -> None:
-    """What follows a run's end: its timers and subscriptions go, its parent wakes up,
-    a message-started run hands its key to the next buffered message, and a run
-    under a concurrency limit frees its slot (to the key's next queued run).
+    """What follows a run's end: its timers and subscriptions go, its open human tasks
+    are cancelled, its parent wakes up, a message-started run hands its key to the
+    next buffered message, and a run under a concurrency limit frees its slot (to
+    the key's next queued run).
 
     ``messages=False``: the caller knows the run never waited for a message, so
     no delivery can be pending for it (and none is looked for).
@@ -25,6 +26,7 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
         await flow.release(tx, wf, run, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
+    await tx.close_human_tasks(run.id, now)
     if run.parent_id is not None:
         await tx.add_tasks([NewTask(run.parent_id, now, "child")])
     if run.id.startswith("msg:"):

@@ -70,6 +70,25 @@ class SignalCmd(Command):
 
 
 @dataclass
+class PersonCmd(SignalCmd):
+    """``cb.wait()`` and ``ctx.human_task``: a wait on the run's own signal ``name``,
+    which only the callback's completion or the task's sends (its name has a
+    character no caller's signal name may have).
+
+    ``what`` names the wait in a timeout's error; ``task``: the human task's id (it
+    expires with the wait's timeout, and is cancelled if the run stops waiting);
+    ``convert``: turns the signal's payload into the wait's result, or raises.
+    """
+
+    what: str = ""
+    task: str | None = None
+    convert: Callable[[Any], Any] | None = None
+
+    def describe(self) -> str:
+        return self.what or super().describe()
+
+
+@dataclass
 class StartChildCmd(Command):
     name: str  # the child's workflow name
     input: Any

@@ -33,6 +33,7 @@ from parkway.replay.commands import (
     FirstCmd,
     GatherCmd,
     MessageCmd,
+    PersonCmd,
     SignalCmd,
     SleepCmd,
     WaitUntilCmd,
@@ -46,6 +47,7 @@ from parkway.store.base import NewTask, RunRecord
 # The kinds of waits ctx.first takes, by command.
 FIRST_KINDS: dict[type[Command], str] = {
     SignalCmd: "signal",
+    PersonCmd: "signal",
     EventCmd: "event",
     MessageCmd: "message",
     SleepCmd: "sleep",
@@ -120,6 +122,8 @@ class Composites(Operations):
                 if not child.done and not child.withdrawn:
                     self._withdraw(child)
         elif op.entry is not None and op.entry.state == "pending":
+            if isinstance(op.cmd, PersonCmd) and op.cmd.task is not None:
+                self.writes.ended_tasks.append((op.cmd.task, "cancelled"))
             entry = self._record(op, op.entry.kind, "withdrawn", op.entry.value, op.entry.deadline)
             if op.entry.kind != "signal" or entry.deadline is not None:
                 self.writes.finished_waits.append(entry.pos)
@@ -190,6 +194,10 @@ class Composites(Operations):
             self._take_member(member)
             if entry is not None:  # its waits were registered: they all go now
                 self.writes.finished_waits.extend(m["pos"] for m in members)
+            for other in members:  # a human task nobody waits for any more ends
+                if other.get("task") is not None and (other is not member or error is not None):
+                    status = "cancelled" if other is not member else "expired"
+                    self.writes.ended_tasks.append((other["task"], status))
             if error is not None:
                 raise self._fail_op(op, "first", error, False)  # type: ignore[arg-type]
             result = {"name": member["name"], "value": value}
@@ -211,6 +219,8 @@ class Composites(Operations):
         member["timeout"] = timeout
         if isinstance(wait, SignalCmd):
             member["signal"] = wait.name
+            if isinstance(wait, PersonCmd) and wait.task is not None:
+                member["task"] = wait.task
         elif isinstance(wait, EventCmd):
             member.update(
                 event=wait.name, match=wait.match, since_start=wait.since_start, ttl=wait.ttl,

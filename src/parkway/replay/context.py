@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast, overload
 
-from parkway import _json, limits
+from parkway import _json, forms, limits
 from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError
+from parkway.errors import CallbackFailedError, InvalidArgumentError
 from parkway.events import Event, PublishResult, check_message
 from parkway.matching import check_match
 from parkway.models import Retry
@@ -23,6 +23,7 @@ from parkway.replay.commands import (
     FirstCmd,
     GatherCmd,
     MessageCmd,
+    PersonCmd,
     PublishCmd,
     SignalCmd,
     SleepCmd,
@@ -61,6 +62,14 @@ class SideValues(Protocol):
         """Register the run's handler of updates ``name`` (see ``ctx.on_update``)."""
         ...
 
+    def open_callback(self, timeout: float | None) -> dict[str, Any]:
+        """Journal a new callback (see ``ctx.callback``): its token, signal, deadline."""
+        ...
+
+    def open_task(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Journal a new human task (see ``ctx.human_task``): its id, signal, deadline."""
+        ...
+
     @property
     def reached(self) -> int:
         """The journal's operations the code has reached so far (this generation)."""
@@ -91,6 +100,52 @@ class ChildHandle:
         return f"ChildHandle({self.id!r})"
 
 
+class Callback:
+    """A callback made by ``ctx.callback()``: hand ``token`` or ``url`` to a third
+    party (in a step), then ``await cb.wait()``.
+
+    Attributes:
+        token: The capability that completes it: 256 random bits, URL-safe. Whoever
+            holds it can complete or fail the callback, once; keep it out of logs.
+        url: ``{public_url}/callbacks/{token}`` when the engine has a public URL
+            (``Engine(public_url=...)`` or ``PARKWAY_PUBLIC_URL``), else ``None``.
+    """
+
+    def __init__(
+        self, token: str, url: str | None, signal: str, deadline: float | None, sides: SideValues
+    ) -> None:
+        self.token, self.url = token, url
+        self._signal, self._deadline, self._sides = signal, deadline, sides
+
+    async def wait(self) -> Any:
+        """Park until the callback is completed; return its value.
+
+        A completion that came before the wait is kept, and taken at once. Usable
+        inside ``ctx.first`` (say, the callback or a day passes).
+
+        Raises:
+            CallbackFailedError: It was failed (``engine.fail_callback``).
+            WaitTimeoutError: ``ctx.callback``'s ``timeout`` passed first.
+        """
+        timeout = None
+        if self._deadline is not None:
+            # (Live, the time left now; on replay the wait's journaled deadline rules.)
+            timeout = max(0.0, self._deadline - self._sides.clock_now())
+        command = PersonCmd(self._signal, timeout, what="cb.wait()", convert=_callback_value)
+        return _callback_value(await command)
+
+    def __repr__(self) -> str:
+        # (The token is a capability: not in a repr that may reach a log.)
+        return "Callback(token=<hidden>, url=<hidden>)" if self.url else "Callback(token=<hidden>)"
+
+
+def _callback_value(payload: Any) -> Any:
+    """The value a callback's signal carries, or its failure raised."""
+    if isinstance(payload, dict) and "error" in payload:
+        raise CallbackFailedError(str(payload["error"]))
+    return payload.get("value") if isinstance(payload, dict) else payload
+
+
 class WorkflowContext:
     """What a workflow run can do durably. Each operation is journaled by position.
 
@@ -112,6 +167,7 @@ class WorkflowContext:
         subject: str | None,
         trigger: Event | None,
         sides: SideValues,
+        public_url: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.workflow = workflow
@@ -120,6 +176,7 @@ class WorkflowContext:
         self.subject = subject
         self.trigger = trigger
         self._sides = sides
+        self._public_url = public_url
 
     @overload
     async def step(
@@ -192,6 +249,74 @@ class WorkflowContext:
     def random(self) -> float:
         """A random float in [0, 1), the same on every replay."""
         return float(self._sides.side("random", _random.random))
+
+    def callback(self, *, timeout: Duration | None = None) -> Callback:
+        """A callback for a third party (a payment provider, a webhook) to complete.
+
+        The token is made once and journaled: the same on every replay. Hand
+        ``cb.url`` or ``cb.token`` over in a step (its row is committed before any
+        step runs), then ``value = await cb.wait()``. Completed by
+        ``engine.complete_callback(token, value)`` or ``POST /callbacks/{token}``
+        (no API token needed: the token is the capability), failed by
+        ``engine.fail_callback`` or ``POST /callbacks/{token}/fail``.
+
+        Args:
+            timeout: How long the callback may take from now; ``cb.wait()`` raises
+                :class:`WaitTimeoutError` once it has passed.
+        """
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        made = self._sides.open_callback(seconds)
+        url = None if self._public_url is None else f"{self._public_url}/callbacks/{made['token']}"
+        return Callback(made["token"], url, made["signal"], made["deadline"], self._sides)
+
+    async def human_task(
+        self,
+        name: str,
+        *,
+        title: str | None = None,
+        form: Any = None,
+        data: Any = None,
+        assignees: Any = (),
+        timeout: Duration | None = None,
+    ) -> Any:
+        """Park until a person completes a task; return what they submitted.
+
+        The task is listed by ``engine.tasks()``, ``GET /tasks`` and the dashboard's
+        inbox, and completed by ``engine.complete_task``. Usable inside ``ctx.first``.
+
+        Args:
+            name: What the task is, for lists and filters (``"approve-refund"``).
+            title: A line for the person (default: the name).
+            form: A pydantic model class (the result is an instance of it, rebuilt
+                on replay from the journaled data), a JSON Schema of an object (the
+                result is the checked dict), or ``None`` (any JSON).
+            data: JSON shown to the person with the form.
+            assignees: Who may complete it (names, as ``by=`` gives them); empty:
+                anyone.
+            timeout: How long the task stays open; then it expires and this raises.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` passed first (the task is ``expired``).
+            InvalidArgumentError: A malformed argument (the message names it).
+        """
+        limits.name(name, "human task name")
+        if title is not None:
+            limits.text(title, "human task title", field="title", max_length=1000)
+        schema, model = forms.schema_of(form)
+        people = _assignees(assignees)
+        _json.dumps(data, "the data of a human task")
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        spec = {
+            "name": name, "title": title, "form_schema": schema, "form_model": model,
+            "data": data, "assignees": people, "timeout": seconds,
+        }  # fmt: skip
+        made = self._sides.open_task(spec)
+        convert = _task_result(form if forms.is_model(form) else None)
+        command = PersonCmd(
+            made["signal"], seconds, what=f"human_task({name!r})", task=made["id"],
+            convert=convert,
+        )  # fmt: skip
+        return convert(await command)
 
     @property
     def scheduled_at(self) -> datetime | None:
@@ -473,8 +598,11 @@ class WorkflowContext:
                 found[name] = _wait_command(name, wait)
         finally:
             _close_all(list(waits.values()))
-        result: tuple[str, Any] = await FirstCmd(found)
-        return result
+        name, value = await FirstCmd(found)
+        winner = found[name]
+        if isinstance(winner, PersonCmd) and winner.convert is not None:
+            value = winner.convert(value)  # (a callback's value, a task's result)
+        return name, value
 
     def continue_as_new(self, input: Any = None) -> None:
         """End this generation and restart this run id with ``input`` and a fresh journal.
@@ -506,6 +634,29 @@ def _wait_command(name: str, wait: Any) -> Command:
             field=name,
         )
     return command
+
+
+def _assignees(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidArgumentError(
+            f"assignees must be a list or tuple of names, got {type(value).__name__} "
+            f"{value!r:.80}; one assignee is assignees=({value!r:.40},)",
+            field="assignees",
+        )
+    return tuple(
+        limits.name(person, "assignee", field=f"assignees[{index}]")
+        for index, person in enumerate(value)
+    )
+
+
+def _task_result(model: Any) -> Callable[[Any], Any]:
+    """What a task's signal carries, made the task's result."""
+
+    def convert(payload: Any) -> Any:
+        result = payload.get("result") if isinstance(payload, dict) else payload
+        return result if model is None else model.model_validate(result)
+
+    return convert
 
 
 def _check_change_id(change_id: Any) -> None:

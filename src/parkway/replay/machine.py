@@ -111,8 +111,10 @@ class Machine(Composites, Updates):
         signals: list[SignalRecord] | None = None,
         updates: list[UpdateRecord] | None = None,
         history_threshold: int = HISTORY_THRESHOLD,
+        public_url: str | None = None,
     ) -> None:
         self.wf, self.run = wf, run
+        self.public_url = public_url
         self.tasks = tasks
         self.registry = registry
         self.clock_now = clock
@@ -189,6 +191,7 @@ class Machine(Composites, Updates):
             subject=self.run.subject,
             trigger=Event.from_dict(trigger) if trigger else None,
             sides=self,
+            public_url=self.public_url,
         )
         try:
             arg = self.wf.model_validate(_json.loads(self.run.input))

@@ -31,6 +31,7 @@ from parkway.replay.commands import (
     ChildResultCmd,
     EventCmd,
     MessageCmd,
+    PersonCmd,
     PublishCmd,
     SignalCmd,
     SleepCmd,
@@ -166,7 +167,12 @@ class Operations(MachineState):
             self.writes.consumed_signals.append(signal.id)
             return _json.loads(signal.payload)
         if deadline is not None and now >= deadline:
-            error = WaitTimeoutError(f"wait_for_signal({cmd.name!r})", timeout or 0.0)
+            what = f"wait_for_signal({cmd.name!r})"
+            if isinstance(cmd, PersonCmd):
+                what = cmd.what or what
+                if cmd.task is not None:
+                    self.writes.ended_tasks.append((cmd.task, "expired"))
+            error = WaitTimeoutError(what, timeout or 0.0)
             raise self._fail_op(op, "signal", error, entry is not None)
         if entry is None:
             self._park(op, "signal", {"timeout": timeout}, deadline)

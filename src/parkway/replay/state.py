@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import secrets
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +22,17 @@ from parkway.registry import Registry, WorkflowDef
 from parkway.replay.branch import Branch, Op, Pending
 from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
+from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
 
 # A subscription's safety-net lifetime beyond its wait's timeout, and without one.
 TTL_PAST_TIMEOUT = 86400.0
 TTL_WITHOUT_TIMEOUT = 90 * 86400.0
+
+
+# The signals only a callback's completion or a human task's sends the run: a unit
+# separator (U+001F), which no caller's signal name may hold, begins their names.
+CALLBACK_SIGNAL = "\x1fcallback:"
+TASK_SIGNAL = "\x1ftask:"
 
 
 class Park(Exception):
@@ -146,6 +155,51 @@ class MachineState:
             return _json.loads(entry.value)
         value = produce()
         self._record_new(branch, "value", name, "done", _json.dumps(value))
+        return value
+
+    def open_callback(self, timeout: float | None) -> dict[str, Any]:
+        """``ctx.callback``: a new token (journaled: the same on every replay) and its
+        row, which the commit writes before any step can hand the token out."""
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "value", "callback")
+        if entry is not None:
+            self._applied.add(entry.pos)
+            found: dict[str, Any] = _json.loads(entry.value)
+            return found
+        now = self.clock_now()
+        # 256 random bits from the operating system: unguessable, so the token
+        # alone may complete the callback, with no API token.
+        token = secrets.token_urlsafe(32)
+        signal = CALLBACK_SIGNAL + secrets.token_hex(8)
+        deadline = None if timeout is None else now + timeout
+        value = {"token": token, "signal": signal, "deadline": deadline}
+        self._record_new(branch, "value", "callback", "done", _json.dumps(value))
+        self.writes.callbacks.append(CallbackRecord(token_digest(token), self.run.id, signal, now))
+        return value
+
+    def open_task(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """``ctx.human_task``: a new task (its id journaled) and its row."""
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "value", "human_task")
+        if entry is not None:
+            self._applied.add(entry.pos)
+            found: dict[str, Any] = _json.loads(entry.value)
+            return found
+        now = self.clock_now()
+        task_id = str(uuid.uuid4())
+        signal = TASK_SIGNAL + task_id
+        timeout = spec["timeout"]
+        deadline = None if timeout is None else now + timeout
+        form = spec["form_schema"]
+        record = HumanTaskRecord(
+            task_id, self.run.id, self.run.workflow, spec["name"], spec["title"],
+            None if form is None else _json.dumps(form), spec["form_model"],
+            _json.dumps(spec["data"], "the data of a human task"),
+            _json.dumps(list(spec["assignees"])).decode(), signal, TASK_OPEN, now, deadline,
+        )  # fmt: skip
+        value = {"id": task_id, "name": spec["name"], "signal": signal, "deadline": deadline}
+        self._record_new(branch, "value", "human_task", "done", _json.dumps(value))
+        self.writes.human_tasks.append(record)
         return value
 
     def patched(self, change_id: str, *, deprecated: bool = False) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from parkway.events import Event
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SubscriptionRecord
+from parkway.store.people import CallbackRecord, HumanTaskRecord
 
 
 @dataclass
@@ -78,12 +79,18 @@ class Writes:
     values: dict[str, bytes] = field(default_factory=dict)
     # Updates handled: (update id, status, result or reason), see UpdateRecord.
     updates: list[tuple[str, str, bytes | None]] = field(default_factory=list)
+    # ctx.callback and ctx.human_task: the callbacks and tasks they made, and the
+    # tasks their waits ended otherwise than by a completion: (id, status).
+    callbacks: list[CallbackRecord] = field(default_factory=list)
+    human_tasks: list[HumanTaskRecord] = field(default_factory=list)
+    ended_tasks: list[tuple[str, str]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
             self.journal or self.tasks or self.runs or self.consumed_signals
             or self.finished_waits or self.subscriptions or self.publishes
-            or self.values or self.updates
+            or self.values or self.updates or self.callbacks or self.human_tasks
+            or self.ended_tasks
         )  # fmt: skip
 
     @property
@@ -107,7 +114,7 @@ class Writes:
         first: a replay could come out otherwise, and the step's side effect would
         follow a history that never was.
         """
-        if self.values or self.updates:
+        if self.values or self.updates or self.callbacks or self.human_tasks:
             return False  # a caller may act on them: durable before a side effect
         return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
             entry.kind in REPLAYABLE_WAITS and entry.state == "done"

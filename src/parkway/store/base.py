@@ -18,6 +18,7 @@ from typing import Any, Protocol, cast
 
 from parkway.errors import LeaseLostError
 from parkway.store.flow import FlowTx
+from parkway.store.people import PeopleTx
 from parkway.store.records import (
     ACTIVE,
     ENDED,
@@ -57,9 +58,10 @@ RUN_MUTABLE = frozenset(
 REPORTS_OWN = frozenset({"push", "reports_own"})
 
 
-class Tx(ScheduleTx, FlowTx, Protocol):
+class Tx(ScheduleTx, FlowTx, PeopleTx, Protocol):
     """Primitive operations inside one atomic transaction (schedules' among them:
-    :class:`parkway.store.schedules.ScheduleTx`)."""
+    :class:`parkway.store.schedules.ScheduleTx`; callbacks' and human tasks':
+    :class:`parkway.store.people.PeopleTx`)."""
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...

@@ -205,6 +205,7 @@ class Advancer:
             prepare_event=self._prepare, event_retention=rt.settings.event_retention,
             signals=loaded.signals, updates=updates,
             history_threshold=rt.settings.history_threshold,
+            public_url=rt.settings.public_url,
         )  # fmt: skip
 
     def _prepare(self, event: Event) -> tuple[Event, bytes]:

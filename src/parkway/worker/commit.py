@@ -94,6 +94,12 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.put_values(run_id, writes.values, now)
     for update_id, status, answer in writes.updates:
         await tx.finish_update(run_id, update_id, status, answer, now)
+    for callback in writes.callbacks:
+        await tx.add_callback(callback)
+    if writes.human_tasks:
+        await tx.add_human_tasks(writes.human_tasks)
+    for task_id, status in writes.ended_tasks:
+        await tx.finish_human_task(task_id, status, now)
 
 
 async def _admit(rt: Runtime, tx: Tx, writes: Writes, run: RunRecord) -> None:

@@ -15,6 +15,7 @@ from parkway.store.base import (
     TaskRecord,
     UpdateRecord,
 )
+from parkway.store.people import CallbackRecord, HumanTaskRecord
 from parkway.store.records import FlowSlot
 from parkway.store.schedules import ScheduleRecord
 
@@ -64,6 +65,9 @@ class _State:
         # A key's runs holding a slot (at most its limit), by id: their seq.
         self.flow_holders: dict[tuple[str, str], dict[str, int]] = {}
         self.rate_marks: dict[tuple[str, str, int], float] = {}
+        # Callbacks by the hash of their token, human tasks by id.
+        self.callbacks: dict[str, CallbackRecord] = {}
+        self.human_tasks: dict[str, HumanTaskRecord] = {}
 
 
 @dataclasses.dataclass

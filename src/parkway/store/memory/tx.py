@@ -26,12 +26,13 @@ from parkway.store.base import (
     load_in,
 )
 from parkway.store.memory.flow import _FlowControl
+from parkway.store.memory.people import MemoryPeople
 from parkway.store.memory.schedules import MemorySchedules
 from parkway.store.memory.state import _copy, _internal, _restore, _State
 from parkway.store.memory.values import _ValuesAndUpdates
 
 
-class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
+class MemoryTx(_ValuesAndUpdates, MemorySchedules, MemoryPeople, _FlowControl, ComposedTx):
     """A transaction over :class:`_State` with an undo log."""
 
     def __init__(self, state: _State) -> None:
@@ -193,6 +194,7 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, _FlowControl, ComposedTx):
             for key in [k for k in state.updates if k[0] == run_id]:
                 update = state.updates.pop(key)
                 self._undo.append(functools.partial(state.updates.__setitem__, key, update))
+            self._delete_people(run_id)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})

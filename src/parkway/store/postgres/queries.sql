@@ -150,6 +150,10 @@ WITH gone AS (
     DELETE FROM parkway.run_values WHERE run_id = ANY(%(ids)s::text[])
 ), updates AS (
     DELETE FROM parkway.updates WHERE run_id = ANY(%(ids)s::text[])
+), callbacks AS (
+    DELETE FROM parkway.callbacks WHERE run_id = ANY(%(ids)s::text[])
+), human_tasks AS (
+    DELETE FROM parkway.human_tasks WHERE run_id = ANY(%(ids)s::text[])
 )
 SELECT count(*) FROM gone
 

@@ -11,11 +11,12 @@ from parkway.store.postgres.events import EventOps
 from parkway.store.postgres.flow import FlowOps
 from parkway.store.postgres.journal import JournalOps
 from parkway.store.postgres.messages import MessageOps
+from parkway.store.postgres.people import PeopleOps
 from parkway.store.postgres.schedules import ScheduleOps
 from parkway.store.postgres.updates import UpdateOps
 
 
-class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, ScheduleOps, JournalOps):
+class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, ScheduleOps, PeopleOps, JournalOps):
     """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
 
     Runs and leases (:class:`~parkway.store.postgres.runs.RunOps`); journal,
@@ -24,7 +25,8 @@ class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, ScheduleOps, JournalO
     messages (:class:`~parkway.store.postgres.messages.MessageOps`); values and
     updates (:class:`~parkway.store.postgres.updates.UpdateOps`); schedules
     (:class:`~parkway.store.postgres.schedules.ScheduleOps`); flow control
-    (:class:`~parkway.store.postgres.flow.FlowOps`); all over
+    (:class:`~parkway.store.postgres.flow.FlowOps`); callbacks and human tasks
+    (:class:`~parkway.store.postgres.people.PeopleOps`); all over
     :class:`~parkway.store.postgres.transport.Transport`, which queues, fuses and
     commits their statements, and
     :class:`~parkway.store.postgres.recovery.Recovery`, which carries the

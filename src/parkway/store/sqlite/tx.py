@@ -33,6 +33,7 @@ from parkway.store.base import (
     reads_mailbox,
 )
 from parkway.store.sqlite.flow import FlowOps
+from parkway.store.sqlite.people import SQLitePeople
 from parkway.store.sqlite.schedules import SQLiteSchedules
 from parkway.store.sqlite.statements import (
     FIND_SUBSCRIPTIONS,
@@ -47,7 +48,7 @@ from parkway.store.sqltext import run_conditions
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
+class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -220,6 +221,7 @@ class SQLiteTx(SQLiteSchedules, FlowOps, ComposedTx):
             "delete_run_signals", "delete_run_values", "delete_run_updates",
         ):  # fmt: skip
             self._c.executemany(Q[name], ids)
+        self._delete_people(ids)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]

@@ -19,8 +19,8 @@ from parkway import (
     InvalidArgumentError,
     InvalidInputError,
     RunClosedError,
-    SerializationError,
     RunStatus,
+    SerializationError,
     WaitTimeoutError,
 )
 from parkway.testing import ManualClock
@@ -348,9 +348,7 @@ async def test_wait_in_first_a_cancel_signal_wins(engine: Engine) -> None:
     assert await handle.result(timeout=10) == "cancelled"
 
 
-async def test_the_token_is_never_listed(
-    engine: Engine, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_the_token_is_never_listed(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="parkway")
     handed: list[str] = []
     register_payment(engine, handed)
@@ -382,4 +380,3 @@ async def test_a_signal_of_the_callbacks_name_cannot_be_sent(engine: Engine) -> 
     with pytest.raises(InvalidInputError):
         await handle.signal(made.result["signal"], "forged")
     assert (await handle.info()).status == RunStatus.PARKED
-

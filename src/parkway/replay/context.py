@@ -286,7 +286,7 @@ class WorkflowContext:
 
         Args:
             name: What the task is, for lists and filters (``"approve-refund"``).
-            title: A line for the person (default: the name).
+            title: A line for the person (``None``: lists show the name).
             form: A pydantic model class (the result is an instance of it, rebuilt
                 on replay from the journaled data), a JSON Schema of an object (the
                 result is the checked dict), or ``None`` (any JSON).

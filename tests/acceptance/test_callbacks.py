@@ -2,7 +2,7 @@
 ``fail_callback``.
 
 Every test runs on every backend (the ``engine`` fixture), through the public API.
-The HTTP routes are in ``test_callbacks_http.py``.
+The HTTP routes (``POST /callbacks/{token}``, ``.../fail``) are at the end.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import httpx
 import pytest
 
 from parkway import (
@@ -23,6 +24,8 @@ from parkway import (
     SerializationError,
     WaitTimeoutError,
 )
+from parkway.http import create_app
+from parkway.http.access import AccessLog
 from parkway.testing import ManualClock
 
 
@@ -380,3 +383,94 @@ async def test_a_signal_of_the_callbacks_name_cannot_be_sent(engine: Engine) -> 
     with pytest.raises(InvalidInputError):
         await handle.signal(made.result["signal"], "forged")
     assert (await handle.info()).status == RunStatus.PARKED
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+API_TOKEN = "operator-secret"
+
+
+def http_client(app: Any, **headers: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 4000))
+    return httpx.AsyncClient(transport=transport, base_url="http://parkway.test", headers=headers)
+
+
+async def test_a_callback_is_completed_over_http_without_the_api_token(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    handed: list[str] = []
+    register_payment(engine, handed)
+    app = AccessLog(create_app(engine, api_token=API_TOKEN, allowed_hosts=["parkway.test"]))
+    async with http_client(app) as anonymous:
+        # Every other route still needs the API token.
+        assert (await anonymous.post("/runs", json={"workflow": "payment"})).status_code == 401
+        assert (await anonymous.get("/runs")).status_code == 401
+        assert (await anonymous.get("/tasks")).status_code == 401
+        handle = await engine.start("payment")
+        await engine.idle()
+        token = handed[0]
+        # (Called by the public name the provider was given: any Host.)
+        response = await anonymous.post(
+            f"/callbacks/{token}", json={"amount": 12}, headers={"host": "flows.example.com"}
+        )
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "status": "completed", "value": {"amount": 12}, "message": None, "duplicate": False,
+        }  # fmt: skip
+        assert (await handle.result(timeout=10))["paid"] == {"amount": 12}
+
+        again = await anonymous.post(f"/callbacks/{token}", json={"amount": 99})
+        assert again.status_code == 200
+        assert again.json()["duplicate"] is True and again.json()["value"] == {"amount": 12}
+
+    async with http_client(app, Authorization=f"Bearer {API_TOKEN}") as operator:
+        for path in ("/runs", f"/runs/{handle.id}", f"/runs/{handle.id}/history"):
+            response = await operator.get(path)
+            assert response.status_code == 200 and token not in response.text
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("parkway"))
+    assert "/callbacks/<token>" in ours
+    assert token not in ours
+
+
+async def test_a_callback_is_failed_over_http(engine: Engine) -> None:
+    handed: list[str] = []
+    register_payment(engine, handed)
+    handle = await engine.start("payment")
+    await engine.idle()
+    async with http_client(create_app(engine, api_token=API_TOKEN)) as anonymous:
+        bad = await anonymous.post(f"/callbacks/{handed[0]}/fail", json={"msg": "x"})
+        assert bad.status_code == 422
+        response = await anonymous.post(f"/callbacks/{handed[0]}/fail", json={"message": "no"})
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "status": "failed", "value": None, "message": "no", "duplicate": False,
+        }  # fmt: skip
+    with pytest.raises(Exception, match="CallbackFailedError: no"):
+        await handle.result(timeout=10)
+
+
+async def test_an_unknown_token_over_http_is_404(engine: Engine) -> None:
+    async with http_client(create_app(engine, api_token=API_TOKEN)) as anonymous:
+        for path in ("/callbacks/nope", "/callbacks/nope/fail", "/callbacks/" + "a" * 300):
+            body = {"message": "x"} if path.endswith("/fail") else 1
+            response = await anonymous.post(path, json=body)
+            assert response.status_code == 404, (path, response.text)
+            assert response.json()["error"] == "CallbackNotFoundError"
+            assert "nope" not in response.json()["detail"]
+
+
+async def test_callback_requests_are_rate_limited_per_client_address(engine: Engine) -> None:
+    app = create_app(engine, callback_rate=0.5, callback_burst=3)
+    async with http_client(app) as client:
+        statuses = [(await client.post("/callbacks/guess", json=1)).status_code for _ in range(3)]
+        assert statuses == [404, 404, 404]
+        limited = await client.post("/callbacks/guess", json=1)
+        assert limited.status_code == 429
+        assert 1 <= int(limited.headers["retry-after"]) <= 2
+        assert "too many" in limited.json()["detail"]
+        # Only the callback routes are limited, and only for this address.
+        assert (await client.get("/runs")).status_code == 200
+    other = httpx.ASGITransport(app=app, client=("198.51.100.1", 4000))
+    async with httpx.AsyncClient(transport=other, base_url="http://parkway.test") as client:
+        assert (await client.post("/callbacks/guess", json=1)).status_code == 404

@@ -134,6 +134,8 @@ async def test_with_a_token_set_every_route_but_healthz_is_401_without_it(
             assert response.status_code == 200
         elif path == "/":  # the page holds no data; it is where the token is pasted
             assert response.status_code == 401 and "sessionStorage" in response.text
+        elif path.startswith("/callbacks/"):  # the callback's token is the capability
+            assert response.status_code in (404, 422), (path, response.text)
         else:
             body = refused(response, 401)
             assert "Authorization: Bearer" in body["detail"], path
@@ -150,7 +152,7 @@ async def test_with_the_right_token_every_route_answers(
         assert started.status_code == 201, started.text
         await engine.idle()
         for method, path in _requests():
-            if method == "GET":
+            if method == "GET" and path != "/tasks/r1":  # (no task has that id)
                 response = await client.get(path)
                 assert response.status_code == 200, (path, response.text)
         assert (await client.get("/runs/r1")).json()["status"] == "parked"

@@ -1,7 +1,8 @@
 """Human tasks: ``ctx.human_task``, ``engine.tasks``, ``engine.complete_task``.
 
 Every test runs on every backend (the ``engine`` fixture), through the public API.
-The HTTP routes, the CLI and the dashboard's inbox have tests of their own.
+The HTTP routes are at the end; the CLI's are in ``test_cli.py``, the dashboard's
+inbox in ``test_dashboard_browser.py``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import BaseModel, Field
 
@@ -23,6 +25,8 @@ from parkway import (
     WaitTimeoutError,
 )
 from parkway.errors import TaskNotFoundError
+from parkway.http import create_app
+from parkway.http.schemas import HumanTaskOut
 from parkway.testing import ManualClock
 
 
@@ -363,3 +367,63 @@ async def test_a_run_that_ends_leaves_no_open_task(engine: Engine) -> None:
     assert await handle.result(timeout=10) == "stop"
     assert (await engine.get_task(task.id)).status == "cancelled"
     assert (await handle.info()).status == RunStatus.COMPLETED
+
+
+# -- over HTTP ---------------------------------------------------------------------------------
+
+
+async def test_tasks_are_listed_read_and_completed_over_http(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PARKWAY_API_TOKEN", raising=False)
+
+    @engine.workflow()
+    async def refund(ctx, _input):
+        return await ctx.human_task(
+            "refund", title="Refund?", form=REFUND_FORM, data={"order": 7}, assignees=["ana"]
+        )
+
+    handle = await engine.start("refund")
+    await engine.idle()
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parkway.test") as client:
+        listed = (await client.get("/tasks")).json()
+        assert [t["name"] for t in listed] == ["refund"]
+        for item in listed:
+            HumanTaskOut.model_validate(item)
+        task_id = listed[0]["id"]
+        assert (await client.get("/tasks", params={"assignee": "zoe"})).json() == []
+        assert (await client.get("/tasks", params={"status": "completed"})).json() == []
+        assert len((await client.get("/tasks", params={"status": "all"})).json()) == 1
+        bad_query = await client.get("/tasks", params={"status": "done"})
+        assert bad_query.status_code == 422
+
+        one = (await client.get(f"/tasks/{task_id}")).json()
+        assert (one["form_schema"], one["data"], one["assignees"]) == (
+            REFUND_FORM, {"order": 7}, ["ana"],
+        )  # fmt: skip
+        missing = await client.get("/tasks/nope")
+        assert missing.status_code == 404 and missing.json()["error"] == "TaskNotFoundError"
+
+        path = f"/tasks/{task_id}/complete"
+        good = {"approved": True, "reason": "late"}
+        wrong = await client.post(path, json={"result": good, "by": "zoe"})
+        assert wrong.status_code == 403 and wrong.json()["error"] == "TaskAssignmentError"
+        invalid = await client.post(path, json={"result": {"approved": 1, "reason": "late"},
+                                                "by": "ana"})  # fmt: skip
+        assert invalid.status_code == 422
+        [error] = invalid.json()["detail"]
+        assert error["loc"] == ["body", "result", "approved"]
+        assert "approved" in error["msg"]
+        missing_field = await client.post(path, json={"result": {"approved": True}, "by": "ana"})
+        assert missing_field.json()["detail"][0]["loc"] == ["body", "result", "reason"]
+        typo = await client.post(path, json={"reslut": good})
+        assert typo.status_code == 422
+
+        done = await client.post(path, json={"result": good, "by": "ana"})
+        assert done.status_code == 200, done.text
+        assert (done.json()["status"], done.json()["completed_by"]) == ("completed", "ana")
+        HumanTaskOut.model_validate(done.json())
+        again = await client.post(path, json={"result": good, "by": "ana"})
+        assert again.status_code == 409 and again.json()["error"] == "RunStateError"
+    assert await handle.result(timeout=10) == good

@@ -9,6 +9,8 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from parkway.http.guards import shown_path
+
 log = logging.getLogger("parkway.access")
 
 POLL_HEADER = b"x-parkway-poll"
@@ -48,7 +50,7 @@ class AccessLog:
 def _line(scope: Scope, status: int, took: float) -> None:
     client = scope.get("client")
     where = f"{client[0]}:{client[1]}" if client else "-"
-    path = scope.get("root_path", "") + scope["path"]
+    path = scope.get("root_path", "") + shown_path(scope["path"])
     query = scope.get("query_string", b"")
     target = f"{path}?{query.decode('latin-1')}" if query else path
     method, version = scope["method"], scope.get("http_version", "1.1")

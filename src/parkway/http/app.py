@@ -30,7 +30,15 @@ from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
-from parkway.http.guards import PUBLIC_PATHS, TOKEN_ENV, DrainBody, HostGuard, TokenGuard
+from parkway.http.guards import (
+    PUBLIC_PATHS,
+    TOKEN_ENV,
+    CallbackRateLimit,
+    DrainBody,
+    HostGuard,
+    TokenGuard,
+    shown_path,
+)
 from parkway.http.openapi import openapi_document
 from parkway.http.parsing import (
     Invalid,
@@ -39,6 +47,7 @@ from parkway.http.parsing import (
     field_error,
     from_validation,
     json_at,
+    json_path,
     json_response,
     json_value,
     message_id_param,
@@ -51,6 +60,7 @@ from parkway.http.parsing import (
     run_id_param,
 )
 from parkway.http.routes import ROUTES
+from parkway.models import CallbackResult
 from parkway.schedules import ScheduleInfo
 
 __all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
@@ -276,6 +286,52 @@ class Api:
         self._require_open()
         return json_response(_schedule(await self.engine.resume_schedule(schedule_id)))
 
+    # -- callbacks and human tasks ----------------------------------------------------------
+
+    async def complete_callback(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        value = json_value(await read_body(request), required=False)
+        self._require_open()
+        with json_at():
+            done = await self.engine.complete_callback(token, value)
+        return json_response(_callback(done))
+
+    async def fail_callback(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        body = await parse_body(request, schemas.CallbackFailRequest)
+        self._require_open()
+        try:
+            done = await self.engine.fail_callback(token, body.message)
+        except InvalidInputError as exc:  # (a control character, say)
+            error = field_error(["body", "message"], str(exc), type(exc).__name__)
+            raise Invalid([error]) from None
+        return json_response(_callback(done))
+
+    async def tasks(self, request: Request) -> Response:
+        query = parse_query(request, schemas.TasksQuery)
+        self._require_open()
+        found = await self.engine.tasks(
+            status=None if query.status == "all" else query.status,
+            assignee=query.assignee, workflow=query.workflow, limit=query.limit,
+        )  # fmt: skip
+        return json_response([task.to_dict() for task in found])
+
+    async def get_task(self, request: Request) -> Response:
+        task_id = path_param(request, "id", limits.reference, "task id")
+        self._require_open()
+        return json_response((await self.engine.get_task(task_id)).to_dict())
+
+    async def complete_task(self, request: Request) -> Response:
+        task_id = path_param(request, "id", limits.reference, "task id")
+        body = await parse_body(request, schemas.CompleteTaskRequest)
+        self._require_open()
+        try:
+            done = await self.engine.complete_task(task_id, body.result, by=body.by)
+        except InvalidInputError as exc:  # the form's refusal: loc names the field
+            loc: list[str | int] = ["body", "result", *json_path(exc.field)]
+            raise Invalid([field_error(loc, str(exc), type(exc).__name__)]) from None
+        return json_response(done.to_dict())
+
     async def healthz(self, request: Request) -> Response:
         self._require_open()
         try:  # a cheap read proves the store answers
@@ -298,6 +354,14 @@ class Api:
 
     async def dashboard(self, request: Request) -> Response:
         return dashboard_response()
+
+
+def _callback(done: CallbackResult) -> dict[str, Any]:
+    # (Not the run's id: the token's holder is a third party, who needs no more.)
+    return {
+        "status": done.status, "value": done.value, "message": done.message,
+        "duplicate": done.duplicate,
+    }  # fmt: skip
 
 
 def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
@@ -398,6 +462,8 @@ def create_app(
     *,
     api_token: str | None = None,
     allowed_hosts: Collection[str] | None = None,
+    callback_rate: float = 10.0,
+    callback_burst: int = 20,
 ) -> Starlette:
     """The HTTP API and dashboard over ``engine``, as an ASGI app.
 
@@ -411,6 +477,9 @@ def create_app(
             an IP address or ``localhost`` (400 otherwise; ``"*"``: any), a guard
             against DNS rebinding. ``None`` (the default): no check, for a server
             or proxy in front that checks it. ``parkway serve`` passes its address.
+        callback_rate: Requests a second each client address may make to the
+            callback routes (which need no API token), in bursts of up to
+            ``callback_burst``; past that, 429 with ``Retry-After``.
     """
 
     def token() -> str | None:
@@ -457,6 +526,7 @@ def create_app(
         middleware=[
             # Outermost: every early answer, the guards' own too, waits for the body.
             Middleware(DrainBody),
+            Middleware(CallbackRateLimit, rate=callback_rate, burst=callback_burst),
             Middleware(HostGuard, allowed=allowed_hosts),
             Middleware(TokenGuard, token=token),
         ],
@@ -512,7 +582,7 @@ async def _on_parkway_error(request: Request, exc: Exception) -> Response:
         return await _on_invalid(request, translated)
     assert isinstance(translated, Problem)
     if translated.status >= 500:
-        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        log.warning("%s %s: %s", request.method, shown_path(request.url.path), exc)
     return await _on_problem(request, translated)
 
 

@@ -8,8 +8,11 @@ routes call), so that it holds for every route, the refusals of the router
 
 from __future__ import annotations
 
+import collections
 import hmac
 import ipaddress
+import math
+import time
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -22,6 +25,10 @@ TOKEN_ENV = "PARKWAY_API_TOKEN"
 # The only route open without the token or a known Host: load balancers and
 # orchestrators probe it, by whatever name they know the server.
 PUBLIC_PATHS = frozenset({"/healthz"})
+# Routes whose capability is in their path: a callback's token (256 random bits)
+# completes that one callback, so a third party (a payment provider) needs no API
+# token, and calls by the public name it was given (cb.url), whatever the Host.
+CALLBACKS = "/callbacks/"
 # How much of a body the server reads (and drops) before answering early (401,
 # 404, 413...): a client that sends its whole body before it reads the answer
 # (urllib, requests) then sees the answer, not a connection reset. Past this the
@@ -35,6 +42,68 @@ def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> 
 
     body = orjson.dumps({"detail": detail, "error": None})
     return Response(body, status, headers, media_type="application/json")
+
+
+def is_public(path: str) -> bool:
+    """Whether ``path`` is answered without the API token or a known Host."""
+    return path in PUBLIC_PATHS or path.startswith(CALLBACKS)
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a log line may show it: a callback's token left out."""
+    if path.startswith(CALLBACKS):
+        _, _, rest = path[len(CALLBACKS) :].partition("/")
+        return f"{CALLBACKS}<token>" + (f"/{rest}" if rest else "")
+    return path
+
+
+class CallbackRateLimit:
+    """At most ``rate`` requests a second to the callback routes from one client
+    address (a token bucket of ``burst``), else 429 with ``Retry-After``.
+
+    The routes need no API token: the limit keeps anyone from trying tokens at
+    the speed of the server (not that 256 random bits could be guessed), or from
+    making it work for nothing. Addresses are the connection's (behind a proxy,
+    its own: run the proxy's limit there too). The buckets of the addresses least
+    recently seen go first once ``max_clients`` are kept.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, rate: float = 10.0, burst: int = 20, max_clients: int = 10_000
+    ) -> None:
+        self.app, self.rate, self.burst, self.max_clients = app, rate, burst, max_clients
+        self._buckets: collections.OrderedDict[str, tuple[float, float]] = collections.OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(CALLBACKS):
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        wait = self._take(client[0] if client else "-", time.monotonic())
+        if wait <= 0:
+            await self.app(scope, receive, send)
+            return
+        response = problem(
+            429,
+            "too many callback requests from this address; try again after "
+            f"{math.ceil(wait)}s (Retry-After)",
+            headers={"Retry-After": str(math.ceil(wait))},
+        )
+        await response(scope, receive, send)
+
+    def _take(self, address: str, now: float) -> float:
+        """Take a request from ``address``'s bucket: 0, or the seconds until one is there."""
+        tokens, then = self._buckets.pop(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+        if tokens >= 1:
+            tokens -= 1
+            wait = 0.0
+        else:
+            wait = (1 - tokens) / self.rate
+        self._buckets[address] = (tokens, now)
+        while len(self._buckets) > self.max_clients:
+            self._buckets.popitem(last=False)
+        return wait
 
 
 class DrainBody:
@@ -109,7 +178,7 @@ class HostGuard:
         self.allowed = None if allowed is None else frozenset(h.lower() for h in allowed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.allowed is None or scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if self.allowed is None or scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         host = dict(scope["headers"]).get(b"host")
@@ -157,7 +226,7 @@ class TokenGuard:
         self.app, self.token = app, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         expected = self.token()

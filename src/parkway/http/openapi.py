@@ -22,16 +22,22 @@ PATH_TYPES: dict[str, dict[str, Any]] = {
     "id": {"type": "string", "minLength": 1, "pattern": limits.TEXT_PATTERN},
     "name": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
              "pattern": limits.NAME_PATTERN},
+    "token": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[A-Za-z0-9_-]+$"},
 }  # fmt: skip
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
     400: ("The Host header names another server (parkway serve answers its own address, "
           "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
           schemas.ErrorOut),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
-    404: ("No run (or message, or schedule) with this id.", schemas.ErrorOut),
-    409: ("The run has finished, the message found no receiver and may not be buffered, or "
-          "the run rejected the update (or its handler raised).", schemas.ErrorOut),
+    403: ("The human task is assigned to others than `by`.", schemas.ErrorOut),
+    404: ("No run (or message, schedule, task, callback) with this id or token.",
+          schemas.ErrorOut),
+    409: ("The run has finished, the message found no receiver and may not be buffered, "
+          "the run rejected the update (or its handler raised), or the human task is not "
+          "open.", schemas.ErrorOut),
     413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
+    429: ("Too many callback requests from this address; Retry-After says when to try "
+          "again.", schemas.ErrorOut),
     415: ("The body is not sent as Content-Type: application/json (a request without a "
           "Content-Type is taken as JSON, unless a browser sent it).", schemas.ErrorOut),
     422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
@@ -72,7 +78,8 @@ def openapi_document(*, token_required: bool = True) -> dict[str, Any]:
             "title": "parkway",
             "version": parkway.__version__,
             "description": "Durable, event-driven workflows: publish events, correlate "
-            "messages, start, inspect, signal and cancel runs.",
+            "messages, start, inspect, signal and cancel runs, complete callbacks and "
+            "human tasks.",
         },
         "paths": paths,
         "components": {

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from parkway import limits
 from parkway.errors import (
+    CallbackNotFoundError,
     ConcurrencyLimitError,
     CorrelationError,
     DuplicateSubscriptionError,
@@ -31,6 +32,8 @@ from parkway.errors import (
     ScheduleNotFoundError,
     SerializationError,
     StoreError,
+    TaskAssignmentError,
+    TaskNotFoundError,
     UnknownWorkflowError,
     UpdateFailedError,
     UpdateRejectedError,
@@ -95,8 +98,14 @@ def parkway_error(exc: ParkwayError) -> Exception:
     kind = type(exc).__name__
     if isinstance(exc, RunNotFoundError):  # the engine's hint names the Python API
         return Problem(404, f"no run with id {exc.run_id!r}; list runs with GET /runs", kind)
-    if isinstance(exc, MessageNotFoundError):
+    if isinstance(exc, MessageNotFoundError | CallbackNotFoundError):
         return Problem(404, str(exc), kind)
+    if isinstance(exc, TaskNotFoundError):
+        return Problem(
+            404, f"no human task with id {exc.task_id!r}; list them with GET /tasks", kind
+        )
+    if isinstance(exc, TaskAssignmentError):
+        return Problem(403, str(exc), kind)
     if isinstance(exc, ScheduleNotFoundError):
         return Problem(
             404, f"no schedule with id {exc.schedule_id!r}; list them with GET /schedules", kind

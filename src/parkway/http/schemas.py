@@ -288,6 +288,40 @@ class MessagesQuery(_Request):
     )
 
 
+class CallbackFailRequest(_Request):
+    """``POST /callbacks/{token}/fail``: fail the callback."""
+
+    message: Annotated[StrictStr, Field(max_length=10_000)] = Field(
+        description="Why: the run's cb.wait() raises CallbackFailedError with it."
+    )
+
+
+class TasksQuery(_Request):
+    """``GET /tasks`` filters."""
+
+    status: Literal["open", "completed", "cancelled", "expired", "all"] = Field(
+        default="open", description="Only tasks in this status (all: every status)."
+    )
+    assignee: Name | None = Field(
+        default=None,
+        description="Only the tasks this person may complete (assigned to them, or to "
+        "nobody in particular).",
+    )
+    workflow: Filter | None = Field(default=None, description="Only tasks of this workflow.")
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many tasks.")
+
+
+class CompleteTaskRequest(_Request):
+    """``POST /tasks/{id}/complete``: what the person submitted."""
+
+    result: Any = Field(
+        default=None, description="The task's result, checked against its form: " + PAYLOAD
+    )
+    by: Name | None = Field(
+        default=None, description="Who completes it; must be an assignee if it has any."
+    )
+
+
 # -- responses (documentation; the tests hold every response to them) -----------------------
 
 
@@ -445,6 +479,37 @@ class SignalOut(_Response):
 
     id: str
     signal: str
+
+
+class CallbackOut(_Response):
+    """What a completion or failure of a callback did: the callback's outcome (the
+    first one, if it had one already: ``duplicate``)."""
+
+    status: Literal["completed", "failed"]
+    value: Any = Field(description="The value it was completed with (null when failed).")
+    message: str | None = Field(description="The failure's message (null when completed).")
+    duplicate: bool = Field(description="It had been completed or failed before; nothing changed.")
+
+
+class HumanTaskOut(_Response):
+    """A task for a person (ctx.human_task)."""
+
+    id: str
+    run_id: str
+    workflow: str
+    name: str
+    title: str | None
+    form_schema: dict[str, Any] | None = Field(
+        description="The JSON Schema the result must fit (null: any JSON)."
+    )
+    data: Any = Field(description="What the person is shown.")
+    assignees: list[str] = Field(description="Who may complete it (empty: anyone).")
+    status: Literal["open", "completed", "cancelled", "expired"]
+    created_at: datetime
+    due_at: datetime | None
+    completed_by: str | None
+    completed_at: datetime | None
+    result: Any
 
 
 class HealthOut(_Response):

@@ -414,3 +414,111 @@ def test_an_operator_clicks_through_every_view(browser: Any, served: Served, sho
     # The page's first load of the view is logged; its polls of it are not.
     assert counted(False) == [served.url + "/runs/counts"], requests
     assert len(re.findall(r'"GET /runs/counts HTTP', log[before:])) == 1, log[before:]
+
+
+# -- the inbox: human tasks ----------------------------------------------------------------------
+
+INBOX_APP = """
+from parkway import Engine
+
+engine = Engine({url!r})
+
+FORM = {{
+    "type": "object",
+    "properties": {{
+        "approved": {{"type": "boolean", "description": "Refund the customer?"}},
+        "amount": {{"type": "integer", "minimum": 0, "description": "How much, in cents"}},
+        "reason": {{"type": "string", "enum": ["damaged", "late"]}},
+        "note": {{"type": "string"}},
+    }},
+    "required": ["amount", "reason"],
+}}
+
+
+@engine.workflow()
+async def refund(ctx, order):
+    return await ctx.human_task(
+        "refund", title=f"Refund order {{order}}?", form=FORM, data={{"order": order}},
+        assignees=["ana"],
+    )
+"""
+
+
+@pytest.fixture
+def inbox_served(tmp_path: Path) -> Iterator[Served]:
+    url = f"sqlite:///{tmp_path / 'inbox.db'}"
+    (tmp_path / "inbox.py").write_text(textwrap.dedent(INBOX_APP.format(url=url)))
+    server = Served(tmp_path, "inbox:engine", env={"PARKWAY_API_TOKEN": TOKEN})
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.kill()
+
+
+def test_a_person_completes_a_task_in_the_inbox(
+    browser: Any, inbox_served: Served, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=inbox_served.url, headers=auth, timeout=10) as http:
+        assert http.post(
+            "/runs", json={"workflow": "refund", "id": "r-7", "input": "A-7"}
+        ).is_success
+        _until(lambda: http.get("/tasks").json(), "the open task")
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(inbox_served.url + "/?refresh=700")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button[type=submit]")
+    page.click("#tab-inbox")
+    page.get_by_label("Your name").fill("ana")
+    page.get_by_label("Your name").press("Enter")
+    task = page.locator("#tasks tbody button", has_text="Refund order A-7?")
+    expect(task).to_be_visible()
+    task.focus()
+    page.keyboard.press("Enter")  # (opened from the keyboard)
+    expect(page.locator("#task-title")).to_be_focused()
+    expect(page.locator("#task-data")).to_contain_text('"order": "A-7"')
+
+    # Every field has its label, its description, and says whether it is required.
+    amount = page.get_by_label("amount")
+    expect(amount).to_have_attribute("type", "number")
+    expect(amount).to_have_attribute("aria-required", "true")
+    expect(page.get_by_label("approved")).to_have_attribute("type", "checkbox")
+    expect(page.locator("#task-form")).to_contain_text("How much, in cents")
+    assert "task-field-amount-hint" in (amount.get_attribute("aria-describedby") or "")
+    expect(page.get_by_label("reason")).to_contain_text("late")
+
+    # An invalid submission: the server's error next to the field, focus on it, announced.
+    page.get_by_label("approved").check()
+    amount.fill("-5")
+    page.get_by_label("reason").select_option(label="late")
+    page.click("#task-submit")
+    error = page.locator("#task-field-amount-error")
+    expect(error).to_contain_text("at least 0")
+    expect(amount).to_be_focused()
+    expect(amount).to_have_attribute("aria-invalid", "true")
+    assert "task-field-amount-error" in (amount.get_attribute("aria-describedby") or "")
+    expect(page.locator("#task-alert")).to_have_attribute("aria-live", "assertive")
+    expect(page.locator("#task-alert")).to_contain_text("at least 0")
+    page.screenshot(path=str(shots / "inbox.png"), full_page=True)
+
+    # A valid one, from the keyboard: the task is completed and the run resumes.
+    amount.fill("300")
+    amount.press("Enter")
+    expect(page.locator("#toast")).to_contain_text("completed")
+    expect(page.locator("#task-panel")).to_be_hidden()
+    expect(page.locator("#tasks tbody")).to_contain_text("No open task")
+    with httpx.Client(base_url=inbox_served.url, headers=auth, timeout=10) as http:
+        run = _until(
+            lambda: (r := http.get("/runs/r-7").json())["status"] == "completed" and r,
+            "the run's end",
+        )
+        assert run["output"] == {"approved": True, "amount": 300, "reason": "late"}
+        [done] = http.get("/tasks", params={"status": "completed"}).json()
+        assert done["completed_by"] == "ana"
+    assert not errors, errors

@@ -7,6 +7,7 @@ The HTTP routes (``POST /callbacks/{token}``, ``.../fail``) are at the end.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -474,3 +475,28 @@ async def test_callback_requests_are_rate_limited_per_client_address(engine: Eng
     other = httpx.ASGITransport(app=app, client=("198.51.100.1", 4000))
     async with httpx.AsyncClient(transport=other, base_url="http://parkway.test") as client:
         assert (await client.post("/callbacks/guess", json=1)).status_code == 404
+
+
+async def test_race_two_completions_of_one_callback_decide_once(engine: Engine) -> None:
+    handed: list[str] = []
+    register_payment(engine, handed)
+    handle = await engine.start("payment")
+    await engine.idle()
+    token = handed[0]
+    results = await asyncio.gather(
+        engine.complete_callback(token, "a"),
+        engine.complete_callback(token, "b"),
+        engine.fail_callback(token, "c"),
+    )
+    firsts = [r for r in results if not r.duplicate]
+    assert len(firsts) == 1
+    first = firsts[0]
+    for other in results:  # every answer is the one outcome
+        assert (other.status, other.value, other.message) == (
+            first.status, first.value, first.message,
+        )  # fmt: skip
+    if first.status == "completed":
+        assert (await handle.result(timeout=10))["paid"] == first.value
+    else:
+        with pytest.raises(Exception, match="CallbackFailedError"):
+            await handle.result(timeout=10)

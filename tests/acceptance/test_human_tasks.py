@@ -7,6 +7,7 @@ inbox in ``test_dashboard_browser.py``.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import os
 import subprocess
@@ -496,3 +497,20 @@ def test_tasks_are_listed_and_completed_from_the_command_line(tmp_path: Path) ->
     [completed] = ok_json(parkway("--url", url, "tasks", "--status", "completed", cwd=tmp_path))
     assert completed["completed_by"] == "ana"
     assert drive("result") == "{'ok': True}"
+
+
+async def test_race_two_completions_of_one_task_complete_it_once(engine: Engine) -> None:
+    @engine.workflow()
+    async def once(ctx, _input):
+        return await ctx.human_task("once")
+
+    handle = await engine.start("once")
+    task = await open_task(engine, handle)
+    results = await asyncio.gather(
+        engine.complete_task(task.id, "a"), engine.complete_task(task.id, "b"),
+        return_exceptions=True,
+    )  # fmt: skip
+    done = [r for r in results if isinstance(r, HumanTask)]
+    refused = [r for r in results if isinstance(r, RunStateError)]
+    assert len(done) == 1 and len(refused) == 1, results
+    assert await handle.result(timeout=10) == done[0].result

@@ -514,3 +514,19 @@ async def test_race_two_completions_of_one_task_complete_it_once(engine: Engine)
     refused = [r for r in results if isinstance(r, RunStateError)]
     assert len(done) == 1 and len(refused) == 1, results
     assert await handle.result(timeout=10) == done[0].result
+
+
+async def test_the_history_and_the_log_name_a_task_wait_as_such(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="parkway")
+
+    @engine.workflow()
+    async def named(ctx, _input):
+        return await ctx.human_task("review")
+
+    handle = await engine.start("named")
+    task = await open_task(engine, handle)
+    waits = [(e.kind, e.name, e.status) for e in await engine.history(handle.id)]
+    assert ("task", task.id, "pending") in waits
+    assert f"parked on task '{task.id}'" in caplog.text

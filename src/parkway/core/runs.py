@@ -29,6 +29,7 @@ from parkway.errors import (
 )
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, rebuild_error
 from parkway.registry import WorkflowDef
+from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 
@@ -194,9 +195,8 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
             # complete its callbacks.
             value = {key: item for key, item in value.items() if key != "token"}
         at = _dt(e.at)
-        out.append(
-            HistoryEntry(e.pos, e.kind, e.name, e.state, value, error, at, deadline, attempt)
-        )
+        kind, name = wait_named(e.kind, e.name)
+        out.append(HistoryEntry(e.pos, kind, name, e.state, value, error, at, deadline, attempt))
     return out
 
 

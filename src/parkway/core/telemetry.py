@@ -35,6 +35,7 @@ import orjson
 from parkway.errors import MetricsDisabledError, MissingExtraError
 from parkway.models import RunStatus
 from parkway.replay.requests import RunStep, StepResult
+from parkway.replay.state import wait_named
 from parkway.store.base import RunRecord, Store, TaskRecord, Tx
 
 if TYPE_CHECKING:
@@ -335,11 +336,12 @@ def waiting_for(machine: Machine | None) -> list[dict[str, Any]]:
     its name, and when its timeout fires, if it has one)."""
     if machine is None:
         return []
-    return [
-        {"kind": e.kind, "name": e.name, "until": _iso(e.deadline)}
-        for e in machine.waiting
-        if e.kind not in _NOT_WAITS
-    ]
+    waits = []
+    for e in machine.waiting:
+        if e.kind not in _NOT_WAITS:
+            kind, name = wait_named(e.kind, e.name)
+            waits.append({"kind": kind, "name": name, "until": _iso(e.deadline)})
+    return waits
 
 
 def describe(waits: list[dict[str, Any]]) -> str:

@@ -35,6 +35,17 @@ CALLBACK_SIGNAL = "\x1fcallback:"
 TASK_SIGNAL = "\x1ftask:"
 
 
+def wait_named(kind: str, name: str) -> tuple[str, str]:
+    """A journal entry's kind and name as people read them: a callback's or a human
+    task's wait (a signal under a name of its own) as ``callback``/``task`` and its id."""
+    if kind == "signal":
+        if name.startswith(CALLBACK_SIGNAL):
+            return "callback", name[len(CALLBACK_SIGNAL) :]
+        if name.startswith(TASK_SIGNAL):
+            return "task", name[len(TASK_SIGNAL) :]
+    return kind, name
+
+
 class Park(Exception):
     """Internal: the operation waits on an input that has not arrived."""
 

@@ -26,7 +26,7 @@ from parkway.errors import (
     TaskNotFoundError,
 )
 from parkway.models import CallbackResult, HumanTask, _dt
-from parkway.store.base import ENDED, Tx
+from parkway.store.base import ENDED, Sent, Tx
 from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
 
 COMPLETED, FAILED = "completed", "failed"
@@ -55,9 +55,10 @@ async def settle_callback(rt: Runtime, token: str, status: str, outcome: Any) ->
                     raise CallbackNotFoundError()
                 if record.status != "open":
                     return _callback_result(record, duplicate=True), False
-                await _deliver(rt, tx, record.run_id, record.signal, payload, now)
+                sent = await _deliver(rt, tx, record.run_id, record.signal, payload, now)
                 await tx.finish_callback(digest, status, data, now)
                 await hand_over(tx, record.run_id)
+        _refused(record.run_id, sent)  # (a store that learns it at commit wrote nothing)
         record.status, record.outcome = status, data
         return _callback_result(record, duplicate=False), hand_over.handed
 
@@ -69,15 +70,17 @@ async def settle_callback(rt: Runtime, token: str, status: str, outcome: Any) ->
 
 async def _deliver(
     rt: Runtime, tx: Tx, run_id: str, signal: str, payload: bytes, now: float
-) -> None:
-    """Send the run its completion's signal, unless it has ended."""
-    run = await tx.get_run(run_id)
-    if run is None or run.status in ENDED:
-        status = "deleted" if run is None else run.status
-        raise RunClosedError(run_id, status, "a completion")
-    sent = await tx.send_signal(
-        run_id, signal, payload, now, task_payload=rt.telemetry.task_payload()
-    )
+) -> Sent:
+    """Send the run its completion's signal, unless it has ended (then nothing is
+    written: refused at once if the store knows now, else at commit, see ``_refused``)."""
+    carrier = rt.telemetry.task_payload()
+    sent = await tx.send_signal(run_id, signal, payload, now, task_payload=carrier)
+    _refused(run_id, sent)
+    return sent
+
+
+def _refused(run_id: str, sent: Sent) -> None:
+    """Raise if the signal found its run ended (or gone)."""
     if sent.known and (sent.status is None or sent.status in ENDED):
         raise RunClosedError(run_id, sent.status or "deleted", "a completion")
 
@@ -144,9 +147,10 @@ async def complete_task(rt: Runtime, task_id: str, result: Any, by: str | None) 
                     raise TaskNotFoundError(task_id)
                 assignees = tuple(_json.loads(found.assignees))
                 _may_complete(rt, task_id, found.status, found.due_at, by, assignees, found.run_id)
-                await _deliver(rt, tx, found.run_id, found.signal, payload, now)
+                sent = await _deliver(rt, tx, found.run_id, found.signal, payload, now)
                 await tx.finish_human_task(task_id, "completed", now, by=by, result=data)
                 await hand_over(tx, found.run_id)
+        _refused(found.run_id, sent)
         found.status, found.completed_at, found.completed_by, found.result = (
             "completed", now, by, data,
         )  # fmt: skip

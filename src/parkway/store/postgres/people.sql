@@ -16,9 +16,14 @@ FROM parkway.callbacks WHERE token_hash = %s
 SELECT token_hash, run_id, signal, created_at, status, outcome, completed_at
 FROM parkway.callbacks WHERE token_hash = %s FOR UPDATE
 
+-- Only while its run is live: queued, it is sent with the completion's signal, which
+-- the COMMIT carries and which finds the run's status only then (an ended run's
+-- callback stays as it was, and the caller is told).
 -- name: finish_callback
 UPDATE parkway.callbacks SET status = %s, outcome = %s, completed_at = %s
 WHERE token_hash = %s
+  AND EXISTS (SELECT 1 FROM parkway.runs r WHERE r.id = callbacks.run_id
+              AND r.status NOT IN ('completed', 'failed', 'cancelled'))
 
 -- name: add_human_task
 INSERT INTO parkway.human_tasks (id, run_id, workflow, name, title, form_schema, form_model,

@@ -121,7 +121,8 @@ class Callback:
         """Park until the callback is completed; return its value.
 
         A completion that came before the wait is kept, and taken at once. Usable
-        inside ``ctx.first`` (say, the callback or a day passes).
+        inside ``ctx.first`` (say, the callback or a day passes). A callback is
+        completed once: wait for it once (keep the value).
 
         Raises:
             CallbackFailedError: It was failed (``engine.fail_callback``).

@@ -196,6 +196,34 @@ class StepFailedError(ParkwayError):
         self.error_type, self.error_message = error_type, error_message
 
 
+class RunTimeoutError(ParkwayError, TimeoutError):
+    """A run was still active at its deadline (``created_at + timeout``).
+
+    Attributes:
+        run_id: The run that timed out.
+        timeout: Its timeout, in seconds.
+    """
+
+    def __init__(self, run_id: str, timeout: float) -> None:
+        super().__init__(f"run {run_id!r} timed out: still active {timeout:g}s after its start")
+        self.run_id, self.timeout = run_id, timeout
+
+
+class CompensationFailedError(ParkwayError):
+    """A compensation still failed after its retries; the run ended ``failed``.
+
+    Attributes:
+        run_id: The run whose compensations were run.
+        failed: The names of the steps whose compensation failed, in the order
+            they were run (newest step first).
+    """
+
+    def __init__(self, run_id: str, failed: list[str]) -> None:
+        names = ", ".join(repr(name) for name in failed)
+        super().__init__(f"run {run_id!r}: the compensation of step(s) {names} failed")
+        self.run_id, self.failed = run_id, list(failed)
+
+
 class WaitTimeoutError(ParkwayError, TimeoutError):
     """A wait's deadline passed before its input arrived."""
 

@@ -11,11 +11,13 @@ from typing import Any
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     CallbackFailedError,
+    CompensationFailedError,
     DuplicateSubscriptionError,
     InvalidArgumentError,
     NonDeterminismError,
     ParkwayError,
     RunCancelledError,
+    RunTimeoutError,
     StepFailedError,
     WaitTimeoutError,
     WorkflowFailedError,
@@ -279,6 +281,10 @@ def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str,
         data["args"] = [exc.name, exc.key, exc.holder]
     elif isinstance(exc, CallbackFailedError):
         data["args"] = [exc.message]
+    elif isinstance(exc, RunTimeoutError):
+        data["args"] = [exc.run_id, exc.timeout]
+    elif isinstance(exc, CompensationFailedError):
+        data["args"] = [exc.run_id, exc.failed]
     if with_traceback:
         data["traceback"] = "".join(traceback.format_exception(exc))
     return data
@@ -302,4 +308,8 @@ def rebuild_error(data: dict[str, Any]) -> Exception:
             return DuplicateSubscriptionError(*args)
         if kind == "CallbackFailedError":
             return CallbackFailedError(*args)
+        if kind == "RunTimeoutError":
+            return RunTimeoutError(*args)
+        if kind == "CompensationFailedError":
+            return CompensationFailedError(*args)
     return ParkwayError(f"{kind}: {data.get('message')}")

@@ -43,6 +43,7 @@ EXPECTED_ALL = {
     "ChildHandle",
     "Concurrency",
     "ConcurrencyLimitError",
+    "CompensationFailedError",
     "CorrelationError",
     "CorrelationResult",
     "Debounce",
@@ -73,6 +74,7 @@ EXPECTED_ALL = {
     "RunInfo",
     "RunNotFoundError",
     "RunStateError",
+    "RunTimeoutError",
     "RunStatus",
     "SerializationError",
     "StepFailedError",
@@ -103,6 +105,8 @@ CONTRACT_ERRORS = [
     "InvalidInputError",
     "FlowDefinitionError",
     "RoutingError",
+    "RunTimeoutError",
+    "CompensationFailedError",
 ]
 
 

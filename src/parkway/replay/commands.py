@@ -55,6 +55,14 @@ class StepCmd(Command):
 
 
 @dataclass
+class CompensateCmd(StepCmd):
+    """A registered compensation run as a step (journaled under its own kind, named
+    after the step it undoes)."""
+
+    kind: ClassVar[str] = "compensation"
+
+
+@dataclass
 class SleepCmd(Command):
     seconds: float | None = None
     until: float | None = None

@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar, cast, overload
 
 from parkway import _json, forms, limits
 from parkway.durations import Duration, to_seconds
-from parkway.errors import CallbackFailedError, InvalidArgumentError
+from parkway.errors import CallbackFailedError, CompensationFailedError, InvalidArgumentError
 from parkway.events import Event, PublishResult, check_message
 from parkway.matching import check_match
 from parkway.models import Retry
@@ -68,6 +68,17 @@ class SideValues(Protocol):
 
     def open_task(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Journal a new human task (see ``ctx.human_task``): its id, signal, deadline."""
+        ...
+
+    def register_compensation(
+        self, step: str, fn: Callable[..., Any], arg: Any, retry: Retry | None
+    ) -> None:
+        """Step ``step`` succeeded with ``arg``: ``fn(arg)`` is its undo from now on."""
+        ...
+
+    async def run_compensations(self) -> tuple[list[Any], list[str]]:
+        """Run the compensations not run yet, newest first: their results, and the
+        names of the steps whose compensation failed."""
         ...
 
     @property
@@ -186,6 +197,7 @@ class WorkflowContext:
         *args: Any,
         name: str | None = None,
         retry: Retry | None = None,
+        compensate: Callable[[Any], Any] | None = None,
         **kwargs: Any,
     ) -> T: ...
 
@@ -196,6 +208,7 @@ class WorkflowContext:
         *args: Any,
         name: str | None = None,
         retry: Retry | None = None,
+        compensate: Callable[[Any], Any] | None = None,
         **kwargs: Any,
     ) -> T: ...
 
@@ -205,6 +218,7 @@ class WorkflowContext:
         *args: Any,
         name: str | None = None,
         retry: Retry | None = None,
+        compensate: Callable[[Any], Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` once and journal its result.
@@ -216,6 +230,11 @@ class WorkflowContext:
             fn: A sync or async function; its result must be JSON-serialisable.
             name: The step's name in the journal (default: the function's name).
             retry: How to retry failures (default: no retry).
+            compensate: The step's undo, a sync or async callable: once the step
+                succeeds it is registered with the step's result as its only
+                argument, and run (newest first, retried under ``retry``) by
+                :meth:`compensate`, or when the workflow raises or the run is
+                cancelled or times out. A run that completes leaves it unrun.
 
         Raises:
             StepFailedError: The last attempt failed.
@@ -224,8 +243,31 @@ class WorkflowContext:
             raise InvalidArgumentError(f"ctx.step needs a function, got {fn!r}")
         if retry is not None and not isinstance(retry, Retry):
             raise InvalidArgumentError(f"retry must be a parkway.Retry, got {retry!r}")
+        if compensate is not None and not callable(compensate):
+            raise InvalidArgumentError(
+                f"compensate must be a function taking the step's result, got {compensate!r}"
+            )
         step_name = name or getattr(fn, "__qualname__", None) or repr(fn)
-        return await StepCmd(fn, args, kwargs, step_name, retry)
+        result = await StepCmd(fn, args, kwargs, step_name, retry)
+        if compensate is not None:
+            self._sides.register_compensation(step_name, compensate, result, retry)
+        return result
+
+    async def compensate(self) -> list[Any]:
+        """Run every registered compensation not run yet, newest first, each as a
+        journaled step (retried under its step's ``retry``).
+
+        Returns:
+            Their results, in the order they ran.
+
+        Raises:
+            CompensationFailedError: A compensation still failed after its retries
+                (the others were run all the same); ``failed`` names their steps.
+        """
+        results, failed = await self._sides.run_compensations()
+        if failed:
+            raise CompensationFailedError(self.run_id, failed)
+        return results
 
     async def sleep(self, duration: Duration) -> None:
         """Park for ``duration`` (engine time); survives restarts."""

@@ -51,6 +51,7 @@ from parkway.replay.commands import (
 from parkway.replay.composite import Composites
 from parkway.replay.context import WorkflowContext
 from parkway.replay.requests import AwaitFuture, Request
+from parkway.replay.sagas import STOP_BRANCH, Sagas, guarded
 from parkway.replay.state import LATER, Park, close_branch
 from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
@@ -69,7 +70,7 @@ PARKED_STATUSES = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
 HISTORY_THRESHOLD = 10_000
 
 
-class Machine(Composites, Updates):
+class Machine(Composites, Updates, Sagas):
     """One advance of one run's code over what the worker loaded; no I/O.
 
     Args:
@@ -85,6 +86,10 @@ class Machine(Composites, Updates):
         updates: The updates sent to the run not handled yet, if any came.
         history_threshold: The journal length past which the run is told it had
             better continue as new (``ctx.continue_as_new_suggested``).
+        stop: Why the run must stop (a :class:`RunCancelledError`, a
+            :class:`RunTimeoutError`), if it must: its code replays its journal,
+            carries out nothing new, and its compensations run (see
+            :mod:`parkway.replay.sagas`).
 
     Call :meth:`start`; then, while :attr:`outcome` is ``None``, do each request
     :meth:`take_requests` hands out and :meth:`resume` with its answer.
@@ -112,6 +117,7 @@ class Machine(Composites, Updates):
         updates: list[UpdateRecord] | None = None,
         history_threshold: int = HISTORY_THRESHOLD,
         public_url: str | None = None,
+        stop: BaseException | None = None,
     ) -> None:
         self.wf, self.run = wf, run
         self.public_url = public_url
@@ -143,6 +149,7 @@ class Machine(Composites, Updates):
             else:
                 by_branch.setdefault(entry.branch, []).append(entry)
         self._by_branch = by_branch
+        self._init_sagas(stop)
         # Replay applies entries in the order their results were applied first.
         if reordered:
             self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
@@ -204,7 +211,8 @@ class Machine(Composites, Updates):
                 WorkflowUsageError(f"workflow {self.wf.name!r} did not return a coroutine")
             )
             return
-        self._root = Branch(ROOT, coro, self._by_branch.get(ROOT, []))
+        body = guarded(self, self.run.id, coro)
+        self._root = Branch(ROOT, body, self._by_branch.get(ROOT, []))
         self._ready.append((self._root, None, None))
         self._run()
 
@@ -289,8 +297,10 @@ class Machine(Composites, Updates):
                 self._carry_out(self._live.popleft())
             elif self._outstanding:
                 return  # the driver answers
+            elif self._holding_back and self._root is not None:
+                self._stop_now()  # (the run stops: it has replayed all it had)
             elif not self._when_quiet():
-                self.outcome = Outcome(self.park_status)
+                self.outcome = self._stranded() or Outcome(self.park_status)
 
     def _advance(self, branch: Branch, send: Any, throw: BaseException | None) -> None:
         """Run ``branch`` until it awaits an operation, or ends.
@@ -407,6 +417,10 @@ class Machine(Composites, Updates):
             if self._outstanding:
                 return False
             self._cursor += 1
+            if entry.branch == STOP_BRANCH:
+                if not self._unwound and not self._compensating:
+                    self._unwind()  # (where the run stopped before: it stops there again)
+                return True
             if entry.kind == "update" and entry.branch == UPDATES:
                 self._replay_update(entry)  # an update applied here the first time
                 return True
@@ -442,6 +456,9 @@ class Machine(Composites, Updates):
     def _carry_out(self, op: Pending) -> None:
         """Carry out ``op`` now (its journal has no result for it)."""
         if op.branch.withdrawn:
+            return
+        if self._holding_back:  # (the run stops: nothing new is done)
+            self._parked.append(op)
             return
         try:
             result = self._live_op(op)
@@ -503,7 +520,7 @@ class Machine(Composites, Updates):
             )
             return
         if branch is self._root:
-            self.outcome = self._failed(error) if error is not None else self._completed(value)
+            self.outcome = self._ending(error) if error is not None else self._completed(value)
         else:
             self._branch_ended(branch, value, error)
 

@@ -252,6 +252,8 @@ class MachineState:
         an operation takes the next position; an operation answered after later
         entries were journaled keeps its position and records the order of its
         answer (``seq``)."""
+        if kind == "step":  # (a compensation is journaled as a step of its own kind)
+            kind = op.cmd.kind
         old = op.entry
         seq = None
         if old is not None:

@@ -1,0 +1,196 @@
+"""Compensations (sagas) and how a run stops: cancelled, or past its deadline.
+
+A step given ``compensate=`` registers its undo once it succeeds: the workflow's
+code calls :meth:`Sagas.register_compensation` right after the step's result,
+which journals a marker (kind ``compensation.registered``) the first time and
+finds it again on replay, so the code re-registers the same callable, with the
+same argument, at the same point of every replay. A compensation is run as a
+step of its own (:class:`CompensateCmd`, kind ``compensation``, named after the
+step it undoes), so it is journaled, retried and replayed like one: a crash
+between two compensations runs neither again that had completed.
+
+The workflow's coroutine is wrapped (:func:`guarded`): when its body raises, the
+compensations not run yet run newest first before the run ends ``failed``.
+
+A run told to stop (a cancel, its deadline) while compensations are registered
+is driven by a worker in *stopping* mode: its code replays its journal but
+carries out nothing new; once it has nothing left to replay the machine
+journals a ``stop`` entry (on branch ``!stop``, with the reason) and throws the
+reason into the workflow, whose wrapper runs the compensations and ends the run
+``cancelled`` or ``failed`` with :class:`~parkway.errors.RunTimeoutError`. A
+replay meets the ``stop`` entry at the same point and throws there again, so the
+compensations' entries that follow replay in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from parkway import _json
+from parkway.errors import CompensationFailedError, RunCancelledError, StepFailedError
+from parkway.models import Retry, RunStatus, error_dict, rebuild_error
+from parkway.replay.branch import Branch, Pending
+from parkway.replay.commands import CompensateCmd
+from parkway.replay.state import MachineState, close_branch
+from parkway.replay.writes import Outcome
+from parkway.store.base import JournalEntry
+
+# The journal's kinds: a registered compensation, a compensation run, a stop.
+REGISTERED = "compensation.registered"
+COMPENSATION = "compensation"
+STOP = "stop"
+# The branch a stop entry is journaled on: no operation's, so no line meets it.
+STOP_BRANCH = "!stop"
+
+
+@dataclass(eq=False)
+class Compensation:
+    """A registered compensation: the step it undoes, its undo and the step's result."""
+
+    step: str
+    fn: Callable[..., Any]
+    arg: Any
+    retry: Retry | None
+    ran: bool = False
+
+
+class Sagas(MachineState):
+    """Registered compensations, running them, and stopping a run that must end."""
+
+    _sagas: list[Compensation]
+    # Why the run stops (a cancel, its deadline), if it does; None: it runs on.
+    _stop: BaseException | None
+    _unwound: bool  # the reason was thrown into the workflow
+    _compensating: bool  # the wrapper runs the compensations (the body has ended)
+    _schedule: list[JournalEntry]
+    _cursor: int
+
+    def _init_sagas(self, stop: BaseException | None) -> None:
+        self._sagas = []
+        self._unwound = self._compensating = False
+        journaled = self._by_branch.get(STOP_BRANCH)
+        if journaled:  # a stop decided earlier stands (its reason, not a later one)
+            self._stop = rebuild_error(_json.loads(journaled[0].value))
+        else:
+            self._stop = stop
+
+    # -- what the workflow's code calls ------------------------------------------------------
+
+    def register_compensation(
+        self, step: str, fn: Callable[..., Any], arg: Any, retry: Retry | None
+    ) -> None:
+        """Step ``step`` succeeded with ``arg``: ``fn(arg)`` is its undo from now on."""
+        branch = self._branch_now()
+        entry = self._next_entry(branch, REGISTERED, step)
+        if entry is None:
+            self._record_new(branch, REGISTERED, step, "done", b"null")
+        elif self._cursor < len(self._schedule) and self._schedule[self._cursor] is entry:
+            self._cursor += 1  # (the usual case: the very next entry)
+        else:
+            self._applied.add(entry.pos)
+        self._sagas.append(Compensation(step, fn, arg, retry))
+
+    async def run_compensations(self) -> tuple[list[Any], list[str]]:
+        """Run the compensations not run yet, newest first: their results, and the
+        names of the steps whose compensation failed."""
+        results: list[Any] = []
+        failed: list[str] = []
+        for comp in reversed(self._sagas):
+            if comp.ran:
+                continue
+            comp.ran = True
+            try:
+                results.append(await CompensateCmd(comp.fn, (comp.arg,), {}, comp.step, comp.retry))
+            except StepFailedError:
+                failed.append(comp.step)
+        return results, failed
+
+    @property
+    def has_unrun_compensations(self) -> bool:
+        return any(not comp.ran for comp in self._sagas)
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    @property
+    def _holding_back(self) -> bool:
+        """Whether the run's own operations must not be carried out: it stops, and its
+        compensations have not begun."""
+        return self._stop is not None and not self._unwound and not self._compensating
+
+    def _stop_now(self) -> None:
+        """The stopping run has replayed all it had: journal the stop, and unwind."""
+        assert self._stop is not None
+        value = _json.dumps(error_dict(self._stop))
+        pos = self._alloc()
+        entry = JournalEntry(pos, STOP, _stop_name(self._stop), "done", value, None,
+                             self.clock_now(), STOP_BRANCH)  # fmt: skip
+        self._keep(entry)
+        self.writes.journal[pos] = entry
+        self._unwind()
+
+    def _unwind(self) -> None:
+        """Throw the stop's reason into the workflow where it waits: its other lines
+        (gather branches) are let go, its waits are left to the run's end."""
+        self._unwound = True
+        root = self._root
+        ops: list[Pending] = [*self._live, *self._parked, *self._waiting.values()]
+        self._live.clear()
+        self._parked.clear()
+        self._waiting.clear()
+        self._conditions.clear()
+        for op in ops:
+            if op.branch is not root:
+                _let_go(op.branch)
+        if root is None or root.done:
+            return
+        blocked, root.blocked = root.blocked, None
+        if blocked is not None and blocked.group is not None:
+            for branch in blocked.group.branches:
+                _let_go(branch)
+            blocked.group = None
+        self._ready.append((root, None, self._stop))
+
+    def _ending(self, error: BaseException) -> Outcome:
+        """How the run ends when its workflow raised ``error``."""
+        if error is self._stop and isinstance(error, RunCancelledError):
+            return Outcome(RunStatus.CANCELLED.value)
+        return self._failed(error)
+
+    def _stranded(self) -> Outcome | None:
+        """The workflow caught the stop and waits on: the run ends anyway."""
+        if self._stop is not None and self._unwound and not self._compensating:
+            return self._ending(self._stop)
+        return None
+
+
+def _let_go(branch: Branch) -> None:
+    if not branch.done:
+        branch.withdrawn = True
+        close_branch(branch)
+
+
+def _stop_name(reason: BaseException) -> str:
+    return "cancel" if isinstance(reason, RunCancelledError) else "timeout"
+
+
+async def guarded(sagas: Sagas, run_id: str, body: Coroutine[Any, Any, Any]) -> Any:
+    """The workflow's body, with its compensations run when it raises or stops."""
+    try:
+        value = await body
+    except Exception as exc:
+        if sagas.held is not None:
+            raise  # (the run is held: nothing more is done)
+        error: BaseException = exc
+    else:
+        if sagas._stop is None or not sagas._unwound:
+            return value
+        error = sagas._stop  # (the body caught the stop and returned: it stops all the same)
+    if not sagas.has_unrun_compensations:
+        raise error
+    sagas._compensating = True
+    _, failed = await sagas.run_compensations()
+    if failed:
+        raise CompensationFailedError(run_id, failed) from error
+    raise error

@@ -20,7 +20,7 @@ from parkway.client.people import PeopleOperations
 from parkway.client.runs import RunOperations
 from parkway.client.schedules import ScheduleOperations
 from parkway.clock import Clock, SystemClock
-from parkway.core import accumulate, housekeeping
+from parkway.core import accumulate, deadlines, housekeeping
 from parkway.core import cancel_on as cancel_conditions
 from parkway.core import schedules as core_schedules
 from parkway.core.runtime import Runtime, Settings
@@ -308,6 +308,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         rate_limit: RateLimit | None = None,
         priority: Callable[[Any], int] | None = None,
         retention: Any = _ENGINE_RETENTION,
+        timeout: Duration | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def workflow(ctx, input)``; returns the function unchanged.
 
@@ -335,6 +336,10 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
                 event or a message starts (``engine.start`` takes its own).
             retention: How long its finished runs are kept (``None``: for ever);
                 default: the engine's ``retention``.
+            timeout: A run still active this long after its start (engine time,
+                across ``continue_as_new``) ends ``failed`` with ``RunTimeoutError``,
+                its compensations run first and its active children cancelled;
+                ``engine.start(timeout=)`` overrides it. Default: no deadline.
 
         Raises:
             DuplicateWorkflowError: ``name`` and ``version`` are already registered.
@@ -366,6 +371,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
             if validate_input is not None and not callable(validate_input):
                 raise InvalidWorkflowError(f"validate_input of {wf_name!r} must be callable")
             _check_flow_control(str(wf_name), concurrency, rate_limit, priority)
+            run_timeout = deadlines.check_timeout(timeout)
             wf = WorkflowDef(
                 name=wf_name,  # type: ignore[arg-type]
                 version=version,
@@ -383,6 +389,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
                 priority=priority,
                 retention=kept,
                 own_retention=own_retention,
+                timeout=run_timeout,
             )
             declared = _declared_schedule(self._rt, wf, schedule)
             registry = self._rt.registry

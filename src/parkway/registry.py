@@ -64,6 +64,9 @@ class WorkflowDef:
     # seconds (``None``: for ever), when ``own_retention``; else the engine's.
     retention: float | None = None
     own_retention: bool = False
+    # ``@engine.workflow(timeout=...)``: a run still active this long (seconds) after
+    # its start fails with RunTimeoutError (``engine.start(timeout=)`` overrides it).
+    timeout: float | None = None
 
     def check_input(self, value: Any) -> Any:
         """Validate ``value`` for a new run; return what is stored as the run's input.

@@ -3,6 +3,7 @@ failure, cancel and timeout, and @engine.workflow(timeout=) / engine.start(timeo
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -78,3 +79,43 @@ async def test_a_completed_run_leaves_its_compensations_unrun(engine: Engine) ->
     assert await h.result(timeout=5) == "S-o2"
     assert done == ["reserve", "charge", "ship"]
     assert not [e for e in await engine.history(h.id) if e.kind == "compensation"]
+
+
+async def test_a_cancel_undoes_the_saga_in_reverse_before_the_run_ends(engine: Engine) -> None:
+    done: list[str] = []
+    booking(engine, done)
+    h = await engine.start("book", "o3")
+    await wait_parked(engine, h.id)
+    await engine.cancel(h.id)
+    with pytest.raises(RunCancelledError):
+        await h.result(timeout=5)
+    assert done == ["reserve", "charge", "refund P-o3", "release H-o3"]
+    assert (await engine.get_run(h.id)).status == RunStatus.CANCELLED
+    history = await engine.history(h.id)
+    assert [(e.kind, e.name) for e in history if e.kind in ("compensation", "stop")] == [
+        ("stop", "cancel"),
+        ("compensation", "charge"),
+        ("compensation", "reserve"),
+    ]
+
+
+async def test_a_cancel_of_a_run_without_compensations_ends_it_at_once(engine: Engine) -> None:
+    @engine.workflow()
+    async def plain(ctx, _: None) -> None:
+        await ctx.step(lambda: 1, name="one")
+        await ctx.wait_for_signal("never")
+
+    h = await engine.start("plain")
+    await wait_parked(engine, h.id)
+    await engine.cancel(h.id)
+    # (No worker is needed: the cancel ended it in its own transaction.)
+    assert (await engine.get_run(h.id)).status == RunStatus.CANCELLED
+    assert [e.kind for e in await engine.history(h.id)] == ["step", "signal"]
+
+
+async def wait_parked(engine: Engine, run_id: str) -> None:
+    for _ in range(500):
+        if (await engine.get_run(run_id)).status == RunStatus.PARKED:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"run {run_id} never parked")

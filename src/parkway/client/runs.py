@@ -15,7 +15,7 @@ from parkway.client.base import (
     name_of,
     status_value,
 )
-from parkway.core import controls, runs, transitions
+from parkway.core import controls, deadlines, runs, transitions
 from parkway.core import signals as core_signals
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
@@ -38,11 +38,16 @@ class RunOperations(Facade):
         subject: str | None = None,
         domain: str | None = None,
         priority: int = 0,
+        timeout: Duration | None = None,
     ) -> RunHandle:
         """Start a run of ``workflow`` (idempotent: an existing ``id`` returns that run).
 
         ``priority`` (an int): among runs of the workflow queued by its
         ``Concurrency`` limit, a higher one starts first (then arrival order).
+
+        ``timeout`` (a duration): a run still active this long after its start
+        (engine time) ends ``failed`` with ``RunTimeoutError``, its compensations
+        run first; it overrides the workflow's own ``timeout``.
 
         An engine that runs no worker (``worker=False``, a client) and does not
         register ``workflow`` starts it by name: the worker that first runs it
@@ -54,12 +59,14 @@ class RunOperations(Facade):
                 a worker (a typo must not become a run nobody advances).
             InvalidInputError: The input was rejected or is not JSON-serialisable,
                 or lacks the field its flow-control key names.
-            InvalidArgumentError: ``priority`` is not an int.
+            InvalidArgumentError: ``priority`` is not an int, or ``timeout`` is zero.
+            InvalidDurationError: ``timeout`` is not a duration.
             ConcurrencyLimitError: The workflow's ``Concurrency(when_full="skip")``
                 limit is full for the run's key; nothing was written.
         """
         self._require_open()
         check_priority(priority)
+        run_timeout = deadlines.check_timeout(timeout)
         run_id = check_id(id)
         limits.subject(subject)
         limits.domain(domain)
@@ -70,9 +77,11 @@ class RunOperations(Facade):
         else:
             name, version = wf.name, wf.version
             encode = functools.partial(encode_input, wf, input)
+        if run_timeout is None and wf is not None:
+            run_timeout = wf.timeout
         started = runs.start(
             self._rt, name, version, run_id, encode,
-            subject=subject, domain=domain, priority=priority,
+            subject=subject, domain=domain, priority=priority, timeout=run_timeout,
         )  # fmt: skip
         await self._rt.telemetry.call("start", started, workflow=name, run_id=run_id)
         return RunHandle(self, run_id)

@@ -16,6 +16,7 @@ from typing import Any
 from parkway import _json
 from parkway.core import cancel_on, flow
 from parkway.core.conflicts import again_on_conflict
+from parkway.core.deadlines import deadline_tasks
 from parkway.core.handover import handing_over
 from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
@@ -89,6 +90,8 @@ async def insert_run(
     if due is not None:
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
         await tx.add_tasks([NewTask(run_id, due, "start", payload=payload)])
+    if wf is not None and wf.timeout is not None:
+        await tx.add_tasks(deadline_tasks(record, wf.timeout))
     await cancel_on.register(rt.registry, tx, record, record.created_at)
     return due is not None and due <= record.created_at
 
@@ -103,9 +106,11 @@ async def start(
     subject: str | None,
     domain: str | None,
     priority: int = 0,
+    timeout: float | None = None,
 ) -> None:
     """The run, with ``encode()`` as its input, and its start task (unless the id exists),
-    handed to this process's worker when it has a place.
+    handed to this process's worker when it has a place; ``timeout``: the run's
+    deadline task with it (see :mod:`parkway.core.deadlines`).
 
     A workflow under a flow-control limit admits the run first (see
     :func:`insert_run`; ``priority`` orders its queue).
@@ -117,11 +122,13 @@ async def start(
     wf = rt.registry.get(workflow, version)
     if wf is not None and flow.limited(wf):
         flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
-    if not await again_on_conflict(lambda: _start(rt, record, wf, priority)):
+    if not await again_on_conflict(lambda: _start(rt, record, wf, priority, timeout)):
         rt.after_commit()
 
 
-async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priority: int) -> bool:
+async def _start(
+    rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priority: int, timeout: float | None
+) -> bool:
     """One attempt of the start; whether its only task went to this process's worker
     with the run (then no claim is needed for it)."""
     run_id = record.id
@@ -139,17 +146,19 @@ async def _start(rt: Runtime, record: RunRecord, wf: WorkflowDef | None, priorit
                     due = await flow.admit(tx, wf, record, priority)
                     await tx.insert_run(record)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
+                    await tx.add_tasks(deadline_tasks(record, timeout))
                     # (queued, due None: a slot's release gives it its start task)
                     if due is not None:
                         await tx.add_tasks([NewTask(run_id, due, "start", payload=traced)])
                     # (later, at its rate window: a claim takes it then)
                     hand = due is not None and due <= record.created_at
-            elif wf is not None and wf.cancel_on:
-                # Its cancel conditions go with a run inserted now, not with one that was
-                # there: the one-statement start_run would not say which it was.
+            elif (wf is not None and wf.cancel_on) or timeout is not None:
+                # Its cancel conditions and deadline go with a run inserted now, not with
+                # one that was there: the one-statement start_run would not say which.
                 if await tx.get_run(run_id) is None:
                     await tx.start_run(record, record.created_at, task_payload=traced)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
+                    await tx.add_tasks(deadline_tasks(record, timeout))
             else:
                 await tx.start_run(record, record.created_at, task_payload=traced)
             if hand:

@@ -29,6 +29,7 @@ from typing import Any
 from parkway import _json
 from parkway import schedules as spec
 from parkway.core import cancel_on
+from parkway.core.deadlines import deadline_tasks
 from parkway.core.runs import new_run
 from parkway.core.runtime import Runtime
 from parkway.errors import InvalidInputError, InvalidScheduleError, ScheduleNotFoundError
@@ -329,10 +330,11 @@ async def _fire(
     for tick in ticks:
         run_id = spec.run_id(record.id, tick)
         run = new_run(rt, record.workflow, version, run_id, record.input)
-        if wf is not None and wf.cancel_on:
+        if wf is not None and (wf.cancel_on or wf.timeout is not None):
             if await tx.get_run(run_id) is None:
                 await tx.start_run(run, now)
                 await cancel_on.register(rt.registry, tx, run, now)
+                await tx.add_tasks(deadline_tasks(run, wf.timeout))
         else:
             await tx.start_run(run, now)  # (idempotent: a tick started already stays as it is)
         record.last_run_id = run_id

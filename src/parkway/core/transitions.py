@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from parkway.core import flow
+from parkway import _json
+from parkway.core import deadlines, flow
 from parkway.core.messages import after_run_ends, rebuffer
 from parkway.core.runtime import Runtime
-from parkway.errors import RunNotFoundError
-from parkway.models import RunStatus
+from parkway.errors import RunNotFoundError, RunTimeoutError
+from parkway.models import RunStatus, error_dict
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 
 
@@ -34,21 +35,63 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
 
 
 async def cancel(
-    rt: Runtime, tx: Tx, run: RunRecord, now: float, *, owner: str | None = None
+    rt: Runtime,
+    tx: Tx,
+    run: RunRecord,
+    now: float,
+    *,
+    owner: str | None = None,
+    checked: bool = False,
 ) -> bool:
-    """Cancel ``run`` and, through tasks, its active children. Returns whether it changed."""
+    """Cancel ``run`` and, through tasks, its active children. Returns whether it changed.
+
+    A run with compensations registered is not ended here: it gets a ``cancel``
+    task (and loses its pause), and the worker that takes it runs its compensations
+    before it ends it ``cancelled`` (see :mod:`parkway.replay.sagas`).
+    ``checked``: the caller knows it has none (its journal was read).
+    """
+    if not checked and deadlines.compensating(await tx.journal(run.id)):
+        if run.paused:  # (its compensations need a worker: the cancel outranks the pause)
+            await tx.update_run(run.id, {"paused": False}, owner=owner)
+        await tx.add_tasks([NewTask(run.id, now, deadlines.CANCEL)])
+        return True
     changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
     rt.telemetry.cancelled(run)
+    await cancel_children(tx, run, now)
+    return True
+
+
+async def time_out(
+    rt: Runtime, tx: Tx, run: RunRecord, reason: RunTimeoutError, now: float, *, owner: str
+) -> bool:
+    """End ``run``, which has no compensation to run, ``failed`` with ``reason`` (its
+    deadline passed); its active children are cancelled. Whether it changed."""
+    changes = {
+        "status": RunStatus.FAILED.value, "updated_at": now, "paused": False,
+        "error": _json.dumps(error_dict(reason)), "advanced_by": None,
+    }  # fmt: skip
+    if not await tx.update_run(run.id, changes, owner=owner):
+        return False
+    await finish(rt, tx, run, now)
+    await cancel_children(tx, run, now)
+    return True
+
+
+async def cancel_children(tx: Tx, run: RunRecord, now: float) -> None:
+    """Cancel the active children of ``run`` (which stops), through tasks."""
     children = await tx.list_runs(
         workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
     )
     await tx.add_tasks(
-        [NewTask(child.id, now, "cancel") for child in children if child.status not in ENDED]
+        [
+            NewTask(child.id, now, deadlines.CANCEL)
+            for child in children
+            if child.status not in ENDED
+        ]
     )
-    return True
 
 
 async def cancel_run(rt: Runtime, run_id: str) -> None:

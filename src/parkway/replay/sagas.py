@@ -108,6 +108,11 @@ class Sagas(MachineState):
         return results, failed
 
     @property
+    def stopping(self) -> bool:
+        """Whether the run stops (a cancel, its deadline), now or since an earlier advance."""
+        return self._stop is not None
+
+    @property
     def has_unrun_compensations(self) -> bool:
         return any(not comp.ran for comp in self._sagas)
 

@@ -20,16 +20,17 @@ from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, Protocol
 
 from parkway import _json
-from parkway.core import cancel_on, flow
+from parkway.core import cancel_on, deadlines, flow
 from parkway.core.committer import Job
 from parkway.core.intake import prepare
 from parkway.core.messages import rebuffer
 from parkway.core.runtime import Runtime
-from parkway.core.transitions import cancel, finish
+from parkway.core.transitions import cancel, cancel_children, finish, time_out
 from parkway.errors import (
     InvalidInputError,
     LeaseLostError,
     NonDeterminismError,
+    RunTimeoutError,
     SerializationError,
     StoreFailedError,
 )
@@ -120,12 +121,20 @@ class Advancer:
             if run.status in ENDED:
                 await self._commit_simple(run, tasks, {"updated_at": run.updated_at})
                 return
-            if any(t.kind == "cancel" for t in tasks):
-                async with store.transaction() as tx:
-                    if await cancel(rt, tx, run, rt.now(), owner=self.owner):
-                        await tx.delete_tasks([t.id for t in tasks])
-                rt.results.notify(run_id)
-                return
+            stop = deadlines.stop_reason(run, tasks)
+            if stop is not None:
+                # A run with compensations to run is driven to its end (below); any
+                # other ends here, in one transaction, as it always has.
+                loaded = await self._with_journal(run, loaded)
+                assert loaded.journal is not None
+                if not deadlines.compensating(loaded.journal):
+                    await self._stop_at_once(run, tasks, stop)
+                    return
+                if cached is not None:  # (its stop replays from the journal, read now)
+                    cached.machine.close()
+                    cached = None
+                if run.paused:  # (a deadline outranks a pause: the compensations run)
+                    await self.commit(run.id, self._unpause(run))
             if flow.unadmitted(run, tasks, loaded.journal):
                 # Claimed for a signal or an update before its limit admitted it: put
                 # back, those tasks deferred to its start (see parkway.core.flow).
@@ -154,7 +163,7 @@ class Advancer:
                 machine, cached = cached.machine, None
                 machine.wake(run, tasks, signals=loaded.signals, updates=updates)
             else:
-                machine = await self._machine(run, wf, loaded, updates)
+                machine = await self._machine(run, wf, loaded, updates, stop)
                 machine.start()
             outcome = await self._drive(run, machine)
             keep = machine.parked and self.cache.size > 0
@@ -193,20 +202,51 @@ class Advancer:
         wf: WorkflowDef,
         loaded: LoadedRun,
         updates: list[UpdateRecord] | None,
+        stop: BaseException | None = None,
     ) -> Machine:
-        """A machine to replay ``run`` from its journal (read now if the load did not)."""
+        """A machine to replay ``run`` from its journal (read now if the load did not);
+        ``stop``: why the run must stop, if it must (see :mod:`parkway.replay.sagas`)."""
         rt = self.rt
-        journal = loaded.journal
-        if journal is None:  # (this worker parked it last, but no longer keeps it)
-            async with self._store_call(run) as tx:
-                journal = await tx.journal(run.id)
+        journal = (await self._with_journal(run, loaded)).journal
+        assert journal is not None
         return Machine(
             wf, run, journal, loaded.tasks, registry=rt.registry, clock=rt.now,
             prepare_event=self._prepare, event_retention=rt.settings.event_retention,
             signals=loaded.signals, updates=updates,
             history_threshold=rt.settings.history_threshold,
-            public_url=rt.settings.public_url,
+            public_url=rt.settings.public_url, stop=stop,
         )  # fmt: skip
+
+    async def _with_journal(self, run: RunRecord, loaded: LoadedRun) -> LoadedRun:
+        """``loaded`` with the run's journal (read now if the load did not)."""
+        if loaded.journal is not None:
+            return loaded
+        # (This worker parked it last, and may no longer keep it.)
+        async with self._store_call(run) as tx:
+            journal = await tx.journal(run.id)
+        return dataclasses.replace(loaded, journal=journal)
+
+    async def _stop_at_once(
+        self, run: RunRecord, tasks: list[TaskRecord], stop: BaseException
+    ) -> None:
+        """End a run with no compensation to run: cancelled, or failed at its deadline."""
+        rt = self.rt
+        async with rt.store.transaction() as tx:
+            if isinstance(stop, RunTimeoutError):
+                ended = await time_out(rt, tx, run, stop, rt.now(), owner=self.owner)
+            else:
+                ended = await cancel(rt, tx, run, rt.now(), owner=self.owner, checked=True)
+            if ended:
+                await tx.delete_tasks([t.id for t in tasks])
+        rt.results.notify(run.id)
+
+    def _unpause(self, run: RunRecord) -> Job:
+        async def job(tx: Tx) -> None:
+            changes = {"paused": False, "updated_at": self.rt.now()}
+            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+
+        run.paused = False
+        return job
 
     def _prepare(self, event: Event) -> tuple[Event, bytes]:
         return prepare(self.rt, event)
@@ -375,6 +415,7 @@ class Advancer:
         updates_left = machine is not None and machine.unhandled_updates
         # Runs the cache let go of since the last commit: this one clears their marks.
         evicted = self.cache.evicted()
+        stopped = machine is not None and machine.stopping
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
@@ -387,6 +428,8 @@ class Advancer:
                 if rebuffers:
                     await tx.delete_tasks(list(consumed))
                 await finish(rt, tx, run, now, messages=rebuffers)
+                if stopped:  # (cancelled, or past its deadline: its children stop too)
+                    await cancel_children(tx, run, now)
             else:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)

@@ -58,7 +58,9 @@ class MemoryStore:
                     continue  # deleted (or re-added under a new entry): drop lazily
                 seen.append(item)  # the task stays until its run's advance deletes it
                 run = state.runs.get(task.run_id)
-                if run is None or run.paused or task.run_id in claimed:
+                if run is None or task.run_id in claimed:
+                    continue
+                if run.paused and task.kind != "deadline":  # (paused: only for its deadline)
                     continue
                 if run.lease_owner is not None:
                     if (run.lease_until or 0) >= wall_now:
@@ -101,14 +103,19 @@ class MemoryStore:
             heapq.heappop(heap)
         if not heap or heap[0][0] > now:
             return False
-        first = runs.get(tasks[heap[0][1]].run_id)
-        if first is not None and not first.paused:
+        head = tasks[heap[0][1]]
+        first = runs.get(head.run_id)
+        if first is not None and (not first.paused or head.kind == "deadline"):
             return True
         # The first due task's run is paused (or gone): look further, the slow way
         # (only while some paused run has due tasks).
         for task in tasks.values():
             run = runs.get(task.run_id)
-            if task.due_at <= now and run is not None and not run.paused:
+            if (
+                task.due_at <= now
+                and run is not None
+                and (not run.paused or task.kind == "deadline")
+            ):
                 return True
         return False
 

@@ -346,7 +346,7 @@ WITH due AS (
     SELECT r.id, r.ctid, r.lease_owner IS NOT NULL AS taken
     FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
-      AND NOT r.paused
+      AND (NOT r.paused OR t.kind = 'deadline')  -- (paused: only for its deadline)
     ORDER BY t.due_at, t.id
     LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
@@ -499,10 +499,10 @@ SELECT min(due_at) FROM parkway.tasks
 SELECT min(due_at) FROM parkway.tasks WHERE due_at > %s
 
 -- name: has_due
--- (A paused run's tasks wait for its resume: they are not due work.)
+-- (A paused run's tasks wait for its resume: they are not due work; but its deadline.)
 SELECT EXISTS (
     SELECT 1 FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= %s AND NOT r.paused
+    WHERE t.due_at <= %s AND (NOT r.paused OR t.kind = 'deadline')
 )
 
 -- == events ==

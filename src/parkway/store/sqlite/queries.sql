@@ -136,11 +136,13 @@ DELETE FROM mailbox WHERE id = ?
 -- status: an UPDATE that names a column rewrites the row's entries in every index
 -- on it, even when its value stays (runs_by_workflow, runs_by_end),
 -- and a claimed run is parked far more often than pending (claim_started, next).
--- Returns the runs' rows (statements.CLAIM).
+-- Returns the runs' rows (statements.CLAIM). A paused run is taken only for its
+-- deadline (see parkway.core.deadlines).
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
+    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4)
+      AND (r.paused = 0 OR t.kind = 'deadline')
     ORDER BY t.due_at, t.id LIMIT ?5)
 
 -- name: claim_started
@@ -193,9 +195,9 @@ SELECT min(due_at) FROM tasks
 SELECT min(due_at) FROM tasks WHERE due_at > ?
 
 -- name: has_due
--- (A paused run's tasks wait for its resume: they are not due work.)
+-- (A paused run's tasks wait for its resume: they are not due work; but its deadline.)
 SELECT 1 FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-WHERE t.due_at <= ? AND r.paused = 0 LIMIT 1
+WHERE t.due_at <= ? AND (r.paused = 0 OR t.kind = 'deadline') LIMIT 1
 
 -- name: stats_parked
 -- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the

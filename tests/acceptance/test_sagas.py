@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from parkway import (
+    CompensationFailedError,
     Engine,
+    Retry,
     RunCancelledError,
     RunStatus,
     WorkflowFailedError,
@@ -190,3 +192,138 @@ async def _until(
             errors = [p.read_text() for p in sorted(tmp_path.glob("*.err"))]
             pytest.fail(f"timed out; workers said: {errors}")
         await asyncio.sleep(0.02)
+
+
+async def test_ctx_compensate_runs_the_unrun_ones_newest_first_and_returns_results(
+    engine: Engine,
+) -> None:
+    undone: list[int] = []
+
+    async def undo(n: int) -> int:
+        undone.append(n)
+        return n * 10
+
+    @engine.workflow()
+    async def explicit(ctx, _: None) -> list[Any]:
+        for n in (1, 2):
+            await ctx.step(lambda n=n: n, name=f"s{n}", compensate=undo)
+        first = await ctx.compensate()
+        await ctx.step(lambda: 3, name="s3", compensate=undo)
+        second = await ctx.compensate()
+        third = await ctx.compensate()  # (nothing left to run)
+        return [first, second, third]
+
+    h = await engine.start("explicit")
+    assert await h.result(timeout=5) == [[20, 10], [30], []]
+    assert undone == [2, 1, 3]
+    history = await engine.history(h.id)
+    assert [e.name for e in history if e.kind == "compensation"] == ["s2", "s1", "s3"]
+
+
+async def test_a_failure_after_ctx_compensate_runs_only_the_rest(engine: Engine) -> None:
+    undone: list[int] = []
+
+    @engine.workflow()
+    async def partly(ctx, _: None) -> None:
+        await ctx.step(lambda: 1, name="s1", compensate=undone.append)
+        await ctx.compensate()
+        await ctx.step(lambda: 2, name="s2", compensate=undone.append)
+        raise ValueError("bad order")
+
+    h = await engine.start("partly")
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "ValueError"
+    assert undone == [1, 2]
+
+
+async def test_a_failing_compensation_is_retried_then_fails_the_run(engine: Engine) -> None:
+    calls: list[str] = []
+
+    def undo_a(_: Any) -> None:
+        calls.append("a")
+
+    def undo_b(_: Any) -> None:
+        calls.append("b")
+        raise ConnectionError("refund service down")
+
+    @engine.workflow()
+    async def stuck(ctx, _: None) -> None:
+        await ctx.step(lambda: 1, name="a", compensate=undo_a)
+        await ctx.step(lambda: 2, name="b", compensate=undo_b, retry=Retry(3, backoff=0))
+        raise RuntimeError("give up")
+
+    h = await engine.start("stuck")
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "CompensationFailedError"
+    info = await engine.get_run(h.id)
+    assert info.status == RunStatus.FAILED
+    assert info.error is not None and "'b'" in info.error.message
+    # Every compensation is tried: a failing one does not keep the others from running.
+    assert calls == ["b", "b", "b", "a"]
+    entries = [(e.name, e.status) for e in await engine.history(h.id) if e.kind == "compensation"]
+    assert entries == [("b", "error"), ("a", "done")]
+
+
+async def test_ctx_compensate_raises_compensation_failed_error(engine: Engine) -> None:
+    def undo(_: Any) -> None:
+        raise ConnectionError("down")
+
+    @engine.workflow()
+    async def explicit_failure(ctx, _: None) -> dict[str, Any]:
+        await ctx.step(lambda: 1, name="pay", compensate=undo)
+        try:
+            await ctx.compensate()
+        except CompensationFailedError as exc:
+            return {"run_id": exc.run_id, "failed": exc.failed}
+        return {}
+
+    h = await engine.start("explicit_failure")
+    assert await h.result(timeout=5) == {"run_id": h.id, "failed": ["pay"]}
+
+
+async def test_compensate_must_be_callable(engine: Engine) -> None:
+    @engine.workflow()
+    async def misused(ctx, _: None) -> None:
+        await ctx.step(lambda: 1, name="s", compensate="refund")
+
+    h = await engine.start("misused")
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "InvalidArgumentError"
+    assert "compensate" in caught.value.error_message
+
+
+@pytest.mark.replays
+async def test_a_compensation_backing_off_replays_from_the_journal(
+    engine: Engine, clock: Any
+) -> None:
+    undone: list[str] = []
+    attempts: list[int] = []
+
+    def flaky_undo(v: str) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("once")
+        undone.append(v)
+
+    @engine.workflow()
+    async def slow_undo(ctx, _: None) -> None:
+        await ctx.step(lambda: "x", name="x", compensate=undone.append)
+        await ctx.step(lambda: "y", name="y", compensate=flaky_undo, retry=Retry(2, backoff=10))
+        raise RuntimeError("fail")
+
+    h = await engine.start("slow_undo")
+    for _ in range(500):  # (its compensation of y waits 10 s of engine time to retry)
+        pending = [e for e in await engine.history(h.id) if e.status == "pending"]
+        if pending:
+            break
+        await asyncio.sleep(0.01)
+    assert [(e.kind, e.name, e.attempt) for e in pending] == [("compensation", "y", 1)]
+    assert undone == []
+    await clock.advance(10)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RuntimeError"
+    assert undone == ["y", "x"] and len(attempts) == 2

@@ -19,6 +19,7 @@ import pytest
 from parkway import (
     CompensationFailedError,
     Engine,
+    ParkwayError,
     Retry,
     RunCancelledError,
     RunStatus,
@@ -327,3 +328,157 @@ async def test_a_compensation_backing_off_replays_from_the_journal(
         await h.result(timeout=5)
     assert caught.value.type == "RuntimeError"
     assert undone == ["y", "x"] and len(attempts) == 2
+
+
+# -- run deadlines ---------------------------------------------------------------------
+
+
+async def test_a_run_timeout_fires_while_parked_and_compensates_first(
+    engine: Engine, clock: Any
+) -> None:
+    done: list[str] = []
+
+    def undo(what: str) -> None:
+        done.append(f"undo {what}")
+
+    @engine.workflow(timeout="1h")
+    async def waits(ctx, _: None) -> None:
+        await ctx.step(lambda: "hold", name="hold", compensate=undo)
+        await ctx.wait_for_event("approved", timeout="1d")
+
+    h = await engine.start("waits")
+    await wait_parked(engine, h.id)
+    await clock.advance(3599)
+    await asyncio.sleep(0.1)
+    assert (await engine.get_run(h.id)).status == RunStatus.PARKED
+    await clock.advance(1)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+    assert done == ["undo hold"]
+    history = await engine.history(h.id)
+    assert [(e.kind, e.name) for e in history if e.kind in ("stop", "compensation")] == [
+        ("stop", "timeout"),
+        ("compensation", "hold"),
+    ]
+    # Its wait was withdrawn: the event now starts nothing and reaches no one.
+    result = await engine.publish("approved", {})
+    assert result.resumed == []
+
+
+async def test_a_run_timeout_without_compensations_fails_the_run(engine: Engine, clock) -> None:
+    @engine.workflow(timeout=60)
+    async def sleepy(ctx, _: None) -> None:
+        await ctx.sleep("1d")
+
+    h = await engine.start("sleepy")
+    await wait_parked(engine, h.id)
+    await clock.advance(60)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+    assert "60s" in caught.value.error_message
+
+
+async def test_a_paused_run_times_out_too(engine: Engine, clock: Any) -> None:
+    done: list[str] = []
+
+    @engine.workflow(timeout="10m")
+    async def paused(ctx, _: None) -> None:
+        await ctx.step(lambda: "a", name="a", compensate=done.append)
+        await ctx.wait_for_signal("go")
+
+    @engine.workflow(timeout="10m")
+    async def paused_plain(ctx, _: None) -> None:
+        await ctx.wait_for_signal("go")
+
+    runs = [await engine.start("paused"), await engine.start("paused_plain")]
+    for h in runs:
+        await wait_parked(engine, h.id)
+        await engine.pause(h.id)
+    await clock.advance(600)
+    for h in runs:
+        with pytest.raises(WorkflowFailedError) as caught:
+            await h.result(timeout=5)
+        assert caught.value.type == "RunTimeoutError"
+        assert not (await engine.get_run(h.id)).paused
+    assert done == ["a"]
+
+
+async def test_a_run_timeout_cancels_its_active_child(engine: Engine, clock: Any) -> None:
+    @engine.workflow()
+    async def child(ctx, _: None) -> None:
+        await ctx.wait_for_signal("never")
+
+    @engine.workflow(timeout="5m")
+    async def parent(ctx, _: None) -> None:
+        kid = await ctx.start_child("child", None, id="the-child")
+        await kid.result()
+
+    h = await engine.start("parent")
+    await wait_parked(engine, h.id)
+    await wait_parked(engine, "the-child")
+    await clock.advance(300)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+    with pytest.raises(RunCancelledError):
+        await engine.handle("the-child").result(timeout=5)
+
+
+async def test_the_starts_timeout_wins_over_the_workflows(engine: Engine, clock: Any) -> None:
+    @engine.workflow(timeout="1h")
+    async def bounded(ctx, _: None) -> None:
+        await ctx.wait_for_signal("go")
+
+    short = await engine.start("bounded", timeout=30)
+    default = await engine.start("bounded")
+    longer = await engine.start("bounded", timeout="2h")
+    for h in (short, default, longer):
+        await wait_parked(engine, h.id)
+    await clock.advance(30)
+    with pytest.raises(WorkflowFailedError):
+        await short.result(timeout=5)
+    await clock.advance(3600 - 30)
+    with pytest.raises(WorkflowFailedError):
+        await default.result(timeout=5)
+    assert (await engine.get_run(longer.id)).status == RunStatus.PARKED
+    await clock.advance(3600)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await longer.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+
+
+async def test_a_run_timeout_holds_across_continue_as_new(engine: Engine, clock: Any) -> None:
+    @engine.workflow(timeout="90s")
+    async def looping(ctx, n: int) -> None:
+        await ctx.sleep(60)
+        ctx.continue_as_new(n + 1)
+
+    h = await engine.start("looping", 0)
+    await wait_parked(engine, h.id)
+    await clock.advance(60)
+    for _ in range(500):
+        info = await engine.get_run(h.id)
+        if info.input == 1 and info.status == RunStatus.PARKED:
+            break
+        await asyncio.sleep(0.01)
+    await clock.advance(30)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon", "0s", float("nan"), True, [1]])
+async def test_bad_timeouts_are_rejected_at_the_edge(engine: Engine, bad: Any) -> None:
+    @engine.workflow()
+    async def fine(ctx, _: None) -> None:
+        return None
+
+    with pytest.raises(ParkwayError) as caught:
+        await engine.start("fine", timeout=bad)
+    assert "timeout" in str(caught.value)
+    with pytest.raises(ParkwayError) as caught:
+        engine.workflow(name="bad_timeout", timeout=bad)(fine)
+    assert "timeout" in str(caught.value)
+    assert await engine.list_runs() == []

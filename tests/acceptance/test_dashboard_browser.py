@@ -522,3 +522,72 @@ def test_a_person_completes_a_task_in_the_inbox(
         [done] = http.get("/tasks", params={"status": "completed"}).json()
         assert done["completed_by"] == "ana"
     assert not errors, errors
+
+
+# A saga undone: its compensations show on the timeline, each saying which step it undoes.
+SAGA_APP = """
+from parkway import Engine
+
+engine = Engine({url!r})
+
+
+def reserve(order):
+    return {{"hold": f"H-{{order}}"}}
+
+
+def charge(order):
+    return f"P-{{order}}"
+
+
+def release(hold):
+    return "released " + hold["hold"]
+
+
+def refund(payment):
+    return "refunded " + payment
+
+
+def ship(order):
+    raise RuntimeError("no courier")
+
+
+@engine.workflow()
+async def book(ctx, order):
+    await ctx.step(reserve, order, name="reserve", compensate=release)
+    await ctx.step(charge, order, name="charge", compensate=refund)
+    await ctx.step(ship, order, name="ship")
+"""
+
+
+def test_a_sagas_compensations_show_on_the_timeline(browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url = f"sqlite:///{tmp_path / 'saga.db'}"
+    (tmp_path / "saga.py").write_text(textwrap.dedent(SAGA_APP.format(url=url)))
+    served = Served(tmp_path, "saga:engine", env={"PARKWAY_API_TOKEN": TOKEN})
+    try:
+        served.wait_ready()
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=served.url, headers=auth, timeout=10) as http:
+            created = http.post("/runs", json={"workflow": "book", "id": "book-1", "input": 7})
+            assert created.status_code == 201, created.text
+            _until(lambda: http.get("/runs/book-1").json()["status"] == "failed", "the saga")
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(served.url + "/")
+        page.fill("#token", TOKEN)
+        page.click("#token-form button[type=submit]")
+        page.goto(served.url + "/#run/book-1")
+        expect(page.locator("#detail-id")).to_have_text("book-1")
+        undone = page.locator('#timeline li[data-kind="compensation"]')
+        expect(undone).to_have_count(2)
+        expect(undone.first).to_contain_text("compensation of step")
+        expect(undone.first).to_contain_text("charge")
+        expect(undone.first).to_contain_text("refunded P-7")
+        expect(undone.last).to_contain_text("reserve")
+        expect(undone.last).to_contain_text("released H-7")
+        registered = page.locator('#timeline li[data-kind="compensation.registered"]')
+        expect(registered).to_have_count(2)
+        expect(registered.first).to_contain_text("compensation registered for step")
+        page.screenshot(path=str(tmp_path / "saga.png"), full_page=True)
+    finally:
+        served.kill()

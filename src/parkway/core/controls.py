@@ -32,6 +32,7 @@ from parkway.store.base import ACTIVE, ENDED, JournalEntry, NewTask, RunRecord, 
 BULK_BATCH = 500
 
 FAILED = RunStatus.FAILED.value
+RETRIED = frozenset({"step", "compensation"})
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def retried_journal(journal: Sequence[JournalEntry]) -> list[JournalEntry]:
     last: dict[str | None, JournalEntry] = {}
     for entry in sorted(journal, key=lambda e: e.pos):
         last[entry.branch] = entry
-    failed = [e for e in last.values() if e.kind == "step" and e.state == "error"]
+    # (A compensation is a step too: a retry runs a failed one again.)
+    failed = [e for e in last.values() if e.kind in RETRIED and e.state == "error"]
     dropped = {entry.pos for entry in failed}
     # A branch's path starts with its outermost gather's ("1.0/2.1": gather 1's
     # branch 0, and in it gather 2's branch 1): the failure ended that gather.

@@ -195,7 +195,11 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
         elif e.state == "pending":
             # What a pending operation stores is its own bookkeeping; a step's is
             # the attempt that failed and its error (it waits to be tried again).
-            if e.kind in ("step", "compensation") and isinstance(value, dict) and "attempt" in value:
+            if (
+                e.kind in ("step", "compensation")
+                and isinstance(value, dict)
+                and "attempt" in value
+            ):
                 attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
             value = None
             deadline = None if e.deadline is None else _dt(e.deadline)

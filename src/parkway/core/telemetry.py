@@ -294,7 +294,7 @@ class Telemetry:
     def committed(self, run: RunRecord, outcome: Outcome, machine: Machine | None) -> None:
         """An advance of ``run`` committed ``outcome`` (``machine``: what it replayed)."""
         status = outcome.status
-        if status in (RunStatus.COMPLETED, RunStatus.FAILED):
+        if status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
             self._ended(run, status, outcome.error)
         elif status in (RunStatus.PARKED, RunStatus.RUNNING):
             if log.isEnabledFor(logging.INFO):
@@ -316,6 +316,10 @@ class Telemetry:
     def cancelled(self, run: RunRecord) -> None:
         """``run`` was cancelled (by a client, or as a cancelled run's child)."""
         self._ended(run, RunStatus.CANCELLED.value, None)
+
+    def timed_out(self, run: RunRecord, error: dict[str, Any]) -> None:
+        """``run`` failed at its deadline, with no compensation to run (no advance)."""
+        self._ended(run, RunStatus.FAILED.value, error)
 
     def _ended(self, run: RunRecord, status: str, error: dict[str, Any] | None) -> None:
         if self.metrics is not None:

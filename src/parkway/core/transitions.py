@@ -69,13 +69,15 @@ async def time_out(
 ) -> bool:
     """End ``run``, which has no compensation to run, ``failed`` with ``reason`` (its
     deadline passed); its active children are cancelled. Whether it changed."""
+    error = error_dict(reason)
     changes = {
         "status": RunStatus.FAILED.value, "updated_at": now, "paused": False,
-        "error": _json.dumps(error_dict(reason)), "advanced_by": None,
+        "error": _json.dumps(error), "advanced_by": None,
     }  # fmt: skip
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
+    rt.telemetry.timed_out(run, error)
     await cancel_children(tx, run, now)
     return True
 

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from parkway import (
+    CancelOn,
     CompensationFailedError,
+    Concurrency,
     Engine,
     ParkwayError,
     Retry,
@@ -121,6 +123,90 @@ async def test_a_cancel_of_a_run_without_compensations_ends_it_at_once(engine: E
     # (No worker is needed: the cancel ended it in its own transaction.)
     assert (await engine.get_run(h.id)).status == RunStatus.CANCELLED
     assert [e.kind for e in await engine.history(h.id)] == ["step", "signal"]
+
+
+async def test_cancel_on_and_cancel_oldest_compensate_too(engine: Engine) -> None:
+    undone: list[str] = []
+
+    async def body(ctx, order: dict[str, Any]) -> None:
+        await ctx.step(lambda: order["id"], name="reserve", compensate=undone.append)
+        await ctx.wait_for_signal("go")
+
+    match = lambda order: {"order": order["id"]}  # noqa: E731
+    engine.workflow(name="cancellable", cancel_on=[CancelOn("order.cancelled", match=match)])(body)
+    engine.workflow(name="latest", concurrency=Concurrency(1, "k", "cancel_oldest"))(body)
+
+    by_event = await engine.start("cancellable", {"id": "e1"})
+    oldest = await engine.start("latest", {"id": "o1", "k": "x"})
+    await wait_parked(engine, by_event.id)
+    await wait_parked(engine, oldest.id)
+    await engine.publish("order.cancelled", {"order": "e1"})
+    newest = await engine.start("latest", {"id": "o2", "k": "x"})
+    for h in (by_event, oldest):
+        with pytest.raises(RunCancelledError):
+            await h.result(timeout=5)
+    await wait_parked(engine, newest.id)
+    assert sorted(undone) == ["e1", "o1"]
+
+
+async def test_a_cancel_while_parked_in_a_gather_compensates_every_branch(
+    engine: Engine,
+) -> None:
+    undone: list[str] = []
+
+    async def leg(ctx, name: str) -> None:
+        await ctx.step(lambda: name, name=f"book-{name}", compensate=undone.append)
+        await ctx.wait_for_signal(f"confirm-{name}")
+
+    @engine.workflow()
+    async def trip(ctx, _: None) -> None:
+        await ctx.step(lambda: "trip", name="open", compensate=undone.append)
+        await ctx.gather(leg(ctx, "flight"), leg(ctx, "hotel"))
+
+    h = await engine.start("trip")
+    await wait_parked(engine, h.id)
+    await engine.cancel(h.id)
+    with pytest.raises(RunCancelledError):
+        await h.result(timeout=5)
+    assert undone[-1] == "trip" and sorted(undone[:2]) == ["flight", "hotel"]
+
+
+async def test_a_paused_run_with_compensations_can_be_cancelled(engine: Engine) -> None:
+    done: list[str] = []
+    booking(engine, done)
+    h = await engine.start("book", "o4")
+    await wait_parked(engine, h.id)
+    await engine.pause(h.id)
+    await engine.cancel(h.id)
+    with pytest.raises(RunCancelledError):
+        await h.result(timeout=5)
+    assert done == ["reserve", "charge", "refund P-o4", "release H-o4"]
+
+
+async def test_retrying_a_run_whose_compensation_failed_runs_it_again(engine: Engine) -> None:
+    down = [True]
+    undone: list[str] = []
+
+    def refund(payment: str) -> None:
+        if down[0]:
+            raise ConnectionError("refund service down")
+        undone.append(payment)
+
+    @engine.workflow()
+    async def pay(ctx, _: None) -> None:
+        await ctx.step(lambda: "P-1", name="charge", compensate=refund)
+        raise RuntimeError("order rejected")
+
+    h = await engine.start("pay")
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "CompensationFailedError"
+    down[0] = False
+    await engine.retry(h.id)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RuntimeError"
+    assert undone == ["P-1"]
 
 
 async def wait_parked(engine: Engine, run_id: str) -> None:

@@ -2544,6 +2544,23 @@ async def test_a_paused_run_is_neither_claimed_nor_leased_nor_due(store: Store) 
     ]
 
 
+async def test_a_paused_run_is_claimed_and_due_for_its_deadline_only(store: Store) -> None:
+    # (A run's deadline outranks its pause: see parkway.core.deadlines.)
+    await _runs_with_tasks(store, {"paused": [NOW - 5]})
+    assert await one(store, lambda tx: tx.update_run("paused", {"paused": True}))
+    async with store.transaction() as tx:
+        await tx.add_tasks([NewTask("paused", NOW + 10, "deadline", payload=b'{"timeout": 10}')])
+    assert not await store.has_due(NOW)
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == []
+    assert await store.has_due(NOW + 10)
+    later = NOW + 10
+    claimed = await store.claim("w", now=later, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert claimed == ["paused"]
+    loaded = await store.load_run("paused", later, owner="w")
+    assert loaded is not None
+    assert sorted(t.kind for t in loaded.tasks) == ["deadline", "start"]
+
+
 async def test_find_runs_selects_by_filters_in_id_batches(store: Store) -> None:
     async with store.transaction() as tx:
         for i in range(7):

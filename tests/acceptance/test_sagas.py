@@ -568,3 +568,31 @@ async def test_bad_timeouts_are_rejected_at_the_edge(engine: Engine, bad: Any) -
         engine.workflow(name="bad_timeout", timeout=bad)(fine)
     assert "timeout" in str(caught.value)
     assert await engine.list_runs() == []
+
+
+async def test_a_run_timeout_over_http(engine: Engine, clock: Any, monkeypatch: Any) -> None:
+    pytest.importorskip("starlette", reason="the http extra is not installed")
+    import httpx
+
+    from parkway.http import create_app
+
+    @engine.workflow()
+    async def remote(ctx, _: None) -> None:
+        await ctx.wait_for_signal("go")
+
+    monkeypatch.delenv("PARKWAY_API_TOKEN", raising=False)
+    transport = httpx.ASGITransport(app=create_app(engine))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parkway.test") as http:
+        started = await http.post("/runs", json={"workflow": "remote", "timeout": "5m"})
+        assert started.status_code == 201, started.text
+        for bad in ["soon", -1, 0, True]:
+            refused = await http.post("/runs", json={"workflow": "remote", "timeout": bad})
+            assert refused.status_code == 422, (bad, refused.text)
+            assert "timeout" in refused.text
+    run_id = started.json()["id"]
+    await wait_parked(engine, run_id)
+    await clock.advance(300)
+    with pytest.raises(WorkflowFailedError) as caught:
+        await engine.handle(run_id).result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+    assert len(await engine.list_runs()) == 1

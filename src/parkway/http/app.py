@@ -119,7 +119,7 @@ class Api:
         with json_at("input"):  # (a client engine starts a name it does not know unchecked)
             handle = await self.engine.start(
                 body.workflow, body.input, id=body.id, subject=body.subject,
-                domain=body.domain, priority=body.priority,
+                domain=body.domain, priority=body.priority, timeout=body.timeout,
             )  # fmt: skip
         return json_response({"id": handle.id}, 201)
 

@@ -193,6 +193,11 @@ class StartRequest(_Request):
         description="Among runs of the workflow queued by its concurrency limit, higher "
         "starts first.",
     )  # fmt: skip
+    timeout: Seconds = Field(
+        default=None,
+        description="The run's deadline after its start: still active then, it fails with "
+        "RunTimeoutError, its compensations run first (default: the workflow's timeout).",
+    )
 
 
 class UpdateRequest(_Request):

@@ -458,6 +458,7 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
         "subject",
         "domain",
         "priority",
+        "timeout",
     }
     assert "requestBody" in doc["paths"]["/runs/{id}/signals/{name}"]["post"]
     params = {p["name"] for p in doc["paths"]["/runs"]["get"]["parameters"]}

@@ -13,7 +13,12 @@ from typing import Any
 import orjson
 import pytest
 
-from parkway.errors import StepFailedError, WorkflowUsageError
+from parkway.errors import (
+    RunCancelledError,
+    RunTimeoutError,
+    StepFailedError,
+    WorkflowUsageError,
+)
 from parkway.events import Event
 from parkway.registry import Registry, WorkflowDef
 from parkway.replay.machine import Machine
@@ -577,3 +582,75 @@ def test_wait_until_times_out() -> None:
     clock.now = T0 + 5
     outcome, _ = drive(machine(never, list(writes.journal.values()), clock=clock))
     assert outcome.output == b'"WaitTimeoutError"'
+
+
+# -- sagas: compensations and a stopping run ---------------------------------------------------
+
+
+def _stopping(fn: Any, journal: list[JournalEntry], stop: BaseException | None) -> Machine:
+    def prepare(event: Event) -> tuple[Event, bytes]:
+        return event, orjson.dumps(event.payload)
+
+    return Machine(
+        WorkflowDef("wf", "1", fn), run(), list(journal), [], registry=Registry(),
+        clock=Clock(), prepare_event=prepare, event_retention=86400.0, signals=[], stop=stop,
+    )  # fmt: skip
+
+
+def test_a_stop_replays_carries_out_nothing_new_and_compensates_newest_first() -> None:
+    undone: list[str] = []
+
+    async def wf(ctx: Any, _: Any) -> None:
+        await ctx.step(lambda: "a", name="a", compensate=lambda v: undone.append(v) or v)
+        await ctx.step(lambda: "b", name="b", compensate=lambda v: undone.append(v) or v)
+        await ctx.wait_for_signal("go")
+        await ctx.step(lambda: "never", name="c")
+
+    journal = [
+        entry(1, "step", "a", "a"), entry(2, "compensation.registered", "a", None),
+        entry(3, "step", "b", "b"), entry(4, "compensation.registered", "b", None),
+        entry(5, "signal", "go", {}, state="pending"),
+    ]  # fmt: skip
+    m = _stopping(wf, journal, RunCancelledError("r"))
+    outcome, asked = drive(m)
+    assert outcome.status == "cancelled"
+    assert steps_of(asked) == ["b", "a"] and undone == ["b", "a"]
+    written = sorted(m.writes.journal.values(), key=lambda e: e.pos)
+    assert [(e.kind, e.name, e.branch) for e in written] == [
+        ("stop", "cancel", "!stop"), ("compensation", "b", None), ("compensation", "a", None),
+    ]  # fmt: skip
+
+    # A replay (another worker, no stop asked now) stops at the same place and runs
+    # only the compensation the journal does not hold.
+    undone.clear()
+    replayed = _stopping(wf, [*journal, *written[:2]], None)
+    outcome, asked = drive(replayed)
+    assert outcome.status == "cancelled"
+    assert steps_of(asked) == ["a"] and undone == ["a"]
+
+
+def test_a_stop_without_compensations_left_ends_with_its_reason() -> None:
+    async def wf(ctx: Any, _: Any) -> None:
+        await ctx.step(lambda: 1, name="a", compensate=lambda v: v)
+        await ctx.compensate()
+        await ctx.sleep(60)
+
+    journal = [
+        entry(1, "step", "a", 1), entry(2, "compensation.registered", "a", None),
+        entry(3, "compensation", "a", 1), entry(4, "sleep", "sleep", None, state="pending",
+                                                 deadline=T0 + 60),
+    ]  # fmt: skip
+    outcome, asked = drive(_stopping(wf, journal, RunTimeoutError("r", 30)))
+    assert outcome.status == "failed" and outcome.error is not None
+    assert outcome.error["type"] == "RunTimeoutError"
+    assert steps_of(asked) == []
+
+
+def test_code_that_no_longer_registers_a_compensation_is_held() -> None:
+    async def wf(ctx: Any, _: Any) -> None:
+        await ctx.step(lambda: 1, name="a")
+        await ctx.step(lambda: 2, name="b")
+
+    journal = [entry(1, "step", "a", 1), entry(2, "compensation.registered", "a", None)]
+    outcome, _ = drive(_stopping(wf, journal, None))
+    assert outcome.status == "held"

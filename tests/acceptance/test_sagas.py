@@ -27,6 +27,7 @@ from parkway import (
     RunStatus,
     WorkflowFailedError,
 )
+from parkway.testing import ManualClock
 
 HERE = Path(__file__).parent
 
@@ -596,3 +597,38 @@ async def test_a_run_timeout_over_http(engine: Engine, clock: Any, monkeypatch: 
         await engine.handle(run_id).result(timeout=5)
     assert caught.value.type == "RunTimeoutError"
     assert len(await engine.list_runs()) == 1
+
+
+class JumpingClock(ManualClock):
+    """A ManualClock a step can move forward from inside (``advance`` waits for the
+    engine to settle, which a step in flight never lets it do)."""
+
+    def jump(self, seconds: float) -> None:
+        self._now += seconds
+
+
+async def test_no_step_starts_past_the_deadline_even_within_one_advance(
+    make_engine: Any, t0: Any
+) -> None:
+    clock = JumpingClock(start=t0)
+    engine = await make_engine(clock=clock)
+    ran: list[str] = []
+    undone: list[str] = []
+
+    async def slow(name: str) -> str:
+        ran.append(name)
+        clock.jump(30)  # (each step takes 30 s of engine time)
+        return name
+
+    @engine.workflow(timeout="1m")
+    async def busy(ctx, _: None) -> None:
+        for name in ("a", "b", "c", "d"):
+            await ctx.step(slow, name, name=name, compensate=undone.append)
+
+    h = await engine.start("busy")
+    with pytest.raises(WorkflowFailedError) as caught:
+        await h.result(timeout=5)
+    assert caught.value.type == "RunTimeoutError"
+    assert ran == ["a", "b"] and undone == ["b", "a"]
+    history = await engine.history(h.id)
+    assert [(e.kind, e.name) for e in history][:1] == [("deadline", "timeout")]

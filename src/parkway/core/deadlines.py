@@ -7,6 +7,10 @@ worker polls for it: the task is due work like a timer, claimed at its time even
 while the run is paused (the deadline outranks the pause), and kept across
 ``continue_as_new`` (the new generation keeps the run's ``created_at``). The run's
 end drops it with its other tasks.
+
+The deadline is journaled too (position 0, branch ``!deadline``, kept across
+generations), so the run's code stops doing anything new once it has passed even
+within one advance: a run busy with steps back to back never waits for its task.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from collections.abc import Sequence
 from parkway import _json
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError
-from parkway.replay.sagas import REGISTERED, STOP_BRANCH
-from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord
+from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
+from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
 
 DEADLINE = "deadline"
 CANCEL = "cancel"
@@ -38,12 +42,18 @@ def check_timeout(value: Duration | None, field: str = "timeout") -> float | Non
     return seconds
 
 
-def deadline_tasks(run: RunRecord, timeout: float | None) -> list[NewTask]:
-    """The deadline task of a new run (none without a timeout)."""
+async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:
+    """A new run's deadline (nothing without a timeout): its task, and its journal
+    entry, by which the run's code stops doing anything new once it has passed,
+    even within one advance (see :mod:`parkway.replay.sagas`)."""
     if timeout is None:
-        return []
-    payload = _json.dumps({"timeout": timeout})
-    return [NewTask(run.id, run.created_at + timeout, DEADLINE, payload=payload)]
+        return
+    at = run.created_at + timeout
+    value = _json.dumps({"timeout": timeout})
+    await tx.add_tasks([NewTask(run.id, at, DEADLINE, payload=value)])
+    entry = JournalEntry(0, DEADLINE, "timeout", "done", value, at, run.created_at,
+                         DEADLINE_BRANCH)  # fmt: skip
+    await tx.put_journal(run.id, [entry])
 
 
 def stop_reason(run: RunRecord, tasks: Sequence[TaskRecord]) -> BaseException | None:

@@ -16,7 +16,7 @@ from typing import Any
 from parkway import _json
 from parkway.core import cancel_on, flow
 from parkway.core.conflicts import again_on_conflict
-from parkway.core.deadlines import deadline_tasks
+from parkway.core.deadlines import add_deadline
 from parkway.core.handover import handing_over
 from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
@@ -91,7 +91,7 @@ async def insert_run(
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
         await tx.add_tasks([NewTask(run_id, due, "start", payload=payload)])
     if wf is not None and wf.timeout is not None:
-        await tx.add_tasks(deadline_tasks(record, wf.timeout))
+        await add_deadline(tx, record, wf.timeout)
     await cancel_on.register(rt.registry, tx, record, record.created_at)
     return due is not None and due <= record.created_at
 
@@ -146,7 +146,7 @@ async def _start(
                     due = await flow.admit(tx, wf, record, priority)
                     await tx.insert_run(record)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
-                    await tx.add_tasks(deadline_tasks(record, timeout))
+                    await add_deadline(tx, record, timeout)
                     # (queued, due None: a slot's release gives it its start task)
                     if due is not None:
                         await tx.add_tasks([NewTask(run_id, due, "start", payload=traced)])
@@ -158,7 +158,7 @@ async def _start(
                 if await tx.get_run(run_id) is None:
                     await tx.start_run(record, record.created_at, task_payload=traced)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
-                    await tx.add_tasks(deadline_tasks(record, timeout))
+                    await add_deadline(tx, record, timeout)
             else:
                 await tx.start_run(record, record.created_at, task_payload=traced)
             if hand:

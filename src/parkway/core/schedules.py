@@ -29,7 +29,7 @@ from typing import Any
 from parkway import _json
 from parkway import schedules as spec
 from parkway.core import cancel_on
-from parkway.core.deadlines import deadline_tasks
+from parkway.core.deadlines import add_deadline
 from parkway.core.runs import new_run
 from parkway.core.runtime import Runtime
 from parkway.errors import InvalidInputError, InvalidScheduleError, ScheduleNotFoundError
@@ -334,7 +334,7 @@ async def _fire(
             if await tx.get_run(run_id) is None:
                 await tx.start_run(run, now)
                 await cancel_on.register(rt.registry, tx, run, now)
-                await tx.add_tasks(deadline_tasks(run, wf.timeout))
+                await add_deadline(tx, run, wf.timeout)
         else:
             await tx.start_run(run, now)  # (idempotent: a tick started already stays as it is)
         record.last_run_id = run_id

@@ -149,7 +149,6 @@ class Machine(Composites, Updates, Sagas):
             else:
                 by_branch.setdefault(entry.branch, []).append(entry)
         self._by_branch = by_branch
-        self._init_sagas(stop)
         # Replay applies entries in the order their results were applied first.
         if reordered:
             self._schedule = sorted(in_order, key=lambda e: e.pos if e.seq is None else e.seq)
@@ -159,6 +158,7 @@ class Machine(Composites, Updates, Sagas):
             self.next_pos = 1 + (last if sorted_by_pos else max(self.entries))
         self._cursor = 0
         self._applied: set[int] = set()  # entries answered out of order (side values)
+        self._init_sagas(stop)
         self._waiting: dict[int, Pending] = {}  # issued, their entry not reached yet
         self._live: collections.deque[Pending] = collections.deque()  # after the journal
         self._parked: list[Pending] = []  # waiting on an input that has not come
@@ -457,6 +457,7 @@ class Machine(Composites, Updates, Sagas):
         """Carry out ``op`` now (its journal has no result for it)."""
         if op.branch.withdrawn:
             return
+        self._check_deadline()
         if self._holding_back:  # (the run stops: nothing new is done)
             self._parked.append(op)
             return

@@ -29,7 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from parkway import _json
-from parkway.errors import CompensationFailedError, RunCancelledError, StepFailedError
+from parkway.errors import (
+    CompensationFailedError,
+    RunCancelledError,
+    RunTimeoutError,
+    StepFailedError,
+)
 from parkway.models import Retry, RunStatus, error_dict, rebuild_error
 from parkway.replay.branch import Branch, Pending
 from parkway.replay.commands import CompensateCmd
@@ -43,6 +48,10 @@ COMPENSATION = "compensation"
 STOP = "stop"
 # The branch a stop entry is journaled on: no operation's, so no line meets it.
 STOP_BRANCH = "!stop"
+# A run with a timeout: its deadline, journaled when it is inserted (position 0, on a
+# branch of its own), so that its code knows it without a read of its own.
+DEADLINE = "deadline"
+DEADLINE_BRANCH = "!deadline"
 
 
 @dataclass(eq=False)
@@ -70,6 +79,15 @@ class Sagas(MachineState):
     def _init_sagas(self, stop: BaseException | None) -> None:
         self._sagas = []
         self._unwound = self._compensating = False
+        self.deadline_entry: JournalEntry | None = None
+        self._deadline_at: float | None = None
+        self._timeout = 0.0
+        deadline = self._by_branch.get(DEADLINE_BRANCH)
+        if deadline:
+            entry = self.deadline_entry = deadline[0]
+            self._deadline_at = entry.deadline
+            self._timeout = float(_json.loads(entry.value)["timeout"])
+            self._applied.add(entry.pos)  # (no operation's: the replay passes it by)
         journaled = self._by_branch.get(STOP_BRANCH)
         if journaled:  # a stop decided earlier stands (its reason, not a later one)
             self._stop = rebuild_error(_json.loads(journaled[0].value))
@@ -123,6 +141,18 @@ class Sagas(MachineState):
         """Whether the run's own operations must not be carried out: it stops, and its
         compensations have not begun."""
         return self._stop is not None and not self._unwound and not self._compensating
+
+    def _check_deadline(self) -> None:
+        """Past the run's deadline, nothing new is done: it stops (once, and not while
+        its compensations run already)."""
+        deadline = self._deadline_at
+        if (
+            deadline is not None
+            and self._stop is None
+            and not self._compensating
+            and self.clock_now() >= deadline
+        ):
+            self._stop = RunTimeoutError(self.run.id, self._timeout)
 
     def _stop_now(self) -> None:
         """The stopping run has replayed all it had: journal the stop, and unwind."""

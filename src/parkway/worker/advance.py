@@ -416,6 +416,7 @@ class Advancer:
         # Runs the cache let go of since the last commit: this one clears their marks.
         evicted = self.cache.evicted()
         stopped = machine is not None and machine.stopping
+        deadline = machine.deadline_entry if machine is not None else None
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
@@ -436,6 +437,8 @@ class Advancer:
                 await tx.delete_tasks(list(claimed))
             if status == "continued":
                 await tx.clear_journal(run.id)
+                if deadline is not None:  # (its deadline holds across generations)
+                    await tx.put_journal(run.id, [deadline])
                 await rebuffer(rt, tx, run.id, now)
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)

@@ -15,7 +15,7 @@ import logging
 from parkway import _json
 from parkway.core import cancel_on, flow, intake
 from parkway.core import messages as core_messages
-from parkway.core.deadlines import deadline_tasks
+from parkway.core.deadlines import add_deadline
 from parkway.core.runtime import Runtime
 from parkway.errors import InvalidInputError
 from parkway.replay.writes import EventWait, Writes
@@ -46,7 +46,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
             await cancel_on.register(rt.registry, tx, run, now)
             wf = rt.registry.get(run.workflow, run.version)
             if wf is not None and wf.timeout is not None:
-                await tx.add_tasks(deadline_tasks(run, wf.timeout))
+                await add_deadline(tx, run, wf.timeout)
     if writes.journal:
         await tx.put_journal(run_id, list(writes.journal.values()))
     # Message waits that may have deliveries to buffer again. Not one that took

@@ -16,7 +16,13 @@ pytest.importorskip("opentelemetry.sdk", reason="the SDK is in the dev extra")
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+)
 from opentelemetry.trace import SpanKind, StatusCode
 
 from parkway import Engine, WorkflowFailedError
@@ -240,9 +246,73 @@ async def test_under_an_advance_the_sampler_dropped_no_step_span_is_made(
 
     assert await (await engine.start("pay")).result(timeout=10) == ["ok", 2]
     assert exporter.get_finished_spans() == ()
-    assert sorted(set(sampler.names)) == ["bank.charge", "parkway.advance pay", "parkway.start pay"]
+    # Under the unsampled start, no advance or step span is even offered to the sampler.
+    assert sorted(set(sampler.names)) == ["bank.charge", "parkway.start pay"]
     [context] = seen
     assert context.is_valid and not context.trace_flags.sampled
+
+
+class ByName(Sampler):
+    """Samples the traces whose root span is named in ``roots`` (children follow their
+    parent, as ``ParentBased`` does), and notes which spans it was asked about."""
+
+    def __init__(self, roots: set[str]) -> None:
+        self.names: list[str] = []
+        self._roots = roots
+        self._on, self._off = ParentBased(ALWAYS_ON), ParentBased(ALWAYS_OFF)
+
+    def should_sample(
+        self, parent_context: Any, trace_id: int, name: str, *args: Any, **kw: Any
+    ) -> SamplingResult:
+        self.names.append(name)
+        inner = self._on if name in self._roots else self._off
+        return inner.should_sample(parent_context, trace_id, name, *args, **kw)
+
+    def get_description(self) -> str:
+        return "ByName"
+
+
+async def test_unsampled_traces_make_no_child_spans_and_sampled_ones_do(
+    make_engine: Any,
+) -> None:
+    sampler = ByName({"request kept"})
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    engine = await make_engine(tracing=provider)
+    tracer = provider.get_tracer("the app")
+
+    async def steps(ctx: Any, input: Any) -> list[int]:
+        return [await ctx.step(lambda: 1, name="one"), await ctx.step(lambda: 2, name="two")]
+
+    engine.workflow(name="kept")(steps)
+    engine.workflow(name="dropped")(steps)
+    for name in ("kept", "dropped"):
+        with tracer.start_as_current_span(f"request {name}"):  # the app's root span
+            handle = await engine.start(name, id=name)
+        assert await handle.result(timeout=10) == [1, 2]
+
+    spans = exporter.get_finished_spans()
+    [request] = named(spans, "request kept")
+    [start] = named(spans, "parkway.start kept")
+    [advance] = named(spans, "parkway.advance kept")
+    assert [s.name for s in child_of(spans, request)] == ["parkway.start kept"]
+    assert [s.name for s in child_of(spans, start)] == ["parkway.advance kept"]
+    assert sorted(s.name for s in child_of(spans, advance)) == [
+        "parkway.step one",
+        "parkway.step two",
+    ]
+    assert not [s for s in spans if "dropped" in s.name]
+    # Under the unsampled root no parkway span was made at all: the sampler was asked
+    # about the root only, and about every span of the sampled trace.
+    assert [n for n in sampler.names if "dropped" in n] == ["request dropped"]
+    assert sorted(n for n in sampler.names if "dropped" not in n) == [
+        "parkway.advance kept",
+        "parkway.start kept",
+        "parkway.step one",
+        "parkway.step two",
+        "request kept",
+    ]
 
 
 async def test_tracing_off_makes_no_span(make_engine: Any) -> None:

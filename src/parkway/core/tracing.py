@@ -10,6 +10,13 @@ Imported only when tracing is on (see :func:`tracing_for`). Spans:
   it is linked to every sender whose input it took;
 - ``parkway.step <name>`` (``INTERNAL``): one attempt of a step, the advance's
   child, current while the step runs, so the spans a step makes are its children.
+
+Under a parent that is not sampled (a sender's trace the application's sampler
+dropped), no span is made at all: the parent's context stays current (a
+non-recording span carrying it), so what the run sends goes on in the same
+trace, dropped with it. The SDK's ``ParentBased`` samplers would drop such a
+span anyway, after paying for making it; a sampler that samples children of
+unsampled parents does not get them.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ class Tracing:
 
         ``attrs``: ``name`` (of the event, message, signal) or ``workflow`` name it;
         ``run_id`` is its attribute."""
+        skipped = _unsampled_parent(otel_context.get_current())
+        if skipped is not None:
+            return skipped, None
         name = attrs.get("name") or attrs.get("workflow")
         run_id = attrs.get("run_id")
         span = self.tracer.start_span(
@@ -60,7 +70,10 @@ class Tracing:
         return span, otel_context.attach(trace.set_span_in_context(span))
 
     def end(self, span: Span, token: object, error: BaseException | None = None) -> None:
-        """End a span :meth:`begin_client` or :meth:`begin_step` made current."""
+        """End a span :meth:`begin_client` or :meth:`begin_step` made current (``token``
+        ``None``: one they skipped, under an unsampled parent)."""
+        if token is None:
+            return
         otel_context.detach(token)  # type: ignore[arg-type]
         if error is not None:
             span.record_exception(error)
@@ -106,6 +119,11 @@ class Tracing:
         links = [Link(trace.get_current_span(c).get_span_context()) for c in senders]
         # One sender: its child. None (a timer) or several: a trace of its own (with links).
         parent = senders[0] if len(senders) == 1 else otel_context.Context()
+        skipped = _unsampled_parent(parent) if senders else None
+        if skipped is not None:
+            # Current all the same: the steps see it (and skip theirs), and what the
+            # run sends carries the sender's trace on.
+            return skipped, otel_context.attach(trace.set_span_in_context(skipped))
         span = self.tracer.start_span(
             f"parkway.advance {run.workflow}",
             context=parent,
@@ -139,10 +157,22 @@ class Tracing:
 
     def begin_step(self, request: RunStep) -> tuple[Span, object]:
         """Start the span of a step's attempt and make it current (end it with :meth:`end`)."""
+        skipped = _unsampled_parent(otel_context.get_current())
+        if skipped is not None:
+            return skipped, None
         span = self.tracer.start_span(
             f"parkway.step {request.cmd.name}", attributes={"parkway.attempt": request.attempt}
         )
         return span, otel_context.attach(trace.set_span_in_context(span))
+
+
+def _unsampled_parent(context: otel_context.Context) -> Span | None:
+    """A non-recording span standing for the parent in ``context`` when that parent is
+    not sampled (``None``: no parent, or a sampled one: make the span)."""
+    parent = trace.get_current_span(context).get_span_context()
+    if parent.is_valid and not parent.trace_flags.sampled:
+        return trace.NonRecordingSpan(parent)
+    return None
 
 
 def _version() -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any
@@ -26,7 +27,7 @@ from starlette.routing import Route
 
 from parkway import limits
 from parkway.engine import Engine
-from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError
+from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError, StoreError
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
@@ -337,7 +338,11 @@ class Api:
         try:  # a cheap read proves the store answers
             await self.engine.list_runs(limit=1)
         except ParkwayError as exc:
-            raise Problem(503, f"the store does not answer: {exc}", type(exc).__name__) from exc
+            wait = exc.retry_after if isinstance(exc, StoreError) else 5.0
+            raise Problem(
+                503, f"the store does not answer: {exc}", type(exc).__name__,
+                {"Retry-After": f"{math.ceil(wait):d}"},
+            ) from exc  # fmt: skip
         return json_response({"status": "ok"})
 
     async def metrics(self, request: Request) -> Response:

@@ -6,6 +6,7 @@ into the status they deserve.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import unquote
@@ -129,12 +130,14 @@ def parkway_error(exc: ParkwayError) -> Exception:
     if isinstance(exc, InvalidDurationError):
         return Invalid([field_error(["body", exc.field], str(exc), kind)])
     if isinstance(exc, StoreError):  # not the client's fault: try again later
-        return Problem(503, str(exc), kind)
+        return Problem(503, str(exc), kind, {"Retry-After": f"{math.ceil(exc.retry_after):d}"})
     if type(exc) is ParkwayError and exc.__cause__ is not None:
         # The engine validates with plain ParkwayErrors (raised `from None`); one that
         # wraps another error is the store's (no connection, pool exhausted): not the
         # client's fault.
-        return Problem(503, str(exc), kind)
+        return Problem(
+            503, str(exc), kind, {"Retry-After": f"{math.ceil(StoreError.retry_after):d}"}
+        )
     # A malformed field the edge let through, an event the extractor cannot route,
     # a payload that cannot be stored: the request is at fault.
     return Invalid([field_error(["body"], str(exc), kind)])

@@ -22,7 +22,7 @@ import psycopg
 import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 
-from parkway.errors import ParkwayError, StoreError
+from parkway.errors import ParkwayError, StoreConnectionError, StoreError
 from parkway.store.postgres import wire
 from parkway.store.postgres.failures import connection_lost, failed, rollback
 from parkway.store.postgres.statements import DELIVER_EVENT_SHAPES, Q
@@ -73,7 +73,7 @@ class Connections:
         try:
             return await self.pool.getconn()
         except psycopg_pool.PoolTimeout as exc:
-            raise StoreError(
+            raise StoreConnectionError(
                 f"no connection to PostgreSQL {self.display} within {self.pool_timeout:g}s: "
                 f"the server is unreachable or all {self.pool_size} pooled connections are "
                 "busy (raise pool_size in the url)"

@@ -14,7 +14,15 @@ from typing import Any
 
 import psycopg
 
-from parkway.errors import LeaseLostError, ParkwayError, StoreError
+from parkway.errors import (
+    LeaseLostError,
+    ParkwayError,
+    StoreBusyError,
+    StoreConflictError,
+    StoreConnectionError,
+    StoreError,
+    StoreFullError,
+)
 from parkway.store.postgres.wire import Conn
 
 # What parkway.lease_held raises (migration 002).
@@ -50,7 +58,7 @@ def connect_error(
             f"PostgreSQL refused the credentials of {user!r} ({display}): "
             f"{first_line(exc)}; check the user and password in the url or ~/.pgpass"
         )
-    return StoreError(
+    return StoreConnectionError(
         f"cannot connect to PostgreSQL {display}: {first_line(exc)}; check the host "
         "and port in the url and that the server is running and accepts TCP connections"
     )
@@ -107,11 +115,30 @@ def failed(
     conflict = not unknown and isinstance(
         exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
     )
-    return StoreError(
-        f"PostgreSQL {display}: {detail} ({outcome}; {hint})",
-        outcome_unknown=unknown,
-        conflict=conflict,
-    )
+    message = f"PostgreSQL {display}: {detail} ({outcome}; {hint})"
+    took_effect = None if unknown else False
+    state = exc.sqlstate if isinstance(exc, psycopg.Error) else None
+    if conflict:
+        return StoreConflictError(message, conflict=True)
+    if state in _FULL:
+        return StoreFullError(
+            f"PostgreSQL {display}: {detail} ({outcome}; the server's disk is full: free "
+            "space there)",
+            took_effect=took_effect,
+        )
+    if state in _BUSY:
+        return StoreBusyError(message, took_effect=took_effect)
+    if isinstance(exc, psycopg.OperationalError) and (
+        state is None or state.startswith("08") or state.startswith("57P")
+    ):
+        return StoreConnectionError(message, took_effect=took_effect)
+    return StoreError(message, took_effect=took_effect)
+
+
+# SQLSTATEs of a server out of room (disk_full, out_of_memory, ...: class 53, but
+# too_many_connections) and of locks or connections to wait for.
+_FULL = {"53100", "53200", "53400"}
+_BUSY = {"53300", "55P03", "55006"}
 
 
 def connection_lost(exc: psycopg.OperationalError, conn: Conn) -> bool:

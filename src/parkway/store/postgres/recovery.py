@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from parkway.errors import StoreError
+from parkway.errors import StoreConnectionError
 from parkway.store.postgres import wire
 from parkway.store.postgres.connections import Connections, Step
 from parkway.store.postgres.statements import BEGIN_WRITE, Q
@@ -83,7 +83,7 @@ class Recovery:
         results = await self._send([(BEGIN_WRITE, ()), (Q["xact_id"], ()), *steps])
         self._begin, self._xid = None, xid_of(results[1])
         if results[2:] != [result for _, result in self._log]:
-            raise StoreError(
+            raise StoreConnectionError(
                 f"the connection to PostgreSQL {self._store.display} was lost mid-transaction "
                 "and the data it had read changed meanwhile; rolled back, retry"
             )

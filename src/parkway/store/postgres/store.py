@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import psycopg
 import psycopg_pool
 
-from parkway.errors import ParkwayError, StoreError
+from parkway.errors import ParkwayError, StoreConnectionError, StoreError
 from parkway.store.base import (
     ENDED,
     JournalEntry,
@@ -107,7 +107,7 @@ class PostgresStore(Connections):
             await pool.open(wait=True, timeout=self.pool_timeout)
         except psycopg.Error as exc:
             await pool.close()
-            raise StoreError(
+            raise StoreConnectionError(
                 f"cannot open a connection pool to PostgreSQL {self.display}: {first_line(exc)}"
             ) from exc
         self._pool = pool

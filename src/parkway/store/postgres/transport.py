@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from parkway.errors import StoreError
+from parkway.errors import StoreConnectionError
 from parkway.store.postgres.connections import Connections, Row, Step
 from parkway.store.postgres.failures import connection_lost, first_line
 from parkway.store.postgres.recovery import Recovery, xid_of
@@ -292,7 +292,7 @@ class Transport(Recovery):
                 except Exception as lost:
                     # Whatever went wrong while asking, the commit itself may have
                     # happened: the caller must not take it as rolled back.
-                    raise StoreError(
+                    raise StoreConnectionError(
                         f"PostgreSQL {self._store.display}: the connection was lost while "
                         f"committing, and asking what became of the commit failed: "
                         f"{first_line(lost)} (the commit may or may not have happened; retry)",

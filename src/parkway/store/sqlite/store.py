@@ -17,6 +17,7 @@ wakeup.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -25,9 +26,16 @@ from contextlib import asynccontextmanager
 from parkway.errors import ParkwayError, StoreError
 from parkway.store.base import LoadedRun, StoreStats, load_in_transaction
 from parkway.store.sqlite.checkpoints import FOREGROUND_CHECKPOINT_PAGES, Checkpoints
+from parkway.store.sqlite.failures import Reserve, is_full, translate
 from parkway.store.sqlite.statements import CLAIM, MIGRATIONS, Q
 from parkway.store.sqlite.tx import SQLiteTx
 from parkway.store.sqlite.wakeup import Wakeups
+
+log = logging.getLogger("parkway.store.sqlite")
+
+# How long a write waits for another process's write lock before it fails with
+# StoreBusyError.
+BUSY_TIMEOUT_MS = 10_000
 
 
 class SQLiteStore:
@@ -56,6 +64,8 @@ class SQLiteStore:
         self._claiming = False
         # What the last claims read of the runs they leased, until load_run takes it.
         self._claimed: dict[str, LoadedRun] = {}
+        # Room kept to come back from a full disk (see failures.py).
+        self._reserve = Reserve(path) if path != ":memory:" else None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -84,7 +94,10 @@ class SQLiteStore:
             )
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 10000")
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             # A page cache large enough for the subscription index of many parked runs
@@ -92,11 +105,21 @@ class SQLiteStore:
             conn.execute("PRAGMA cache_size = -32768")
             if self.path != ":memory:":
                 conn.execute(f"PRAGMA wal_autocheckpoint = {FOREGROUND_CHECKPOINT_PAGES:d}")
+            if self._reserve is not None and self._reserve.missing():
+                # First open, or the disk was full (maybe still is): the WAL is
+                # copied out and truncated before anything is written.
+                self._reserve.make_room(conn)
             self._migrate(conn)
             conn.create_function("parkway_took_over", 0, self._took_over)
             conn.execute(Q["takeovers_trigger"])
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        except sqlite3.Error as exc:
+            conn.close()
+            if is_full(exc) and self._reserve is not None:
+                self._reserve.full = True
+            error = translate(self.path, exc)
+            raise type(error)(
+                f"cannot open SQLite database {self.path!r}: {error}", took_effect=False
+            ) from exc
         self._conn = conn
         self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
         if self.path != ":memory:":
@@ -144,22 +167,67 @@ class SQLiteStore:
                 # Reads in autocommit mode: each statement sees the latest commit. Readers
                 # need no snapshot across statements: a run's journal changes only under
                 # its lease, and nothing read here is written back.
-                yield SQLiteTx(conn)
+                try:
+                    yield SQLiteTx(conn)
+                except sqlite3.Error as exc:
+                    raise translate(self.path, exc) from exc
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            reserve = self._reserve
+            if reserve is not None and reserve.full:
+                reserve.make_room(conn)  # (before this writes: see failures.py)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
             tx = SQLiteTx(conn)
             try:
                 yield tx
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failed(exc) from exc
                 raise
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise self._failed(exc, committing=True) from exc
+            if reserve is not None and not reserve.kept:
+                reserve.committed(conn)
             self._checkpoints.committed()
             if tx.tell_others:
                 for callback in self._watchers:
                     callback(None)
                 if self.wakeups is not None:
                     self.wakeups.announce()
+
+    def _rollback(self) -> None:
+        """End the transaction under way, if SQLite has not ended it already (a
+        failed COMMIT may have)."""
+        conn = self.conn
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:  # (the error that got here is the one to tell)
+                log.debug("rollback after a failure failed: %s", exc)
+
+    def _failed(self, exc: sqlite3.Error, *, committing: bool = False) -> StoreError:
+        """The error to raise for ``exc``; for a write that failed for space, first an
+        attempt to make room (see failures.py)."""
+        if self._reserve is not None and is_full(exc):
+            self._reserve.full = True
+            self._reserve.make_room(self.conn)
+        return translate(self.path, exc, committing=committing)
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        """The store's lock, for reads outside a transaction: a SQLite failure is a
+        StoreError."""
+        async with self._lock:
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise translate(self.path, exc) from exc
 
     async def claim(
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
@@ -184,7 +252,7 @@ class SQLiteStore:
             self._takeovers += 1
 
     async def stats(self, now: float) -> StoreStats:
-        async with self._lock:
+        async with self._reading():
             conn = self.conn
             parked = {name: count for name, count in conn.execute(Q["stats_parked"]) if count}
             due, oldest = conn.execute(Q["stats_due"], (now,)).fetchone()
@@ -200,7 +268,7 @@ class SQLiteStore:
             self.conn.execute(Q["release_leases"], (owner,))
 
     async def next_due(self, *, after: float | None = None) -> float | None:
-        async with self._lock:
+        async with self._reading():
             if after is None:
                 row = self.conn.execute(Q["next_due"]).fetchone()
             else:
@@ -225,11 +293,11 @@ class SQLiteStore:
             self.wakeups.listen(lambda: callback(None))
 
     async def has_due(self, now: float) -> bool:
-        async with self._lock:
+        async with self._reading():
             return self.conn.execute(Q["has_due"], (now,)).fetchone() is not None
 
     async def changed(self) -> bool:
-        async with self._lock:
+        async with self._reading():
             if self._conn is None:
                 return False
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]

@@ -107,9 +107,14 @@ class Tracing:
         """Start the span of an advance of ``run`` (for its due ``tasks``), under the sender
         that woke it, linked to each sender; it is current until :meth:`end_advance`.
         Returns it and the token of its context."""
+        found = list(carriers(tasks))
+        if len(found) == 1:
+            quick = _unsampled_sender(found[0])
+            if quick is not None:
+                return quick, otel_context.attach(trace.set_span_in_context(quick))
         senders: list[otel_context.Context] = []
         seen: set[tuple[int, int]] = set()
-        for carrier in carriers(tasks):
+        for carrier in found:
             context = propagate.extract(carrier)
             span_context = trace.get_current_span(context).get_span_context()
             key = (span_context.trace_id, span_context.span_id)
@@ -173,6 +178,28 @@ def _unsampled_parent(context: otel_context.Context) -> Span | None:
     if parent.is_valid and not parent.trace_flags.sampled:
         return trace.NonRecordingSpan(parent)
     return None
+
+
+def _unsampled_sender(carrier: dict[str, str]) -> Span | None:
+    """The sender of a W3C ``traceparent`` alone (no ``tracestate``) whose flags say it
+    is not sampled, read without the propagator (which costs as much as a span); else
+    ``None``, for the propagator to read."""
+    header = carrier.get("traceparent")
+    if header is None or len(carrier) != 1 or len(header) != 55:
+        return None
+    version, trace_id, span_id, flags = header[:2], header[3:35], header[36:52], header[53:]
+    if version != "00" or header[2] != "-" or header[35] != "-" or header[52] != "-":
+        return None
+    try:
+        sampled = int(flags, 16) & 1
+        context = trace.SpanContext(
+            int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=trace.TraceFlags(0)
+        )
+    except ValueError:
+        return None
+    if sampled or not context.is_valid:
+        return None
+    return trace.NonRecordingSpan(context)
 
 
 def _version() -> str | None:

@@ -492,6 +492,11 @@ def test_serve_warns_when_anyone_on_the_network_may_steer_it(serving: Any) -> No
         assert "warning" not in server.stderr, server.stderr
     with httpx.Client(timeout=10) as c:  # reached through the loopback address all the same
         assert c.get(f"http://127.0.0.1:{exposed.port}/runs").status_code == 200
+    # A warning in the logs' own terms: at WARNING, where log shippers filter for it.
+    logged = serving("--host", "0.0.0.0", "--log-format", "json")
+    lines = [json.loads(line) for line in logged.stderr.splitlines() if line.startswith("{")]
+    [warning] = [line for line in lines if "no PARKWAY_API_TOKEN" in str(line)]
+    assert warning["level"] == "WARNING", warning
 
 
 # -- the document --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ dropped; a second waiter on the same ``(name, key)`` is refused.
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from parkway import (
     WaitTimeoutError,
     WorkflowFailedError,
 )
+from parkway.core.housekeeping import SWEEP_INTERVAL
 
 SCORE = "credit.score"
 
@@ -1073,3 +1075,44 @@ async def test_a_message_delivered_while_the_timeout_is_processed_is_not_lost(
     if out != {"score": 700}:
         assert out == "timed out"
         assert [m.payload for m in await engine.messages()] == [{"score": 700}]
+
+
+# -- who dead-letters ----------------------------------------------------------------------------
+
+
+def expiry_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "expired unconsumed" in r.getMessage()]
+
+
+async def test_listing_shows_a_dead_letter_but_only_the_housekeeping_makes_and_logs_it(
+    make_engine: Any, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="parkway")
+    client = await make_engine(worker=False)  # as `parkway messages` is
+    await client.correlate(SCORE, "APP-001", 1, ttl="1m")
+    await clock.advance("2m")
+    [dead] = await client.messages()
+    assert (dead.status, dead.reason) == ("expired", "its ttl passed before any run waited for it")
+    assert await client.messages(status="expired") == [dead]
+    assert await client.messages(status="buffered") == []
+    assert expiry_warnings(caplog) == []  # a listing writes and logs nothing
+
+    # The worker's housekeeping marks it, and logs it once, with the CLI's commands.
+    await client.close()
+    if client.url.startswith("memory:"):  # (nothing shared: a message of its own)
+        engine = await make_engine()
+        await engine.correlate(SCORE, "APP-001", 1, ttl="1m")
+    else:
+        engine = await make_engine(url=client.url)
+    await clock.advance(f"{SWEEP_INTERVAL + 120}s")
+    for _ in range(200):
+        if expiry_warnings(caplog):
+            break
+        await asyncio.sleep(0.02)
+    [warning] = expiry_warnings(caplog)
+    [dead] = await engine.messages(status="expired")
+    assert f"`parkway messages retry {dead.id}`" in warning
+    assert f"`parkway messages discard {dead.id}`" in warning
+    assert "engine." not in warning
+    await engine.messages()
+    assert len(expiry_warnings(caplog)) == 1

@@ -75,12 +75,18 @@ def configure_logging(level: str, fmt: str) -> None:
     root.setLevel(level.upper())
 
 
-def say(message: str) -> None:
+def say(message: str, level: int = logging.INFO) -> None:
     """A command's own line on stderr (started, listening, stopped): at any log level,
-    as a JSON object when the logs are (so that every line of the stream parses)."""
+    as a JSON object when the logs are (so that every line of the stream parses), at
+    ``level`` there (a warning, ``logging.WARNING``)."""
     if _format == "json":
         record = logging.makeLogRecord(
-            {"name": "parkway.cli", "levelno": logging.INFO, "levelname": "INFO", "msg": message}
+            {
+                "name": "parkway.cli",
+                "levelno": level,
+                "levelname": logging.getLevelName(level),
+                "msg": message,
+            }
         )
         message = JsonFormatter().format(record)
     click.echo(message, err=True)

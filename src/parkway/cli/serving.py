@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -225,7 +226,7 @@ def serve(
     auth = "token required" if token else "no token required"
     warning = exposure_warning(host, token)
     if warning is not None:
-        say(f"parkway serve: {warning}")
+        say(f"parkway serve: {warning}", logging.WARNING)
 
     def listening(url: str) -> None:
         say(

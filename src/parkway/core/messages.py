@@ -11,6 +11,7 @@ whose TTL passes becomes a dead letter, kept and listed, never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, cast
 
@@ -378,23 +379,45 @@ def info(message: MessageRecord) -> MessageInfo:
 
 
 async def expire(tx: Tx, now: float) -> list[MessageRecord]:
-    """Turn buffered messages past their TTL into dead letters, with a warning each."""
+    """Turn buffered messages past their TTL into dead letters, with a warning each
+    (the worker's housekeeping does it: see ``parkway.core.housekeeping``)."""
     expired = await tx.expire_messages(now, EXPIRED_REASON)
     for message in expired:
         log.warning(
             "message %r key %r (id %s) expired unconsumed; kept as a dead letter: "
-            "retry it with engine.retry_message(%s) or discard it",
-            message.name, message.key, message.id, message.id,
+            "`parkway messages retry %s` correlates it again, `parkway messages discard %s` "
+            "deletes it",
+            message.name, message.key, message.id, message.id, message.id,
         )  # fmt: skip
     return expired
 
 
+def as_of(message: MessageRecord, now: float) -> MessageRecord:
+    """``message`` as it stands at ``now``: a buffered one past its TTL is a dead letter,
+    whether or not the housekeeping has marked it yet."""
+    if message.status == "buffered" and message.expires_at <= now:
+        return dataclasses.replace(message, status="expired", reason=EXPIRED_REASON)
+    return message
+
+
 async def listing(rt: Runtime, status: str | None) -> list[MessageInfo]:
-    """Buffered messages and dead letters (``status="expired"``), oldest first."""
-    async with rt.store.transaction() as tx:
-        await expire(tx, rt.now())
-        records = await tx.list_messages(status)
-    return [info(m) for m in records]
+    """Buffered messages and dead letters (``status="expired"``), oldest first.
+
+    A read: messages past their TTL are shown as the dead letters they are, but
+    marking them (and logging it, once) is the worker's housekeeping's, not that
+    of whichever process lists first."""
+    now = rt.now()
+    async with rt.store.transaction(readonly=True) as tx:
+        if status is None:
+            records = await tx.list_messages(None)
+        else:
+            records = await tx.list_messages("buffered")
+            if status == "expired":
+                records += await tx.list_messages("expired")
+    shown = [as_of(m, now) for m in records]
+    if status is not None:
+        shown = sorted((m for m in shown if m.status == status), key=lambda m: m.id)
+    return [info(m) for m in shown]
 
 
 async def retry(rt: Runtime, message_id: int, ttl: float) -> CorrelationResult:

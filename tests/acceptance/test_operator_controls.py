@@ -13,6 +13,7 @@ from parkway import (
     Engine,
     InvalidDurationError,
     InvalidInputError,
+    ResultTimeoutError,
     RunNotFoundError,
     RunStateError,
     RunStatus,
@@ -447,3 +448,31 @@ def test_the_retried_journal_keeps_a_caught_failure_and_a_first_s_losers() -> No
     assert [e.pos for e in controls.retried_journal(journal[:4])] == [0, 1, 2, 3]
     failed_last = [*journal[1:3], entry(3, "step", "error", None)]  # the line's last: goes
     assert [e.pos for e in controls.retried_journal(failed_last)] == [1, 2]
+
+
+async def test_a_run_id_used_again_after_retention_answers_with_the_new_run(
+    make_engine: Any, clock: Any
+) -> None:
+    engine = await make_engine(retention="1d")
+
+    @engine.workflow()
+    async def echo(ctx: Any, input: Any) -> Any:
+        if input == "wait":
+            await ctx.wait_for_signal("go")
+        return input
+
+    first = await engine.start("echo", "old output", id="reused")
+    assert await first.result(timeout=10) == "old output"  # (its row kept by this process)
+    await clock.advance("2d")
+    await engine.idle()
+    with pytest.raises(RunNotFoundError):
+        await engine.get_run("reused")
+
+    second = await engine.start("echo", "wait", id="reused")
+    # The deleted run's output is not the new run's: it has not ended.
+    with pytest.raises(ResultTimeoutError):
+        await second.result(timeout=0.3)
+    with pytest.raises(ResultTimeoutError):
+        await engine.handle("reused").result(timeout=0.3)
+    await engine.signal("reused", "go")
+    assert await second.result(timeout=10) == "wait"

@@ -88,6 +88,8 @@ async def sweep_finished(rt: Runtime, now: float) -> int:
                     before, workflow=workflow, exclude=exclude, limit=RETENTION_BATCH
                 )
                 await tx.delete_runs(ids)
+            for run_id in ids:  # (its id may be used again by a new run)
+                rt.results.forget(run_id)
             deleted += len(ids)
             if len(ids) < RETENTION_BATCH:
                 break

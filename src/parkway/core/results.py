@@ -1,8 +1,10 @@
 """Callers awaiting runs' ends in this process, and the rows of runs that ended here.
 
 A worker that ends a run (or holds it) announces it here, with the row as just
-committed: ``result()`` callers in this process wake at once and take that row
-instead of reading it back. Another process's ends are polled (see
+committed: ``result()`` callers in this process waiting for it wake at once and
+take that row instead of reading it back. A caller that comes later reads the
+run: the id may belong to another run by then (the one that ended deleted by
+retention, a new one started under its id, in any process). Another process's ends are polled (see
 :func:`parkway.core.runs.wait_result`).
 """
 

@@ -282,7 +282,11 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
     deadline = None if timeout is None else time.monotonic() + timeout
     # In-process completions are announced; another process's are polled.
     polls = Polls(rt.store)
-    final = rt.results.final(run_id)
+    # Read first, never taken from the rows of runs that ended here: the run that
+    # ended may since have been deleted by retention (in any process) and its id
+    # used again by a new run (or retried elsewhere). A row announced while this
+    # caller waits is the current one.
+    final: RunRecord | None = None
     while True:
         worker = rt.worker
         # A run this process's worker is advancing announces its end here: no

@@ -214,8 +214,8 @@ async def test_a_parked_flow_survives_a_restart(make_engine: Any, calls: Calls) 
 # -- subscriptions: unresolvable, wildcard, own subject ----------------------------------------
 
 
-async def test_an_unresolvable_subject_parks_without_subscription_until_the_timeout(
-    engine: Engine, calls: Calls, clock: Any, caplog: pytest.LogCaptureFixture
+async def test_an_unresolvable_subject_waits_in_the_runs_own_subject(
+    engine: Engine, calls: Calls, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls.register(engine, "send_email")
     engine.add_flow(back_in_stock())
@@ -223,14 +223,39 @@ async def test_an_unresolvable_subject_parks_without_subscription_until_the_time
         await engine.publish("order.create", {"email": "x@example.com"}, subject="client:5")
         await engine.idle()
     assert "{{trigger.payload.products[0].product_id}}" in caplog.text
+    assert "own subject" in caplog.text
     assert await status(engine, RUN) == RunStatus.PARKED
-    assert await engine.subscriptions() == []
+    [sub] = await engine.subscriptions()
+    assert (sub.run_id, sub.name, sub.subject) == (RUN, "product.update", "client:5")
 
+    # Not the subject the template meant to name (it could not), nor another one...
     assert (await engine.publish("product.update", {}, subject="product:456")).touched == 0
+    assert (await engine.publish("product.update", {}, subject="client:6")).touched == 0
+    # ...but an event of that type in the run's own subject resumes it.
+    result = await engine.publish("product.update", {"stock": 3}, subject="client:5")
+    assert result.resumed == [RUN]
+    await engine.idle()
+    info = await engine.get_run(RUN)
+    assert (info.status, info.output["last_node"]) == (RunStatus.COMPLETED, "end")
+    [(name, params, _)] = calls.calls
+    assert (name, params["stock"], params["to"]) == ("send_email", 3, "x@example.com")
+
+
+async def test_an_unresolvable_subject_still_times_out(
+    engine: Engine, calls: Calls, clock: Any
+) -> None:
+    calls.register(engine, "send_email")
+    engine.add_flow(back_in_stock())
+    await engine.publish("order.create", {"email": "x@example.com"}, subject="client:5")
+    await engine.idle()
+    assert await status(engine, RUN) == RunStatus.PARKED
     await clock.advance("60s")
     info = await engine.get_run(RUN)
     assert (info.status, info.output["last_node"]) == (RunStatus.COMPLETED, "end")
     assert calls.calls == []
+    assert await engine.subscriptions() == []
+    # Its own subject's event, after the timeout, finds nothing to resume.
+    assert (await engine.publish("product.update", {}, subject="client:5")).touched == 0
 
 
 async def test_match_without_subject_id_is_a_wildcard(engine: Engine, calls: Calls) -> None:

@@ -110,7 +110,8 @@ class Trigger(NodeModel):
         return None
 
     def get_subscription(self, context: FlowContext) -> SubscriptionRequest | None:
-        """Resolve the subscription; ``None`` (with a warning) when a template cannot be."""
+        """Resolve the subscription. When a template of ``match`` cannot be resolved: the
+        event in the run's own subject (with a warning naming the template)."""
         timeout = self.timeout()
         ttl = NO_TIMEOUT_TTL if timeout is None else timeout + DAY
         event: str = self.params["event"]
@@ -124,13 +125,16 @@ class Trigger(NodeModel):
             "*" if raw_subject is None else templates.scalar_text(context.resolve(raw_subject))
         )
         if missing or not subject:
+            # As omega-flow, which offers every event of the run's own subject to the
+            # node it is parked on: those still resume it (by name: the payload fields
+            # to match may be what could not be resolved), and its timeout still fires.
             log.warning(
-                "flow %r run %s node %r: cannot resolve %s in params.match; no subscription to "
-                "%r is registered, the run stays parked%s",
+                "flow %r run %s node %r: cannot resolve %s in params.match; waiting for %r "
+                "in the run's own subject only%s",
                 context.flow_id, context.run_id, self.id, ", ".join(missing) or repr(raw_subject),
-                event, "" if timeout is None else " until its timeout",
+                event, "" if timeout is None else ", or its timeout",
             )  # fmt: skip
-            return None
+            return SubscriptionRequest(event, None, ttl)
         return SubscriptionRequest(event, subject, ttl, match=context.resolve(extra) or None)
 
     async def start(self, run: NodeRun) -> str | None:

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 import pytest
@@ -63,24 +64,30 @@ def _sqlite_url(tmp: Path) -> str:
     return f"sqlite:///{tmp / 'parkway.db'}"
 
 
-def _postgres_url(_tmp: Path) -> str:
-    """A fresh database per test, cloned from a template that holds the schema.
-
-    Server: ``PARKWAY_TEST_POSTGRES_URL`` (default postgres@127.0.0.1:5432/test);
-    skips when unreachable, fails instead when ``CI`` is set.
-    """
+def postgres_harness() -> ModuleType:
+    """The module that makes the tests' PostgreSQL databases (tests/store/postgres_db.py),
+    loaded once, by path: independent of pytest's import mode and sys.path."""
     import importlib.util
     import sys
 
     helper = sys.modules.get("parkway_test_postgres_db")
-    if helper is None:  # by path: independent of pytest's import mode and sys.path
+    if helper is None:
         spec = importlib.util.spec_from_file_location(
             "parkway_test_postgres_db", Path(__file__).parent / "store" / "postgres_db.py"
         )
         assert spec is not None and spec.loader is not None
         helper = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(helper)
-    url: str = helper.new_database()
+    return helper
+
+
+def _postgres_url(_tmp: Path) -> str:
+    """A fresh database per test, cloned from a template that holds the schema.
+
+    Server: ``PARKWAY_TEST_POSTGRES_URL`` (default postgres@127.0.0.1:5432/postgres;
+    see docs/contributing.md); skips when unreachable, fails instead when ``CI`` is set.
+    """
+    url: str = postgres_harness().new_database()
     return url
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import textwrap
 import uuid
@@ -35,13 +34,13 @@ from parkway.store.postgres import (
     wire,
 )
 
+from ..conftest import postgres_harness
 from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
-ADMIN_URL = (
-    os.environ.get("PARKWAY_TEST_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
-)
+HARNESS = postgres_harness()
+ADMIN_URL = HARNESS.admin_url()
 
 
 def with_port(url: str, port: int) -> str:
@@ -73,8 +72,9 @@ def database_of(url: str) -> str:
 @pytest.fixture
 def empty_database(engine_url: str) -> Iterator[str]:
     """A database without parkway's schema (the template's clone is dropped first)."""
-    name = f"parkway_t_{os.getpid()}_empty_{uuid.uuid4().hex[:8]}"
+    name = HARNESS.own_database(f"empty_{uuid.uuid4().hex[:8]}")
     admin_sql(f'CREATE DATABASE "{name}"')
+    admin_sql(f"COMMENT ON DATABASE \"{name}\" IS '{HARNESS.MARKER}{HARNESS.RUN}'")
     try:
         yield name
     finally:

@@ -214,3 +214,25 @@ async def test_a_store_that_filled_its_disk_comes_back_without_a_restart(
             assert (await engine.get_run(run_id)).id == run_id
     with contextlib.closing(sqlite3.connect(small_volume / "full.db")) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_postgres_failures_are_told_by_their_cause() -> None:
+    psycopg = pytest.importorskip("psycopg", reason="the postgres extra")
+    from parkway.store.postgres.failures import failed
+
+    params = {"user": "app", "dbname": "parkway"}
+    cases = [
+        (psycopg.errors.DiskFull("could not extend file: No space left"), StoreFullError, False),
+        (psycopg.errors.LockNotAvailable("could not obtain lock"), StoreBusyError, False),
+        (psycopg.errors.TooManyConnections("too many clients"), StoreBusyError, False),
+        (psycopg.errors.DeadlockDetected("deadlock detected"), StoreConflictError, False),
+        (psycopg.errors.AdminShutdown("terminating connection"), StoreConnectionError, False),
+    ]
+    for exc, cls, took_effect in cases:
+        error = failed(params, "db:5432", exc)
+        assert type(error) is cls, (exc, error)
+        assert isinstance(error, StoreError) and error.took_effect is took_effect
+    cut = failed(params, "db:5432", psycopg.OperationalError("server closed"), committing=True)
+    assert type(cut) is StoreConnectionError and cut.took_effect is None
+    assert cut.outcome_unknown
+    assert failed(params, "db:5432", psycopg.errors.DeadlockDetected("x")).conflict

@@ -63,7 +63,15 @@ from parkway.events import (
 from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
-from parkway.models import ErrorInfo, HistoryEntry, HumanTask, Retry, RunInfo, RunStatus
+from parkway.models import (
+    ErrorInfo,
+    HistoryEntry,
+    HumanTask,
+    Retry,
+    RunInfo,
+    RunStatus,
+    StreamItem,
+)
 from parkway.replay.context import Callback, ChildHandle, WorkflowContext
 from parkway.schedules import Schedule, ScheduleInfo
 
@@ -128,6 +136,7 @@ __all__ = [
     "StoreConnectionError",
     "StoreError",
     "StoreFullError",
+    "StreamItem",
     "SubscriptionInfo",
     "SubscriptionRequest",
     "TaskAssignmentError",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from parkway.durations import Duration
-from parkway.models import RunInfo
+from parkway.models import RunInfo, StreamItem
 
 
 class RunClient(Protocol):
@@ -28,6 +29,10 @@ class RunClient(Protocol):
         timeout: Duration = 30,
     ) -> Any: ...
     async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any: ...
+    async def read_stream(
+        self, run_id: str, key: str, *, offset: int = 0, limit: int = 100
+    ) -> list[StreamItem]: ...
+    def stream(self, run_id: str, key: str, *, offset: int = 0) -> AsyncIterator[StreamItem]: ...
 
 
 class RunHandle:
@@ -89,6 +94,28 @@ class RunHandle:
         """This run's latest value ``key``, or ``None`` if it has not set it within
         ``timeout`` wall-clock seconds (0: do not wait)."""
         return await self._engine.value(self.id, key, timeout=timeout)
+
+    def stream(self, key: str, *, offset: int = 0) -> AsyncIterator[StreamItem]:
+        """Follow the run's stream ``key``: ``async for item in handle.stream(key)``
+        yields its :class:`~parkway.StreamItem` in order from ``offset`` on, as they
+        are committed (woken by the commit, not by polling), and stops when the
+        stream is closed or the run ends.
+
+        Raises:
+            RunNotFoundError: No run has that id (on the first iteration).
+            InvalidArgumentError: ``key`` or ``offset`` is malformed.
+        """
+        return self._engine.stream(self.id, key, offset=offset)
+
+    async def read_stream(self, key: str, *, offset: int = 0, limit: int = 100) -> list[StreamItem]:
+        """The stream's items from ``offset`` on, at most ``limit`` (1 to 1000), as
+        committed now: no waiting. An empty list past the end.
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            InvalidArgumentError: ``key``, ``offset`` or ``limit`` is malformed.
+        """
+        return await self._engine.read_stream(self.id, key, offset=offset, limit=limit)
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"

@@ -148,6 +148,25 @@ class RunInfo(_Subscriptable):
 
 
 @dataclass(frozen=True)
+class StreamItem(_Subscriptable):
+    """One item of a run's stream (``ctx.write_stream``, ``step_context().write_stream``).
+
+    Attributes:
+        offset: Its place in the stream, from 0, without gaps.
+        value: The JSON value written.
+        attempt: The attempt of the step that wrote it (a retried step writes
+            again: its items carry the new attempt), ``None`` when the workflow's
+            body wrote it (exactly once).
+        written_at: When it was committed (engine time, UTC).
+    """
+
+    offset: int
+    value: Any
+    attempt: int | None
+    written_at: datetime
+
+
+@dataclass(frozen=True)
 class HistoryEntry(_Subscriptable):
     """One journaled operation of a run, in order.
 

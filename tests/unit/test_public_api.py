@@ -83,6 +83,7 @@ EXPECTED_ALL = {
     "StoreConnectionError",
     "StoreError",
     "StoreFullError",
+    "StreamItem",
     "SubscriptionInfo",
     "SubscriptionRequest",
     "UnknownWorkflowError",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +17,13 @@ from parkway.client.base import (
 )
 from parkway.core import controls, deadlines, runs, transitions
 from parkway.core import signals as core_signals
+from parkway.core import streams as core_streams
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError
 from parkway.flowcontrol import check_priority
 from parkway.handle import RunHandle
-from parkway.models import HistoryEntry, RunInfo, RunStatus
+from parkway.models import HistoryEntry, RunInfo, RunStatus, StreamItem
 from parkway.registry import LATEST, WorkflowDef
 
 
@@ -302,6 +303,39 @@ class RunOperations(Facade):
         self._require_open()
         limits.reference(run_id)
         return await core_updates.values(self._rt, run_id)
+
+    async def read_stream(
+        self, run_id: str, key: str, *, offset: int = 0, limit: int = 100
+    ) -> list[StreamItem]:
+        """The items of the run's stream ``key`` from ``offset`` on, at most ``limit``
+        (1 to 1000), without waiting for more (see :meth:`RunHandle.read_stream`).
+
+        Raises:
+            RunNotFoundError: No run has that id.
+            InvalidArgumentError: ``key``, ``offset`` or ``limit`` is malformed.
+        """
+        self._require_open()
+        limits.reference(run_id)
+        core_streams.check_key(key)
+        core_streams.check_offset(offset)
+        core_streams.check_limit(limit)
+        items, _ = await core_streams.read(self._rt, run_id, key, offset, limit)
+        return items
+
+    def stream(self, run_id: str, key: str, *, offset: int = 0) -> AsyncIterator[StreamItem]:
+        """Follow the run's stream ``key`` from ``offset`` on: its items in order, as
+        they are committed, until the stream is closed or the run ends (see
+        :meth:`RunHandle.stream`).
+
+        Raises:
+            RunNotFoundError: No run has that id (on the first iteration).
+            InvalidArgumentError: ``key`` or ``offset`` is malformed (at once).
+        """
+        self._require_open()
+        limits.reference(run_id)
+        core_streams.check_key(key)
+        core_streams.check_offset(offset)
+        return core_streams.follow(self._rt, run_id, key, offset)
 
     async def cancel(self, run_id: str) -> None:
         """Cancel a run and its active children; a finished run is left as it is.

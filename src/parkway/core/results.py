@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 
-from parkway.store.base import ENDED, RunRecord
+from parkway.store.base import ENDED, RunRecord, Store
 
 # How many rows of runs that ended here are kept for result().
 FINAL_ROWS = 1024
@@ -27,6 +28,9 @@ class Results:
         # An ended run changes again only when retried (which forgets its row here),
         # so its committed row can be handed out.
         self._final: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
+        # Told of every notification too (the stream readers: a run's end closes
+        # its streams).
+        self.listeners: list[Callable[[str], None]] = []
 
     def final(self, run_id: str) -> RunRecord | None:
         """The row of ``run_id`` as committed when it ended here, if kept."""
@@ -43,6 +47,8 @@ class Results:
                 self._final.popitem(last=False)
         for event in self._waiters.get(run_id, ()):
             event.set()
+        for listener in self.listeners:
+            listener(run_id)
 
     def forget(self, run_id: str) -> None:
         """The run goes on after all (``engine.retry``): its ended row is stale."""
@@ -66,3 +72,47 @@ class Results:
             if not waiters:
                 self._waiters.pop(run_id, None)
         return True
+
+
+class StreamReaders:
+    """Readers following runs' streams in this process, and how they are woken.
+
+    A commit of this process that changed a run's streams (a step's write, the
+    workflow's commit, the run's end) wakes them here as it returns; another
+    process's reaches them through the store (``Store.watch_streams``: PostgreSQL's
+    ``LISTEN``, SQLite's wake-up socket), which starts listening with the first
+    reader.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._watching = False
+
+    def watch(self, store: Store) -> None:
+        """Hear other processes' stream commits from now on (once per process)."""
+        if not self._watching:
+            self._watching = True
+            store.watch_streams(self.notify)
+
+    def notify(self, run_id: str | None) -> None:
+        """The run's streams changed (``None``: some run's, unknown which)."""
+        if run_id is None:
+            for waiters in self._waiters.values():
+                for event in waiters:
+                    event.set()
+            return
+        for event in self._waiters.get(run_id, ()):
+            event.set()
+
+    def register(self, run_id: str) -> asyncio.Event:
+        """An event set whenever the run's streams change, until :meth:`unregister`."""
+        event = asyncio.Event()
+        self._waiters.setdefault(run_id, set()).add(event)
+        return event
+
+    def unregister(self, run_id: str, event: asyncio.Event) -> None:
+        waiters = self._waiters.get(run_id)
+        if waiters is not None:
+            waiters.discard(event)
+            if not waiters:
+                del self._waiters[run_id]

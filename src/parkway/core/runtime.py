@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from parkway.clock import Clock
 from parkway.core.committer import Committer
-from parkway.core.results import Results
+from parkway.core.results import Results, StreamReaders
 from parkway.core.telemetry import Telemetry
 from parkway.registry import Registry
 from parkway.store.base import REPORTS_OWN, Lease, Store, Tx
@@ -93,6 +93,7 @@ class Runtime:
         actions: Handlers of JSON flows' Action nodes, by name.
         worker: This process's worker, while one runs.
         results: Callers awaiting runs' ends in this process.
+        streams: Readers following runs' streams in this process.
         telemetry: Where the core reports what runs do (logs, metrics, traces).
     """
 
@@ -114,6 +115,8 @@ class Runtime:
         self.actions: dict[str, Callable[..., Any]] = {}
         self.worker: LocalWorker | None = None
         self.results = Results()
+        self.streams = StreamReaders()
+        self.results.listeners.append(self.streams.notify)
         self.telemetry = Telemetry()  # logs, and metrics and traces when configured
         self._sends: Committer | None = None
         self._sending = 0  # a sender's jobs in flight (see send)

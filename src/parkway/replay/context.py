@@ -56,6 +56,14 @@ class SideValues(Protocol):
         """Journal and set the run's value ``key`` (see ``ctx.set_value``)."""
         ...
 
+    def write_stream(self, key: str, data: bytes) -> None:
+        """Journal and append an item to the run's stream ``key``."""
+        ...
+
+    def close_stream(self, key: str) -> None:
+        """Journal the close of the run's stream ``key``."""
+        ...
+
     def on_update(
         self, name: str, handler: Callable[..., Any], validate: Callable[[Any], Any] | None
     ) -> None:
@@ -396,6 +404,37 @@ class WorkflowContext:
         limits.name(key, "value key", field="key")
         data = _json.dumps(value, f"value {key!r}")
         self._sides.set_value(key, data)
+
+    async def write_stream(self, key: str, value: Any) -> None:
+        """Append a JSON ``value`` to the run's stream ``key`` (a model's answer as it
+        comes, a long job's progress), for readers of ``handle.stream(key)`` or
+        ``GET /runs/{id}/streams/{key}``.
+
+        Journaled: the item is appended in the transaction that journals it, so
+        exactly once, even if the worker dies and the run is replayed; readers see
+        it once that transaction commits (at the run's next wait or step, or its
+        end). Its ``attempt`` is ``None``. To make items visible at once from a
+        long call, write them from a step: ``parkway.step_context().write_stream``.
+
+        Raises:
+            InvalidArgumentError: ``key`` is not a valid name, or the stream was
+                closed.
+            SerializationError: ``value`` is not JSON-serialisable (nothing is written).
+        """
+        limits.name(key, "stream key", field="key")
+        data = _json.dumps(value, f"stream {key!r} item")
+        self._sides.write_stream(key, data)
+
+    async def close_stream(self, key: str) -> None:
+        """End the run's stream ``key``: its readers stop after its last item, and
+        nothing more can be written to it. Closing a closed stream does nothing; a
+        run that ends closes all of its streams.
+
+        Raises:
+            InvalidArgumentError: ``key`` is not a valid name.
+        """
+        limits.name(key, "stream key", field="key")
+        self._sides.close_stream(key)
 
     def on_update(
         self,

@@ -172,6 +172,7 @@ class Machine(Composites, Updates, Sagas):
         self._handlers: dict[str, Any] = {}
         self._updates: list[UpdateRecord] = list(updates or [])
         self._handled: set[str] = set()
+        self._closed_streams: set[str] = set()
         self.consumed_tasks: set[int] = set()
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()

@@ -12,7 +12,11 @@ the ``update`` entry where it stands in the journal's order, so the handler
 sees the state it saw the first time.
 
 ``ctx.set_value(key, value)`` is journaled (kind ``value.set``) and written with
-the commit that journals it; replay does not write it again.
+the commit that journals it; replay does not write it again. So are
+``ctx.write_stream(key, value)`` (kind ``stream.write``: the item is appended in
+the commit that journals it, so exactly once, whatever crashes) and
+``ctx.close_stream(key)`` (``stream.close``); replay closes the key again in the
+machine, so a write after the close is refused the same way every time.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Updates(MachineState):
     _handlers: dict[str, Handler]
     _updates: list[UpdateRecord]
     _handled: set[str]
+    _closed_streams: set[str]
 
     # -- what the workflow's code calls ------------------------------------------------------
 
@@ -57,6 +62,33 @@ class Updates(MachineState):
             return
         self._record_new(branch, "value.set", key, "done", data)
         self.writes.values[key] = data
+
+    def write_stream(self, key: str, data: bytes) -> None:
+        if key in self._closed_streams:
+            raise InvalidArgumentError(
+                f"stream {key!r} of run {self.run.id!r} is closed: nothing more can be "
+                "written to it",
+                field="key",
+            )
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "stream.write", key)
+        if entry is not None:
+            self._applied.add(entry.pos)
+            return
+        self._record_new(branch, "stream.write", key, "done", None)
+        self.writes.streams.append((key, data))
+
+    def close_stream(self, key: str) -> None:
+        if key in self._closed_streams:
+            return  # (closing twice journals nothing more)
+        self._closed_streams.add(key)
+        branch = self._branch_now()
+        entry = self._next_entry(branch, "stream.close", key)
+        if entry is not None:
+            self._applied.add(entry.pos)
+            return
+        self._record_new(branch, "stream.close", key, "done", None)
+        self.writes.streams.append((key, None))
 
     # -- handling the updates sent -----------------------------------------------------------
 

@@ -84,20 +84,23 @@ class Writes:
     callbacks: list[CallbackRecord] = field(default_factory=list)
     human_tasks: list[HumanTaskRecord] = field(default_factory=list)
     ended_tasks: list[tuple[str, str]] = field(default_factory=list)
+    # ctx.write_stream and ctx.close_stream, in the order called: (key, the item),
+    # or (key, None) for a close.
+    streams: list[tuple[str, bytes | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
             self.journal or self.tasks or self.runs or self.consumed_signals
             or self.finished_waits or self.subscriptions or self.publishes
             or self.values or self.updates or self.callbacks or self.human_tasks
-            or self.ended_tasks
+            or self.ended_tasks or self.streams
         )  # fmt: skip
 
     @property
     def tells_callers(self) -> bool:
         """Whether callers may be waiting on something these writes set (a value,
-        an update's result)."""
-        return bool(self.values or self.updates)
+        an update's result, a stream's item)."""
+        return bool(self.values or self.updates or self.streams)
 
     @property
     def may_wait_for_commit(self) -> bool:
@@ -114,7 +117,7 @@ class Writes:
         first: a replay could come out otherwise, and the step's side effect would
         follow a history that never was.
         """
-        if self.values or self.updates or self.callbacks or self.human_tasks:
+        if self.values or self.updates or self.callbacks or self.human_tasks or self.streams:
             return False  # a caller may act on them: durable before a side effect
         return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
             entry.kind in REPLAYABLE_WAITS and entry.state == "done"

@@ -38,11 +38,13 @@ from parkway.store.records import (
     Sent,
     SignalRecord,
     StoreStats,
+    StreamRecord,
     SubscriptionRecord,
     TaskRecord,
     UpdateRecord,
 )
 from parkway.store.schedules import ScheduleRecord, ScheduleTx
+from parkway.store.streams import StreamTx
 
 # Columns of ``runs`` that ``update_run`` may change.
 RUN_MUTABLE = frozenset(
@@ -58,10 +60,11 @@ RUN_MUTABLE = frozenset(
 REPORTS_OWN = frozenset({"push", "reports_own"})
 
 
-class Tx(ScheduleTx, FlowTx, PeopleTx, Protocol):
+class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, Protocol):
     """Primitive operations inside one atomic transaction (schedules' among them:
     :class:`parkway.store.schedules.ScheduleTx`; callbacks' and human tasks':
-    :class:`parkway.store.people.PeopleTx`)."""
+    :class:`parkway.store.people.PeopleTx`; streams':
+    :class:`parkway.store.streams.StreamTx`)."""
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
     async def insert_run(self, run: RunRecord) -> None: ...
@@ -177,7 +180,7 @@ class Tx(ScheduleTx, FlowTx, PeopleTx, Protocol):
 
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the runs and everything kept for them: journal, tasks, mailbox,
-        subscriptions, values and updates."""
+        subscriptions, values, updates and streams."""
         ...
 
     async def journal(self, run_id: str) -> list[JournalEntry]: ...
@@ -461,6 +464,18 @@ class Store(Protocol):
         """Whether another process committed since the last call (cheap; polled)."""
         ...
 
+    def watch_streams(self, callback: Callable[[str | None], None]) -> None:
+        """Call ``callback(run_id)`` (on the event loop) when another process
+        committed a change to the run's streams (``None``: some run's, unknown
+        which, as after a lost connection).
+
+        This process's own commits are not reported (the core tells its readers
+        itself, see :mod:`parkway.core.streams`). The first call starts listening:
+        PostgreSQL by ``LISTEN``, SQLite by its wake-up socket; a store nobody else
+        writes to (``memory://``) never calls it.
+        """
+        ...
+
     def watch(self, callback: Callable[[float | None], None]) -> None:
         """Call ``callback(due)`` (on the event loop) when a commit added tasks.
 
@@ -602,6 +617,7 @@ __all__ = [
     "SignalRecord",
     "Store",
     "StoreStats",
+    "StreamRecord",
     "SubscriptionRecord",
     "TaskRecord",
     "Tx",

@@ -171,6 +171,17 @@ class MessageRecord:
     expires_at: float
 
 
+@dataclass(frozen=True)
+class StreamRecord:
+    """An item of a run's stream: its place from 0, its JSON value, the attempt of
+    the step that wrote it (``None``: the workflow's body) and when it was written."""
+
+    offset: int
+    value: bytes
+    attempt: int | None
+    written_at: float
+
+
 @dataclass
 class UpdateRecord:
     """An update sent to a run (``engine.update``), and what became of it.

@@ -60,8 +60,10 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
+from parkway.worker.streams import StepStreams
 from parkway.worker.threads import StepThreads
 
 log = logging.getLogger("parkway.worker")
@@ -277,9 +279,9 @@ class Advancer:
                         if not machine.writes.may_wait_for_commit:
                             await self._flush(run, machine)
                         if len(requests) == 1 and not inflight:
-                            machine.resume(token, await self._call(request))
+                            machine.resume(token, await self._call(run, request))
                         else:
-                            inflight[asyncio.ensure_future(self._call(request))] = token
+                            inflight[asyncio.ensure_future(self._call(run, request))] = token
                     elif isinstance(request, AwaitFuture):
                         inflight[asyncio.ensure_future(_settled(request.future))] = token
                     elif isinstance(request, Flush):
@@ -290,8 +292,20 @@ class Advancer:
             if inflight:  # (the run ended with steps in flight: they settle, unheard)
                 await asyncio.wait(inflight)
 
-    async def _call(self, request: RunStep) -> StepResult:
-        return await self.rt.telemetry.step(request, call_step(request.cmd, self.executor))
+    async def _call(self, run: RunRecord, request: RunStep) -> StepResult:
+        # The attempt's stream writer, for step_context().write_stream: its writes
+        # all commit before the step's result is recorded.
+        writer = StepStreams(self.rt, run.id, request.attempt)
+        token = step_streams.CURRENT.set(writer)
+        try:
+            result = await self.rt.telemetry.step(request, call_step(request.cmd, self.executor))
+        finally:
+            step_streams.CURRENT.reset(token)
+        try:
+            await writer.settle()
+        except Exception as exc:
+            return result if result.error is not None else StepResult(error=exc)
+        return result
 
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self._store_call(run) as tx:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from parkway import _json
-from parkway.core import cancel_on, flow, intake
+from parkway.core import cancel_on, flow, intake, streams
 from parkway.core import messages as core_messages
 from parkway.core.deadlines import add_deadline
 from parkway.core.runtime import Runtime
@@ -96,6 +96,8 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.delete_signals(writes.consumed_signals)
     if writes.values:
         await tx.put_values(run_id, writes.values, now)
+    if writes.streams:
+        await streams.apply(tx, run_id, writes.streams, now)
     for update_id, status, answer in writes.updates:
         await tx.finish_update(run_id, update_id, status, answer, now)
     for callback in writes.callbacks:

@@ -16,7 +16,7 @@ from parkway.store.base import (
     UpdateRecord,
 )
 from parkway.store.people import CallbackRecord, HumanTaskRecord
-from parkway.store.records import FlowSlot
+from parkway.store.records import FlowSlot, StreamRecord
 from parkway.store.schedules import ScheduleRecord
 
 T = TypeVar("T")
@@ -53,6 +53,8 @@ class _State:
         self.message_ids: dict[str, float] = {}
         self.message_waits: dict[tuple[str, str], tuple[str, int]] = {}
         self.values: dict[str, dict[str, bytes]] = {}
+        # A run's streams, by key.
+        self.streams: dict[str, dict[str, _Stream]] = {}
         self.updates: dict[tuple[str, str], UpdateRecord] = {}
         self.next_update = 1
         self.schedules: dict[str, ScheduleRecord] = {}
@@ -68,6 +70,12 @@ class _State:
         # Callbacks by the hash of their token, human tasks by id.
         self.callbacks: dict[str, CallbackRecord] = {}
         self.human_tasks: dict[str, HumanTaskRecord] = {}
+
+
+@dataclasses.dataclass
+class _Stream:
+    items: list[StreamRecord] = dataclasses.field(default_factory=list)
+    closed: bool = False
 
 
 @dataclasses.dataclass

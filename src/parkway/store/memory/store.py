@@ -97,6 +97,9 @@ class MemoryStore:
     def watch(self, callback: Callable[[float | None], None]) -> None:
         pass  # no push: the worker polls changed()
 
+    def watch_streams(self, callback: Callable[[str | None], None]) -> None:
+        pass  # no other process: this one's readers are told by the core
+
     async def has_due(self, now: float) -> bool:
         heap, tasks, runs = self._state.due_heap, self._state.tasks, self._state.runs
         while heap and heap[0][1] not in tasks:

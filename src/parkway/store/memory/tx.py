@@ -29,10 +29,13 @@ from parkway.store.memory.flow import _FlowControl
 from parkway.store.memory.people import MemoryPeople
 from parkway.store.memory.schedules import MemorySchedules
 from parkway.store.memory.state import _copy, _internal, _restore, _State
+from parkway.store.memory.streams import _Streams
 from parkway.store.memory.values import _ValuesAndUpdates
 
 
-class MemoryTx(_ValuesAndUpdates, MemorySchedules, MemoryPeople, _FlowControl, ComposedTx):
+class MemoryTx(
+    _ValuesAndUpdates, _Streams, MemorySchedules, MemoryPeople, _FlowControl, ComposedTx
+):
     """A transaction over :class:`_State` with an undo log."""
 
     def __init__(self, state: _State) -> None:
@@ -188,6 +191,7 @@ class MemoryTx(_ValuesAndUpdates, MemorySchedules, MemoryPeople, _FlowControl, C
             await self.delete_all_tasks(run_id)
             await self.delete_run_subscriptions(run_id)
             await self.delete_signals(list(state.run_signals.get(run_id, ())))
+            self._drop_streams(run_id)
             values = state.values.pop(run_id, None)
             if values is not None:
                 self._undo.append(functools.partial(state.values.__setitem__, run_id, values))

@@ -20,6 +20,8 @@ from parkway.store.postgres.failures import first_line
 log = logging.getLogger("parkway.store.postgres")
 
 CHANNEL = "parkway_tasks"
+# Commits that changed a run's streams: "<store token> <run id>" (see streams.py).
+STREAMS = "parkway_streams"
 # The listener probes its connection this often when no notification came.
 LISTEN_PROBE = 30.0
 
@@ -37,6 +39,8 @@ class Listener:
         self.display = display
         self.token = token
         self.watchers: list[Callable[[float | None], None]] = []
+        # Stream readers of this process, told of other processes' stream commits.
+        self.stream_watchers: list[Callable[[str | None], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._changed = False
 
@@ -71,6 +75,11 @@ class Listener:
         self._changed = True
         self.report(due)
 
+    def _streamed(self, run_id: str | None) -> None:
+        """Another process changed the run's streams (``None``: unknown whose)."""
+        for callback in self.stream_watchers:
+            callback(run_id)
+
     async def _listen(self) -> None:
         """Hold a LISTEN connection; set the changed flag on every foreign notification."""
         delay = 0.1
@@ -79,14 +88,20 @@ class Listener:
                 conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {STREAMS}")
                     # Whatever was committed while nobody listened: look once.
                     self._change()
+                    self._streamed(None)
                     delay = 0.1
                     while True:
                         async for note in conn.notifies(timeout=LISTEN_PROBE):
-                            token, _, due = note.payload.partition(" ")
-                            if token != self.token:
-                                self._change(_due(due))
+                            token, _, rest = note.payload.partition(" ")
+                            if token == self.token:
+                                continue
+                            if note.channel == STREAMS:
+                                self._streamed(rest)
+                            else:
+                                self._change(_due(rest))
                         # Quiet for a while: a dead peer only shows when we talk to it.
                         await conn.execute("SELECT 1")
             except asyncio.CancelledError:
@@ -97,6 +112,7 @@ class Listener:
                     self.display, first_line(exc), delay,
                 )  # fmt: skip
                 self._change()
+                self._streamed(None)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -154,6 +154,10 @@ WITH gone AS (
     DELETE FROM parkway.callbacks WHERE run_id = ANY(%(ids)s::text[])
 ), human_tasks AS (
     DELETE FROM parkway.human_tasks WHERE run_id = ANY(%(ids)s::text[])
+), stream_heads AS (
+    DELETE FROM parkway.stream_heads WHERE run_id = ANY(%(ids)s::text[])
+), stream_items AS (
+    DELETE FROM parkway.stream_items WHERE run_id = ANY(%(ids)s::text[])
 )
 SELECT count(*) FROM gone
 

@@ -251,3 +251,8 @@ class PostgresStore(Connections):
         self._listener.watchers.append(callback)
         if self._pool is not None:
             self._listener.start()
+
+    def watch_streams(self, callback: Callable[[str | None], None]) -> None:
+        self._listener.stream_watchers.append(callback)
+        if self._pool is not None:
+            self._listener.start()

@@ -13,10 +13,13 @@ from parkway.store.postgres.journal import JournalOps
 from parkway.store.postgres.messages import MessageOps
 from parkway.store.postgres.people import PeopleOps
 from parkway.store.postgres.schedules import ScheduleOps
+from parkway.store.postgres.streams import StreamOps
 from parkway.store.postgres.updates import UpdateOps
 
 
-class PostgresTx(FlowOps, EventOps, MessageOps, UpdateOps, ScheduleOps, PeopleOps, JournalOps):
+class PostgresTx(
+    FlowOps, EventOps, MessageOps, UpdateOps, StreamOps, ScheduleOps, PeopleOps, JournalOps
+):
     """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
 
     Runs and leases (:class:`~parkway.store.postgres.runs.RunOps`); journal,

@@ -200,6 +200,8 @@ class SQLiteStore:
                     callback(None)
                 if self.wakeups is not None:
                     self.wakeups.announce()
+            if tx.streamed and self.wakeups is not None:
+                self.wakeups.announce_streams(tx.streamed)
 
     def _rollback(self) -> None:
         """End the transaction under way, if SQLite has not ended it already (a
@@ -291,6 +293,12 @@ class SQLiteStore:
         self._watchers.append(callback)
         if self.wakeups is not None and self._conn is not None:
             self.wakeups.listen(lambda: callback(None))
+
+    def watch_streams(self, callback: Callable[[str | None], None]) -> None:
+        # Other processes' stream commits, by their wake-up datagram; a lost one
+        # costs the reader its poll (see parkway.core.streams).
+        if self.wakeups is not None and self._conn is not None:
+            self.wakeups.listen_streams(callback)
 
     async def has_due(self, now: float) -> bool:
         async with self._reading():

@@ -43,17 +43,19 @@ from parkway.store.sqlite.statements import (
     listing,
     update_run,
 )
+from parkway.store.sqlite.streams import StreamOps
 from parkway.store.sqltext import run_conditions
 
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, ComposedTx):
+class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn
         self.added_tasks = False  # other processes' workers are told at commit
+        self.streamed: set[str] = set()  # (and their stream readers: see StreamOps)
         # Runs given a task here, until this transaction leased them to this process
         # (a hand-over): their tasks are its worker's, whom a claim elsewhere could
         # not take them from, so telling the others would only wake them to claim
@@ -222,6 +224,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, ComposedTx):
         ):  # fmt: skip
             self._c.executemany(Q[name], ids)
         self._delete_people(ids)
+        self._delete_streams(ids)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]

@@ -14,6 +14,10 @@ The folder is under the system's temporary directory, named by a hash of the
 database's real path, so every process opening that file finds the same one
 without writing anything beside the database. A socket whose process died
 refuses the next datagram and is removed by the sender that found it so.
+
+The same sockets carry the news of a commit that changed a run's streams (a
+datagram ``s<run id>``, where a task's is ``t``), so a reader in another process
+than the writer's is woken as a worker is.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import stat
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 log = logging.getLogger("parkway.store.wakeup")
 
@@ -39,6 +43,9 @@ _SUFFIX = ".sock"
 # The folder is listed again at least this often (seconds), should a socket have
 # come within the same tick of the folder's clock as the last listing.
 _RELIST_EVERY = 1.0
+# The largest datagram read: a stream's note carries a run id (at most 255
+# characters, up to 4 bytes each).
+_DATAGRAM = 1100
 
 
 def folder_for(database: str) -> str:
@@ -67,13 +74,26 @@ class Wakeups:
         self._listed_at: int | None = None
         self._listed_when = 0.0
         self.sent = 0  # datagrams sent, for tests
+        self._on_tasks: list[Callable[[], None]] = []
+        self._on_streams: list[Callable[[str], None]] = []
 
     def listen(self, callback: Callable[[], None]) -> bool:
-        """Call ``callback`` on the event loop whenever another process announces.
+        """Call ``callback`` on the event loop whenever another process announces
+        tasks.
 
         Returns whether listening started (not on a platform without Unix
         sockets, nor where the folder cannot be made or the path is too long).
         """
+        self._on_tasks.append(callback)
+        return self._bind()
+
+    def listen_streams(self, callback: Callable[[str], None]) -> bool:
+        """Call ``callback(run_id)`` on the event loop whenever another process
+        announces a change to the run's streams (same socket as :meth:`listen`)."""
+        self._on_streams.append(callback)
+        return self._bind()
+
+    def _bind(self) -> bool:
         if self._listener is not None or not supported():
             return self._listener is not None
         path = os.path.join(self.folder, f"{os.getpid()}-{uuid.uuid4().hex[:6]}{_SUFFIX}")
@@ -96,15 +116,22 @@ class Wakeups:
         self._listener, self._own = sock, path
 
         def readable() -> None:
-            woken = False
+            tasks, runs = False, set()
             while True:  # drain: many announcements wake once
                 try:
-                    sock.recv(64)
+                    note = sock.recv(_DATAGRAM)
                 except OSError:  # drained (BlockingIOError), or closed
                     break
-                woken = True
-            if woken:
-                callback()
+                if note.startswith(b"s"):
+                    runs.add(note[1:].decode("utf-8", "replace"))
+                else:
+                    tasks = True
+            if tasks:
+                for on_tasks in self._on_tasks:
+                    on_tasks()
+            for run_id in runs:
+                for on_streams in self._on_streams:
+                    on_streams(run_id)
 
         asyncio.get_running_loop().add_reader(sock.fileno(), readable)
         return True
@@ -119,6 +146,13 @@ class Wakeups:
 
     def announce(self) -> None:
         """Wake every other listener on this database (a commit added tasks)."""
+        self._send([b"t"])
+
+    def announce_streams(self, run_ids: Collection[str]) -> None:
+        """Tell every other listener that these runs' streams changed."""
+        self._send([b"s" + run_id.encode() for run_id in run_ids])
+
+    def _send(self, notes: list[bytes]) -> None:
         peers = self._current_peers()
         if not peers:
             return
@@ -127,7 +161,8 @@ class Wakeups:
             self._sender.setblocking(False)
         for path in peers:
             try:
-                self._sender.sendto(b"t", path)
+                for note in notes:
+                    self._sender.sendto(note, path)
                 self.sent += 1
             except (BlockingIOError, InterruptedError):
                 pass  # its buffer is full: it has wake-ups enough to read

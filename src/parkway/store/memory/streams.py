@@ -1,0 +1,61 @@
+"""The memory store's run streams (a part of :class:`parkway.store.memory.MemoryTx`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from parkway.store.memory.state import _State, _Stream
+from parkway.store.records import StreamRecord
+
+
+class _Streams:
+    """Run streams (a part of :class:`MemoryTx`); one process, so no one to tell."""
+
+    _s: _State
+    _undo: list[Callable[[], object]]
+
+    def _stream(self, run_id: str, key: str) -> _Stream:
+        streams = self._s.streams.setdefault(run_id, {})
+        stream = streams.get(key)
+        if stream is None:
+            stream = streams[key] = _Stream()
+            self._undo.append(lambda: streams.pop(key, None))
+        return stream
+
+    async def append_stream(
+        self, run_id: str, key: str, items: Sequence[tuple[bytes, int | None]], at: float
+    ) -> int | None:
+        stream = self._stream(run_id, key)
+        if stream.closed:
+            return None
+        first = len(stream.items)
+        stream.items.extend(
+            StreamRecord(first + i, value, attempt, at) for i, (value, attempt) in enumerate(items)
+        )
+        self._undo.append(lambda: stream.items.__delitem__(slice(first, None)))
+        return first
+
+    async def close_stream(self, run_id: str, key: str) -> None:
+        stream = self._stream(run_id, key)
+        if not stream.closed:
+            stream.closed = True
+            self._undo.append(lambda: setattr(stream, "closed", False))
+
+    async def end_streams(self, run_id: str) -> None:
+        for stream in self._s.streams.get(run_id, {}).values():
+            if not stream.closed:
+                stream.closed = True
+                self._undo.append(lambda s=stream: setattr(s, "closed", False))  # type: ignore[misc]
+
+    async def read_stream(
+        self, run_id: str, key: str, offset: int, limit: int
+    ) -> tuple[list[StreamRecord], bool]:
+        stream = self._s.streams.get(run_id, {}).get(key)
+        if stream is None:
+            return [], False
+        return stream.items[offset : offset + limit], stream.closed
+
+    def _drop_streams(self, run_id: str) -> None:
+        streams = self._s.streams.pop(run_id, None)
+        if streams is not None:
+            self._undo.append(lambda: self._s.streams.__setitem__(run_id, streams))

@@ -1,0 +1,51 @@
+"""A PostgreSQL transaction's run streams (``Tx.append_stream`` and the rest).
+
+An append is one statement: the head row's ``UPDATE`` takes the stream's next
+offsets and holds the row locked to commit, so appenders of one stream are
+serialised and commit in offset order; the items go in with it, and a
+``NOTIFY`` on ``parkway_streams`` (transactional: sent at commit) wakes the
+readers listening in other processes (see :mod:`parkway.store.postgres.listener`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from parkway.store.postgres.transport import Transport
+from parkway.store.records import StreamRecord
+from parkway.store.sqltext import load_queries
+
+S = load_queries(__package__, "streams.sql")
+
+
+class StreamOps(Transport):
+    """Run streams (a part of ``PostgresTx``)."""
+
+    def _note(self, run_id: str) -> str:
+        return f"{self._store._token} {run_id}"
+
+    async def append_stream(
+        self, run_id: str, key: str, items: Sequence[tuple[bytes, int | None]], at: float
+    ) -> int | None:
+        params = dict(
+            run=run_id, key=key, n=len(items), at=at, note=self._note(run_id),
+            values=[value for value, _ in items], attempts=[attempt for _, attempt in items],
+        )  # fmt: skip
+        self._idempotent = False
+        row = await self._one(S["append_stream"], params)
+        return None if row is None else int(row[0])
+
+    async def close_stream(self, run_id: str, key: str) -> None:
+        await self._write(S["close_stream"], (run_id, key, self._note(run_id)), idempotent=True)
+
+    async def end_streams(self, run_id: str) -> None:
+        await self._write(S["end_streams"], (run_id, self._note(run_id)), idempotent=True)
+
+    async def read_stream(
+        self, run_id: str, key: str, offset: int, limit: int
+    ) -> tuple[list[StreamRecord], bool]:
+        rows = await self._all(S["read_stream"], (offset, limit, run_id, key))
+        items = [
+            StreamRecord(int(o), bytes(v), a, float(t)) for _, o, v, a, t in rows if o is not None
+        ]
+        return items, bool(rows and rows[0][0])

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from pydantic import ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -25,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from parkway import limits
+from parkway import _json, limits
 from parkway.engine import Engine
 from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError, StoreError
 from parkway.events import SubscriptionInfo
@@ -61,7 +62,7 @@ from parkway.http.parsing import (
     run_id_param,
 )
 from parkway.http.routes import ROUTES
-from parkway.models import CallbackResult
+from parkway.models import CallbackResult, RunStatus, StreamItem
 from parkway.schedules import ScheduleInfo
 
 __all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
@@ -185,6 +186,25 @@ class Api:
         with json_at():
             found = await self.engine.value(run_id, key, timeout=query.timeout)
         return json_response({"key": key, "value": found})
+
+    async def stream(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        key = path_param(request, "key", limits.name, "stream key")
+        query = parse_query(request, schemas.StreamQuery)
+        offset = _resume_offset(request, query.offset)
+        self._require_open()
+        if _wants_json(request):
+            items = await self.engine.read_stream(run_id, key, offset=offset, limit=query.limit)
+            return json_response([item.to_dict() for item in items])
+        # The run must exist before the 200 (a stream cannot turn into a 404), and a
+        # resume past the end of a run that has ended gets a 204, which tells an
+        # EventSource not to reconnect. (Its status is read first: the items its
+        # end committed with are then seen by the read after.)
+        ended = (await self.engine.get_run(run_id)).status in _ENDED
+        if ended and not await self.engine.read_stream(run_id, key, offset=offset, limit=1):
+            return Response(status_code=204)
+        follow = self.engine.stream(run_id, key, offset=offset)
+        return EventSourceResponse(_events(follow, offset), ping=SSE_KEEPALIVE)
 
     async def update(self, request: Request) -> Response:
         run_id = run_id_param(request)
@@ -442,6 +462,10 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
             handler, parts = Api.values, parts[:-1]
         elif len(parts) >= 3 and parts[-2] == "values":
             handler, name, parts = Api.value, parts[-1], parts[:-2]
+        elif len(parts) >= 3 and parts[-2] == "streams":
+            handler, name, parts = Api.stream, parts[-1], parts[:-2]
+            params = {"id": decoded("id", "/".join(parts)), "key": decoded("key", name)}
+            return handler, params
     elif len(parts) >= 3 and parts[-2] == "signals":
         handler, name, parts = Api.signal, parts[-1], parts[:-2]
     elif len(parts) >= 3 and parts[-2] == "updates":
@@ -457,6 +481,41 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
     if name is not None:
         params["name"] = decoded("name", name)
     return handler, params
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+# Seconds between keep-alive comments on a quiet event stream (proxies drop idle ones).
+SSE_KEEPALIVE = 15.0
+
+
+def _wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/event-stream" not in accept
+
+
+def _resume_offset(request: Request, offset: int) -> int:
+    """Where an event stream resumes: after its ``Last-Event-ID`` (an EventSource
+    reconnecting sends the last id it saw), else at ``?offset=``."""
+    last = request.headers.get("last-event-id")
+    if last is None or last == "":
+        return offset
+    if not limits.ascii_digits(last) or len(last) > 18:
+        message = f"Last-Event-ID must be the offset of an item (digits), got {last[:40]!r}"
+        raise Invalid([field_error(["header", "Last-Event-ID"], message, "offset")])
+    return int(last) + 1
+
+
+async def _events(items: AsyncIterator[StreamItem], offset: int) -> AsyncIterator[ServerSentEvent]:
+    """The event stream: each item with its offset as id, then ``end``."""
+    try:
+        async for item in items:
+            yield ServerSentEvent(_json.dumps(item.to_dict()).decode(), id=str(item.offset))
+            offset = item.offset + 1
+        yield ServerSentEvent(_json.dumps({"offset": offset}).decode(), event="end")
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
 
 
 # -- the app ---------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ PATH_TYPES: dict[str, dict[str, Any]] = {
     "name": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
              "pattern": limits.NAME_PATTERN},
     "token": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[A-Za-z0-9_-]+$"},
+    "key": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
+            "pattern": limits.NAME_PATTERN},
 }  # fmt: skip
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
     400: ("The Host header names another server (parkway serve answers its own address, "
@@ -111,6 +113,12 @@ def _operation(
                 {"name": name, "in": "query", "required": False,
                  "description": prop.get("description", ""), "schema": schema}
             )  # fmt: skip
+    if any(doc.events for doc in route.responses.values()):
+        params.append(
+            {"name": "Last-Event-ID", "in": "header", "required": False,
+             "description": "Resume after this offset (an EventSource sends it when it "
+             "reconnects); it wins over ?offset=.", "schema": {"type": "string"}}
+        )  # fmt: skip
     if params:
         op["parameters"] = params
     errors = set(route.errors)
@@ -175,6 +183,8 @@ def _response(doc: Doc) -> dict[str, Any]:
         out["content"] = {
             doc.media: {"schema": {"type": "array", "items": schema} if doc.many else schema}
         }
+        if doc.events:
+            out["content"]["text/event-stream"] = {"schema": {"type": "string"}}
     else:
         out["content"] = {doc.media: {"schema": {"type": "object"}}}
     return out

@@ -19,6 +19,8 @@ class Doc:
     model: type[BaseModel] | None = None
     many: bool = False
     media: str = "application/json"
+    # Also answered as Server-Sent Events (text/event-stream), by the Accept header.
+    events: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,16 @@ ROUTES: list[RouteSpec] = [
               "A run's value, waiting up to ?timeout= seconds for it to be set",
               {200: Doc("The value, or null.", schemas.ValueOut)},
               query=schemas.ValueQuery, errors=(404,), tags=("runs",)),
+    RouteSpec("GET", "/runs/{id}/streams/{key}", "stream",
+              "A run's stream: Server-Sent Events that follow it live until it is closed "
+              "or the run ends, or with Accept: application/json the items committed now",
+              {200: Doc("Server-Sent Events, each with the item's offset as its id and the "
+                        "item as its data, keep-alive comments while quiet, and a last event "
+                        "`end` whose data holds the offset that would come next; or the JSON "
+                        "list of items.", schemas.StreamItemOut, many=True, events=True),
+               204: Doc("Server-Sent Events asked past the end of a stream that has ended: "
+                        "an EventSource does not reconnect.", media="text/event-stream")},
+              query=schemas.StreamQuery, errors=(404,), tags=("runs",)),
     RouteSpec("POST", "/runs/{id}/updates/{name}", "update",
               "Send the run a synchronous update; its handler's answer",
               {200: Doc("The handler's answer.", schemas.UpdateOut)},

@@ -245,6 +245,20 @@ class ValueQuery(_Request):
     )
 
 
+class StreamQuery(_Request):
+    """``GET /runs/{id}/streams/{key}``: where to start, and how many items at most
+    (the JSON form; the event stream sends them all)."""
+
+    offset: int = Field(
+        default=0, ge=0, le=2**63 - 1,
+        description="The first item's offset (0: from the start). A Last-Event-ID "
+        "header, sent by a reconnecting EventSource, resumes after that offset instead.",
+    )  # fmt: skip
+    limit: int = Field(
+        default=100, ge=1, le=1000, description="The most items the JSON form returns."
+    )
+
+
 class NoQuery(_Request):
     """A route that takes no query parameters (a misspelt filter is refused, not ignored)."""
 
@@ -477,6 +491,17 @@ class ValueOut(_Response):
 
     key: str
     value: Any
+
+
+class StreamItemOut(_Response):
+    """An item of a run's stream (each Server-Sent Event's data; its id is the offset)."""
+
+    offset: int
+    value: Any
+    attempt: int | None = Field(
+        description="The attempt of the step that wrote it; null: the workflow's body."
+    )
+    written_at: datetime
 
 
 class SignalOut(_Response):

@@ -25,6 +25,7 @@ from parkway.errors import (
     InvalidWorkflowError,
     MessageNotFoundError,
     NonDeterminismError,
+    NonRetryableError,
     ParkwayError,
     ResultTimeoutError,
     RoutingError,
@@ -36,6 +37,7 @@ from parkway.errors import (
     ScheduleNotFoundError,
     SerializationError,
     StepFailedError,
+    StepTimeoutError,
     StoreBusyError,
     StoreConflictError,
     StoreConnectionError,
@@ -74,6 +76,7 @@ from parkway.models import (
 )
 from parkway.replay.context import Callback, ChildHandle, WorkflowContext
 from parkway.schedules import Schedule, ScheduleInfo
+from parkway.worker.step_context import StepContext, step_context
 
 __version__ = "0.1.0"
 
@@ -112,6 +115,7 @@ __all__ = [
     "MessageNotFoundError",
     "NodeModel",
     "NonDeterminismError",
+    "NonRetryableError",
     "ParkwayError",
     "PublishResult",
     "RateLimit",
@@ -130,7 +134,9 @@ __all__ = [
     "ScheduleInfo",
     "ScheduleNotFoundError",
     "SerializationError",
+    "StepContext",
     "StepFailedError",
+    "StepTimeoutError",
     "StoreBusyError",
     "StoreConflictError",
     "StoreConnectionError",
@@ -149,4 +155,5 @@ __all__ = [
     "WorkflowUsageError",
     "__version__",
     "default_node_models",
+    "step_context",
 ]

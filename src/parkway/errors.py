@@ -224,6 +224,23 @@ class CompensationFailedError(ParkwayError):
         self.run_id, self.failed = run_id, list(failed)
 
 
+class StepTimeoutError(ParkwayError, TimeoutError):
+    """An attempt of a step ran past its ``timeout`` and was cut off (an ``async def``
+    step cancelled, a ``def`` step's thread abandoned: its late result is ignored)."""
+
+    def __init__(self, step: str, timeout: float) -> None:
+        super().__init__(f"step {step!r} timed out after {timeout:g}s")
+        self.step, self.timeout = step, timeout
+
+
+class NonRetryableError(ParkwayError):
+    """Raised from a step: a failure that trying again cannot mend (a declined card).
+
+    The step fails at once, whatever its ``Retry`` allows; subclass it for
+    failures of your own that are final.
+    """
+
+
 class WaitTimeoutError(ParkwayError, TimeoutError):
     """A wait's deadline passed before its input arrived."""
 

@@ -15,6 +15,7 @@ from parkway.errors import (
     DuplicateSubscriptionError,
     InvalidArgumentError,
     NonDeterminismError,
+    NonRetryableError,
     ParkwayError,
     RunCancelledError,
     RunTimeoutError,
@@ -255,13 +256,23 @@ class Retry:
         max_attempts: Attempts in all, the first included (``1`` = no retry).
         backoff: Delay before the second attempt; later delays grow by ``factor``.
         factor: Multiplier applied to the delay after each failed attempt.
-        max_backoff: Upper bound of any one delay.
+        max_backoff: Upper bound of any one delay; not below ``backoff``.
+        non_retryable: Exception classes, or their qualified names as strings
+            (``"billing.CardDeclined"`` or ``"CardDeclined"``), whose failures are
+            final: an attempt raising one of them (or a subclass) fails the step at
+            once, as one raising :class:`parkway.NonRetryableError` always does.
+
+    Raises:
+        InvalidArgumentError: A field is out of its range (``backoff`` above
+            ``max_backoff`` among them), or ``non_retryable`` holds something
+            that is neither an exception class nor a name.
     """
 
     max_attempts: int = 3
     backoff: Duration = 1.0
     factor: float = 2.0
     max_backoff: Duration = 60.0
+    non_retryable: tuple[type[BaseException] | str, ...] = ()
     _delays: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -274,12 +285,58 @@ class Retry:
             raise InvalidArgumentError(f"Retry.factor must be a number >= 1, got {self.factor!r}")
         base = to_seconds(self.backoff, "Retry.backoff")
         cap = to_seconds(self.max_backoff, "Retry.max_backoff")
+        if base > cap:
+            raise InvalidArgumentError(
+                f"Retry.backoff ({base:g}s) is above Retry.max_backoff ({cap:g}s): no delay "
+                "could be that long; raise max_backoff or lower backoff",
+                field="Retry.backoff",
+            )
         object.__setattr__(self, "_delays", (base, cap))
+        object.__setattr__(self, "non_retryable", _exception_kinds(self.non_retryable))
 
     def delay(self, failed_attempts: int) -> float:
         """Seconds to wait after the ``failed_attempts``-th failure."""
         base, cap = self._delays
         return float(min(cap, base * self.factor ** (failed_attempts - 1)))
+
+    def retries(self, exc: BaseException) -> bool:
+        """Whether a failure raising ``exc`` may be tried again (attempts allowing)."""
+        if isinstance(exc, NonRetryableError):
+            return False
+        for kind in self.non_retryable:
+            if isinstance(kind, str):
+                if any(kind in _names(cls) for cls in type(exc).__mro__):
+                    return False
+            elif isinstance(exc, kind):
+                return False
+        return True
+
+
+def _exception_kinds(value: object) -> tuple[type[BaseException] | str, ...]:
+    """``Retry.non_retryable`` checked: a tuple of exception classes and names."""
+    items = (value,) if isinstance(value, str | type) else value
+    if not isinstance(items, tuple | list | frozenset | set):
+        raise InvalidArgumentError(
+            f"Retry.non_retryable must be a tuple of exception classes or names, got {value!r}",
+            field="Retry.non_retryable",
+        )
+    for item in items:
+        if isinstance(item, str):
+            if not item.strip():
+                raise InvalidArgumentError(
+                    "Retry.non_retryable holds an empty name", field="Retry.non_retryable"
+                )
+        elif not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise InvalidArgumentError(
+                f"Retry.non_retryable must hold exception classes or their names, got {item!r}",
+                field="Retry.non_retryable",
+            )
+    return tuple(items)
+
+
+def _names(cls: type) -> tuple[str, str, str]:
+    """The names a string in ``Retry.non_retryable`` may give ``cls`` by."""
+    return (cls.__name__, cls.__qualname__, f"{cls.__module__}.{cls.__qualname__}")
 
 
 def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:

@@ -93,8 +93,9 @@ def test_engine_duration_options_accept_every_form(option: str, value) -> None:
 
 @pytest.mark.parametrize("field", ["backoff", "max_backoff"])
 def test_retry_durations(field: str) -> None:
-    Retry(**{field: "250ms"})
-    Retry(**{field: timedelta(seconds=2)})
+    other = {"max_backoff": {"backoff": "100ms"}, "backoff": {}}[field]  # (backoff <= cap)
+    Retry(**{field: "250ms"}, **other)
+    Retry(**{field: timedelta(seconds=2)}, **other)
     with pytest.raises(InvalidDurationError, match=field):
         Retry(**{field: "5 parsecs"})
 

@@ -62,6 +62,7 @@ EXPECTED_ALL = {
     "MessageNotFoundError",
     "NodeModel",
     "NonDeterminismError",
+    "NonRetryableError",
     "ParkwayError",
     "PublishResult",
     "RateLimit",
@@ -77,7 +78,9 @@ EXPECTED_ALL = {
     "RunTimeoutError",
     "RunStatus",
     "SerializationError",
+    "StepContext",
     "StepFailedError",
+    "StepTimeoutError",
     "StoreBusyError",
     "StoreConflictError",
     "StoreConnectionError",
@@ -92,6 +95,7 @@ EXPECTED_ALL = {
     "WorkflowFailedError",
     "__version__",
     "default_node_models",
+    "step_context",
 }
 
 # Plain values: they cannot carry a docstring of their own.
@@ -107,6 +111,8 @@ CONTRACT_ERRORS = [
     "RunCancelledError",
     "NonDeterminismError",
     "StepFailedError",
+    "StepTimeoutError",
+    "NonRetryableError",
     "InvalidInputError",
     "FlowDefinitionError",
     "RoutingError",

@@ -64,6 +64,9 @@ class Pending:
     entry: JournalEntry | None
     gen: Op | None = None
     requested: bool = False  # a request of it is out (a step in flight, a read)
+    # A step's position, taken when its first attempt starts (before any entry): the
+    # attempt's idempotency key names it, and its entries are journaled there.
+    reserved: int | None = None
     group: Group | None = None  # a gather's: its branches
 
 

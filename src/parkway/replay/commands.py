@@ -51,6 +51,7 @@ class StepCmd(Command):
     kwargs: dict[str, Any]
     name: str
     retry: Retry | None
+    timeout: float | None = None  # seconds each attempt may take
     kind: ClassVar[str] = "step"
 
 

@@ -11,7 +11,12 @@ from typing import Any, Protocol, TypeVar, cast, overload
 
 from parkway import _json, forms, limits
 from parkway.durations import Duration, to_seconds
-from parkway.errors import CallbackFailedError, CompensationFailedError, InvalidArgumentError
+from parkway.errors import (
+    CallbackFailedError,
+    CompensationFailedError,
+    InvalidArgumentError,
+    InvalidDurationError,
+)
 from parkway.events import Event, PublishResult, check_message
 from parkway.matching import check_match
 from parkway.models import Retry
@@ -206,6 +211,7 @@ class WorkflowContext:
         name: str | None = None,
         retry: Retry | None = None,
         compensate: Callable[[Any], Any] | None = None,
+        timeout: Duration | None = None,
         **kwargs: Any,
     ) -> T: ...
 
@@ -217,6 +223,7 @@ class WorkflowContext:
         name: str | None = None,
         retry: Retry | None = None,
         compensate: Callable[[Any], Any] | None = None,
+        timeout: Duration | None = None,
         **kwargs: Any,
     ) -> T: ...
 
@@ -227,6 +234,7 @@ class WorkflowContext:
         name: str | None = None,
         retry: Retry | None = None,
         compensate: Callable[[Any], Any] | None = None,
+        timeout: Duration | None = None,
         **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` once and journal its result.
@@ -243,9 +251,16 @@ class WorkflowContext:
                 argument, and run (newest first, retried under ``retry``) by
                 :meth:`compensate`, or when the workflow raises or the run is
                 cancelled or times out. A run that completes leaves it unrun.
+            timeout: How long each attempt may take (a ``timedelta``, seconds or
+                ``"10s"``; default: no limit). At the deadline an ``async def``
+                step is cancelled and a ``def`` step's thread abandoned (its late
+                result is ignored); the attempt fails with ``StepTimeoutError``
+                and is retried under ``retry`` like any failure.
 
         Raises:
-            StepFailedError: The last attempt failed.
+            StepFailedError: The last attempt failed (``error_type``
+                ``"StepTimeoutError"`` when it ran out of time).
+            InvalidArgumentError: ``fn``, ``retry`` or ``timeout`` is malformed.
         """
         if not callable(fn):
             raise InvalidArgumentError(f"ctx.step needs a function, got {fn!r}")
@@ -255,8 +270,15 @@ class WorkflowContext:
             raise InvalidArgumentError(
                 f"compensate must be a function taking the step's result, got {compensate!r}"
             )
+        seconds = None
+        if timeout is not None:
+            seconds = to_seconds(timeout, "ctx.step timeout")
+            if seconds <= 0:
+                raise InvalidDurationError(
+                    timeout, "ctx.step timeout", detail="must be longer than zero"
+                )
         step_name = name or getattr(fn, "__qualname__", None) or repr(fn)
-        result = await StepCmd(fn, args, kwargs, step_name, retry)
+        result = await StepCmd(fn, args, kwargs, step_name, retry, seconds)
         if compensate is not None:
             self._sides.register_compensation(step_name, compensate, result, retry)
         return result

@@ -100,14 +100,26 @@ class Operations(MachineState):
     def _step(self, op: Pending, cmd: StepCmd) -> Op:
         entry = op.entry
         attempt = 1
-        if entry is not None:  # a retry's backoff: its timer fired, or will
+        heartbeat: bytes | None = None  # the latest an earlier attempt recorded
+        if entry is not None:  # a retry's backoff (its timer fired, or will), or a
+            # heartbeat of an attempt cut short (a crash, a lost lease)
             if entry.deadline is not None and self.clock_now() < entry.deadline:
                 self._backing_off()
                 raise Park
-            attempt = _json.loads(entry.value)["attempt"] + 1
+            info = _json.loads(entry.value)
+            attempt = info["attempt"] + 1 if "error" in info else info["attempt"]
+            if "heartbeat" in info:
+                heartbeat = _json.dumps(info["heartbeat"])
+            position = entry.pos
+        else:
+            if op.reserved is None:
+                op.reserved = self._alloc()
+            position = op.reserved
         retry = cmd.retry or NO_RETRY
         while True:
-            result: StepResult = yield RunStep(cmd, attempt)
+            result: StepResult = yield RunStep(cmd, attempt, position, heartbeat)
+            if result.heartbeat is not None:
+                heartbeat = result.heartbeat
             exc = result.error
             if exc is None:
                 try:
@@ -122,13 +134,15 @@ class Operations(MachineState):
                 return _json.loads(data)
             log.debug("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
             # (A branch withdrawn by its gather is not retried: nobody awaits it.)
-            if attempt < retry.max_attempts and not op.branch.withdrawn:
+            if attempt < retry.max_attempts and not op.branch.withdrawn and retry.retries(exc):
                 delay = retry.delay(attempt)
                 if delay <= 0:
                     attempt += 1
                     continue
                 deadline = self.clock_now() + delay
                 info = {"attempt": attempt, "error": error_dict(exc)}
+                if heartbeat is not None:
+                    info["heartbeat"] = _json.loads(heartbeat)
                 pos = self._record(op, "step", "pending", _json.dumps(info), deadline).pos
                 self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
                 self._backing_off()

@@ -24,6 +24,10 @@ class RunStep:
 
     cmd: StepCmd
     attempt: int
+    # Where the step is journaled: its attempts' idempotency key names it.
+    position: int = 0
+    # The JSON details the latest earlier attempt recorded by a heartbeat (None: none).
+    last_heartbeat: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,11 @@ class StepResult:
 
     value: Any = None
     error: BaseException | None = None
+    # The JSON details of this attempt's last heartbeat, if it recorded one.
+    heartbeat: bytes | None = None
+    # When the attempt started and ended (engine time; 0.0: not measured).
+    started: float = 0.0
+    ended: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,12 @@ class MachineState:
             pos = old.pos
             if old.seq is not None or pos != self.next_pos - 1:
                 seq = self._alloc()
+        elif pos is None and op.reserved is not None:
+            # A step answered after entries taken since its start records the order of
+            # its answer, as an operation answered late does.
+            pos = op.reserved
+            if pos != self.next_pos - 1:
+                seq = self._alloc()
         elif pos is None:
             pos = self._alloc()
         entry = JournalEntry(

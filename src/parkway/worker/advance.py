@@ -37,7 +37,6 @@ from parkway.errors import (
 from parkway.events import Event
 from parkway.models import RunStatus, error_dict
 from parkway.registry import LATEST, WorkflowDef
-from parkway.replay.commands import StepCmd
 from parkway.replay.machine import Machine, Token
 from parkway.replay.requests import (
     AwaitFuture,
@@ -60,9 +59,11 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.worker import step_context
 from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
+from parkway.worker.step_context import StepContext
 from parkway.worker.streams import StepStreams
 from parkway.worker.threads import StepThreads
 
@@ -298,7 +299,7 @@ class Advancer:
         writer = StepStreams(self.rt, run.id, request.attempt)
         token = step_streams.CURRENT.set(writer)
         try:
-            result = await self.rt.telemetry.step(request, call_step(request.cmd, self.executor))
+            result = await self.rt.telemetry.step(request, call_step(run, request, self.executor))
         finally:
             step_streams.CURRENT.reset(token)
         try:
@@ -495,12 +496,20 @@ class Advancer:
                 )
 
 
-async def call_step(cmd: StepCmd, executor: StepThreads) -> StepResult:
-    """Run one attempt of a step: what it returned, or the exception it raised.
+async def call_step(run: RunRecord, request: RunStep, executor: StepThreads) -> StepResult:
+    """Run one attempt of a step of ``run``: what it returned, or the exception it raised.
 
     A sync step may block (requests, file I/O): it runs in ``executor``, with
-    the caller's context variables (as ``asyncio.to_thread`` would).
+    the caller's context variables (as ``asyncio.to_thread`` would), the step's
+    :class:`StepContext` among them.
     """
+    cmd = request.cmd
+    token = step_context.enter(
+        StepContext(
+            run.id, run.workflow, cmd.name, request.position, request.attempt,
+            f"{run.id}:{request.position}",
+        )
+    )  # fmt: skip
     try:
         if inspect.iscoroutinefunction(cmd.fn):
             result = await cmd.fn(*cmd.args, **cmd.kwargs)
@@ -510,6 +519,8 @@ async def call_step(cmd: StepCmd, executor: StepThreads) -> StepResult:
             result = await result
     except Exception as exc:
         return StepResult(error=exc)
+    finally:
+        step_context.leave(token)
     return StepResult(value=result)
 
 

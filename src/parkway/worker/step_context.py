@@ -1,0 +1,70 @@
+"""What a running step knows of itself: :func:`step_context`.
+
+The worker sets it around each attempt of a step (on the loop for an ``async
+def`` step, inside the thread of a ``def`` one: the thread runs in a copy of
+the context the attempt set), so a step can ask which run and attempt it is
+and key its side effects to the step rather than to the attempt.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+
+from parkway.errors import WorkflowUsageError
+
+__all__ = ["StepContext", "step_context"]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """The step being run, as seen from inside it (:func:`parkway.step_context`).
+
+    Attributes:
+        run_id: The run the step belongs to.
+        workflow: The run's workflow.
+        step: The step's name.
+        position: Where the step is journaled in the run (the same on every
+            attempt and after a crash).
+        attempt: This attempt's number, counting from 1.
+        idempotency_key: ``f"{run_id}:{position}"``: the same on every attempt of
+            this step, so a payment API given it deduplicates the retries.
+    """
+
+    run_id: str
+    workflow: str
+    step: str
+    position: int
+    attempt: int
+    idempotency_key: str
+
+
+_current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "parkway_step_context", default=None
+)
+
+
+def step_context() -> StepContext:
+    """The :class:`StepContext` of the step running now.
+
+    Raises:
+        WorkflowUsageError: Called outside a step (in a workflow's body, or outside
+            any run).
+    """
+    ctx = _current.get()
+    if ctx is None:
+        raise WorkflowUsageError(
+            "parkway.step_context() is only available inside a running step "
+            "(a function given to ctx.step)"
+        )
+    return ctx
+
+
+def enter(ctx: StepContext) -> contextvars.Token[StepContext | None]:
+    """Make ``ctx`` the current step's (the worker, around an attempt)."""
+    return _current.set(ctx)
+
+
+def leave(token: contextvars.Token[StepContext | None]) -> None:
+    """Undo :func:`enter`."""
+    _current.reset(token)

@@ -9,9 +9,12 @@ and key its side effects to the step rather than to the attempt.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any
 
 from parkway.errors import WorkflowUsageError
+from parkway.worker import streams
 
 __all__ = ["StepContext", "step_context"]
 
@@ -37,6 +40,27 @@ class StepContext:
     position: int
     attempt: int
     idempotency_key: str
+
+    def write_stream(self, key: str, value: Any) -> Awaitable[None]:
+        """Append a JSON ``value`` to the run's stream ``key``, visible to its readers
+        at once (``handle.stream(key)``, ``GET /runs/{id}/streams/{key}``): the tokens
+        of a model's answer as they come.
+
+        At least once: the item is committed on its own, not with the run's journal,
+        so a retried attempt writes again; each item carries its ``attempt``. From a
+        ``def`` step it returns once the item is committed. From an ``async def``
+        step the write starts at once and the awaitable returned may be awaited (to
+        wait for its commit) or not: writes keep their order either way, and all of
+        them commit before the step's result is recorded (one that failed fails the
+        step).
+
+        Raises:
+            InvalidArgumentError: ``key`` is not a valid name, or the stream was
+                closed by the workflow.
+            SerializationError: ``value`` is not JSON-serialisable (nothing is written).
+            WorkflowUsageError: The step has ended.
+        """
+        return streams.write_stream(key, value)
 
 
 _current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(

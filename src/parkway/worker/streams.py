@@ -126,6 +126,6 @@ def write_stream(key: str, value: Any) -> Awaitable[None]:
     streams = CURRENT.get()
     if streams is None:
         raise WorkflowUsageError(
-            "write_stream from step_context() may only be called while a step runs"
+            "step_context().write_stream may only be called while its step runs"
         )
     return streams.write(key, value)

@@ -413,6 +413,7 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
         ("POST", "/runs/retry"),
         ("GET", "/runs/{id}/values"),
         ("GET", "/runs/{id}/values/{name}"),
+        ("GET", "/runs/{id}/streams/{key}"),
         ("POST", "/runs/{id}/updates/{name}"),
         ("GET", "/subscriptions"),
         ("GET", "/messages"),

@@ -369,8 +369,9 @@ async def test_http_stream_as_events_and_as_json(
         return "done"
 
     h = await engine.start("paced")
-    while len(await h.read_stream("out")) < 2:
-        await asyncio.sleep(0.01)
+    async for item in h.stream("out"):
+        if item.offset == 1:
+            break  # both items before the signal are in
     transport = httpx.ASGITransport(app=create_app(engine, api_token=""))
     async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=10) as http:
 

@@ -375,6 +375,119 @@ async def test_values_are_set_replaced_and_read_by_run(store: Store) -> None:
         assert (await tx.run_values(["a"]))["a"]["n"] == b"3"
 
 
+# Streams
+
+
+async def test_stream_items_are_numbered_in_commit_order_and_read_from_an_offset(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        assert await tx.append_stream("r", "out", [(b'"a"', None), (b'"b"', None)], NOW) == 0
+        assert await tx.append_stream("r", "other", [(b"1", 2)], NOW) == 0  # its own numbers
+        assert await tx.append_stream("s", "out", [(b"9", None)], NOW) == 0  # another run's
+    with contextlib.suppress(_Rollback):
+        async with store.transaction() as tx:
+            assert await tx.append_stream("r", "out", [(b'"lost"', None)], NOW) == 2
+            raise _Rollback  # (rolled back: leaves no gap)
+    async with store.transaction() as tx:
+        assert await tx.append_stream("r", "out", [(b'"c"', 3)], NOW + 1) == 2
+    async with store.transaction(readonly=True) as tx:
+        items, closed = await tx.read_stream("r", "out", 0, 100)
+        assert not closed
+        assert [(i.offset, i.value, i.attempt, i.written_at) for i in items] == [
+            (0, b'"a"', None, NOW), (1, b'"b"', None, NOW), (2, b'"c"', 3, NOW + 1),
+        ]  # fmt: skip
+        assert [i.offset for i in (await tx.read_stream("r", "out", 1, 1))[0]] == [1]
+        assert (await tx.read_stream("r", "out", 3, 10))[0] == []
+        assert await tx.read_stream("r", "never", 0, 10) == ([], False)
+        assert [i.value for i in (await tx.read_stream("r", "other", 0, 10))[0]] == [b"1"]
+
+
+async def test_a_closed_stream_takes_no_more_items(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.append_stream("r", "out", [(b"1", None)], NOW)
+        await tx.close_stream("r", "out")
+        await tx.close_stream("r", "out")  # (idempotent)
+        await tx.close_stream("r", "empty")  # never written: closed empty
+    async with store.transaction() as tx:
+        assert await tx.append_stream("r", "out", [(b"2", 1)], NOW) is None
+        assert await tx.append_stream("r", "empty", [(b"2", 1)], NOW) is None
+    async with store.transaction(readonly=True) as tx:
+        items, closed = await tx.read_stream("r", "out", 0, 10)
+        assert closed and [i.value for i in items] == [b"1"]
+        assert await tx.read_stream("r", "empty", 0, 10) == ([], True)
+
+
+async def test_a_runs_end_closes_each_of_its_streams_and_no_other(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.append_stream("r", "a", [(b"1", None)], NOW)
+        await tx.append_stream("r", "b", [(b"1", None)], NOW)
+        await tx.append_stream("s", "a", [(b"1", None)], NOW)
+        await tx.end_streams("r")
+        await tx.end_streams("no-streams")
+    async with store.transaction(readonly=True) as tx:
+        assert (await tx.read_stream("r", "a", 0, 10))[1]
+        assert (await tx.read_stream("r", "b", 0, 10))[1]
+        assert not (await tx.read_stream("s", "a", 0, 10))[1]
+
+
+async def test_race_appenders_of_one_stream_never_share_an_offset(engine_url: str) -> None:
+    stores = [open_store(engine_url) for _ in range(2 if "memory" not in engine_url else 1)]
+    for opened in stores:
+        await opened.open()
+    try:
+
+        async def appends(opened: Store, writer: int) -> None:
+            for i in range(20):
+                async with opened.transaction() as tx:
+                    items = [(f"[{writer},{i},{j}]".encode(), writer) for j in range(3)]
+                    assert await tx.append_stream("r", "out", items, NOW) is not None
+
+        await asyncio.gather(*(appends(stores[w % len(stores)], w) for w in range(4)))
+        async with stores[0].transaction(readonly=True) as tx:
+            items, _ = await tx.read_stream("r", "out", 0, 1000)
+        assert [i.offset for i in items] == list(range(240))
+        # Each transaction's items stay together, in the order given.
+        for start in range(0, 240, 3):
+            batch = [orjson.loads(i.value) for i in items[start : start + 3]]
+            assert [b[2] for b in batch] == [0, 1, 2] and len({(b[0], b[1]) for b in batch}) == 1
+    finally:
+        for opened in stores:
+            await opened.close()
+
+
+@pytest.mark.requires("shared")
+async def test_another_process_stream_commits_are_reported(engine_url: str) -> None:
+    writer, reader = open_store(engine_url), open_store(engine_url)
+    await writer.open()
+    await reader.open()
+    try:
+        heard: list[str | None] = []
+        changed = asyncio.Event()
+
+        def told(run_id: str | None) -> None:
+            heard.append(run_id)
+            changed.set()
+
+        reader.watch_streams(told)
+        writer.watch_streams(lambda run_id: None)  # (its own commits are not reported to it)
+        await asyncio.sleep(0.2)  # listening (PostgreSQL: its connection is up)
+        changed.clear()
+        heard.clear()
+        async with writer.transaction() as tx:
+            await tx.append_stream("r", "out", [(b"1", None)], NOW)
+        await asyncio.wait_for(changed.wait(), 5)
+        assert "r" in heard
+        changed.clear()
+        async with writer.transaction() as tx:
+            await tx.close_stream("s", "out")
+        await asyncio.wait_for(changed.wait(), 5)
+        assert "s" in heard
+    finally:
+        await writer.close()
+        await reader.close()
+
+
 def update(run_id: str, update_id: str, name: str = "add") -> UpdateRecord:
     return UpdateRecord(run_id, update_id, name, b"1", "pending", None, NOW)
 
@@ -2609,7 +2722,9 @@ async def test_expired_runs_are_the_ended_ones_past_a_time_and_deleted_with_thei
         await tx.add_subscription(sub("old"))
         await tx.put_values("old", {"k": b"1"}, NOW)
         await tx.add_update(update("old", "u1"))
+        await tx.append_stream("old", "out", [(b"1", None)], NOW)
         await tx.put_journal("new", [entry(0)])
+        await tx.append_stream("new", "out", [(b"2", 1)], NOW)
 
     def expired(**options: Any) -> Callable[[Tx], Awaitable[list[str]]]:
         return lambda tx: tx.expired_runs(
@@ -2629,7 +2744,9 @@ async def test_expired_runs_are_the_ended_ones_past_a_time_and_deleted_with_thei
         assert await tx.list_subscriptions(run_id="old") == []
         assert await tx.run_values(["old"]) == {}
         assert await tx.get_update("old", "u1") is None
+        assert await tx.read_stream("old", "out", 0, 10) == ([], False)
         assert [e.pos for e in await tx.journal("new")] == [0]  # another run's stays
+        assert [i.value for i in (await tx.read_stream("new", "out", 0, 10))[0]] == [b"2"]
     assert await store.next_due() is None
 
 

@@ -653,4 +653,41 @@ def test_code_that_no_longer_registers_a_compensation_is_held() -> None:
 
     journal = [entry(1, "step", "a", 1), entry(2, "compensation.registered", "a", None)]
     outcome, _ = drive(_stopping(wf, journal, None))
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def streaming(ctx: Any, _input: Any) -> str:
+    await ctx.write_stream("out", "a")
+    await ctx.write_stream("out", {"b": 1})
+    await ctx.close_stream("out")
+    await ctx.close_stream("out")  # (journals nothing more)
+    try:
+        await ctx.write_stream("out", "late")
+    except Exception as exc:
+        return type(exc).__name__
+    return "written"
+
+
+def test_stream_writes_are_journaled_and_written_once_in_order() -> None:
+    m = machine(streaming)
+    outcome, _ = drive(m)
+    assert outcome.output == b'"InvalidArgumentError"'
+    writes = m.take_writes()
+    assert writes.streams == [("out", b'"a"'), ("out", b'{"b":1}'), ("out", None)]
+    assert [(e.kind, e.name) for e in writes.journal.values()] == [
+        ("stream.write", "out"), ("stream.write", "out"), ("stream.close", "out"),
+    ]  # fmt: skip
+    # Replayed from that journal, the run writes nothing again and is refused the same.
+    journal = list(writes.journal.values())
+    again = machine(streaming, journal)
+    outcome, _ = drive(again)
+    assert outcome.output == b'"InvalidArgumentError"'
+    assert again.take_writes().streams == []
+
+
+def test_a_stream_write_where_the_journal_has_another_operation_holds_the_run() -> None:
+    m = machine(streaming, [entry(0, "value.set", "out", None)])
+    outcome, _ = drive(m)
     assert outcome.status == "held"

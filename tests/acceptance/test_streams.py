@@ -565,6 +565,16 @@ async def test_sse_resumes_by_last_event_id_against_parkway_serve(
         ended = await http.get(url, headers={"Last-Event-ID": "2"})
         assert ended.status_code in (200, 204)
         assert '"id"' not in ended.text and "id:" not in ended.text
-    server.proc.send_signal(signal.SIGTERM)
+
+        # A stream still open when the server is told to stop ends at once: the stop
+        # does not wait out its grace period for it (the client reconnects elsewhere).
+        created = await http.post("/runs", json={"workflow": "paced", "input": 2})
+        url = f"/runs/{created.json()['id']}/streams/out"
+        async with asyncio.timeout(20):
+            async for event in events({}):
+                assert event["id"] == "0"
+                stopping = time.monotonic()
+                server.proc.send_signal(signal.SIGTERM)
+        assert time.monotonic() - stopping < 10
     assert server.proc.wait(timeout=20) == 0, server.stderr
     assert "Traceback" not in server.stderr

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable, Collection, Iterator
 
 import uvicorn
+from sse_starlette.sse import AppStatus
 
 from parkway.engine import Engine
 from parkway.errors import ParkwayError
@@ -145,6 +146,10 @@ async def serve(
             server.force_exit = True
             main.cancel()
         server.should_exit = True
+        # Open event streams (GET /runs/{id}/streams/{key}) end now, so the graceful
+        # stop does not wait for them: their clients reconnect with Last-Event-ID to
+        # another server. (sse-starlette cannot see these signals, which are ours.)
+        AppStatus.should_exit = True
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
@@ -167,4 +172,5 @@ async def serve(
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         sock.close()
+        AppStatus.should_exit = False  # (process-wide: a later server in it streams again)
     return received[0] if received else "server exit"

@@ -261,6 +261,33 @@ async def test_a_step_writing_to_a_stream_the_workflow_closed_fails(engine: Engi
     assert await h.read_stream("out") == []
 
 
+async def test_a_failed_run_retried_writes_on_to_its_streams(engine: Engine) -> None:
+    failing = {"now": True}
+
+    async def flaky() -> str:
+        await step_context().write_stream("out", "tried")
+        if failing["now"]:
+            raise RuntimeError("down")
+        return "ok"
+
+    @engine.workflow()
+    async def retried(ctx, _):
+        await ctx.write_stream("out", "began")
+        return await ctx.step(flaky)
+
+    h = await engine.start("retried")
+    with pytest.raises(WorkflowFailedError):
+        await h.result(timeout=10)
+    # The run's end ends its readers...
+    assert [i.value for i in await collect(h.stream("out"))] == ["began", "tried"]
+    failing["now"] = False
+    await h.retry()
+    # ...and its retry goes on writing after what the failed run wrote.
+    items = await collect(h.stream("out", offset=2))
+    assert [(i.offset, i.value) for i in items] == [(2, "tried")]
+    assert await h.result(timeout=10) == "ok"
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

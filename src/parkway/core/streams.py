@@ -11,9 +11,12 @@ way the store numbers the items of a stream in commit order (see
 
 Readers follow without polling: a commit of this process wakes them as it
 returns (``Runtime.streams``), another process's through the store's
-notifications. The run's end closes its streams, and wakes them too. A reader
-also reads again after :data:`NET` seconds without news, the safety net for a
-notification lost on the way (a full socket buffer), never the way it learns.
+notifications. A stream ends when the workflow closes it or the run ends; the
+run's end wakes its readers too (this process's by ``Results``, others' by
+``Tx.streams_ended``, for the streams written so far: a reader elsewhere of a
+key never written learns it by its net). A reader also reads again after
+:data:`NET` seconds without news, the safety net for a notification lost on
+the way (a full socket buffer), never the way it learns.
 """
 
 from __future__ import annotations
@@ -64,8 +67,8 @@ async def apply(tx: Tx, run_id: str, ops: Sequence[tuple[str, bytes | None]], no
     a close), within the commit that journals them.
 
     Consecutive items of one key go in one append. An append refused (the stream
-    closed) is dropped: the body's own closes are refused in the machine first, so
-    only a run retried after its end (which closed its streams) comes here.
+    closed) is dropped rather than failing the commit: the machine refuses the
+    body's writes after its own close before they get here.
     """
     batch: list[tuple[bytes, int | None]] = []
     key_of_batch: str | None = None
@@ -117,7 +120,7 @@ async def read(
     rt: Runtime, run_id: str, key: str, offset: int, limit: int
 ) -> tuple[list[StreamItem], bool]:
     """Up to ``limit`` items from ``offset`` on, and whether the stream has ended
-    (closed, or its run ended) with no item past them.
+    (closed, or its run ended: a retried run's streams go on) with no item past them.
 
     Raises:
         RunNotFoundError: No run has that id.

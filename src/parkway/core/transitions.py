@@ -27,8 +27,8 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
         await flow.release(tx, wf, run, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
+    await tx.streams_ended(run.id)  # (their readers elsewhere stop after the last item)
     await tx.close_human_tasks(run.id, now)
-    await tx.end_streams(run.id)  # (its readers stop after the last item)
     if run.parent_id is not None:
         await tx.add_tasks([NewTask(run.parent_id, now, "child")])
     if run.id.startswith("msg:"):

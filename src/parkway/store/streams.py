@@ -36,14 +36,21 @@ class StreamTx(Protocol):
         """Close the stream (a stream never written is closed empty); idempotent."""
         ...
 
-    async def end_streams(self, run_id: str) -> None:
-        """The run ended: close each of its streams (readers are told at commit)."""
+    async def streams_ended(self, run_id: str) -> None:
+        """The run ended (or is held): tell the readers of its streams in other
+        processes, at commit, if it has any (a run's end needs no statement more
+        on a store with no other process).
+
+        Its streams are not closed in the store: a reader takes the end of the run
+        as their end while it lasts (see :func:`parkway.core.streams.read`), and a
+        run retried after its failure writes to them again.
+        """
         ...
 
     async def read_stream(
         self, run_id: str, key: str, offset: int, limit: int
     ) -> tuple[list[StreamRecord], bool]:
         """Up to ``limit`` items from ``offset`` on, in order, and whether the stream
-        is closed (then no item follows the last one read, if ``limit`` was not
-        reached)."""
+        was closed (:meth:`close_stream`; then no item follows the last one read,
+        if ``limit`` was not reached)."""
         ...

@@ -38,8 +38,8 @@ class StreamOps(Transport):
     async def close_stream(self, run_id: str, key: str) -> None:
         await self._write(S["close_stream"], (run_id, key, self._note(run_id)), idempotent=True)
 
-    async def end_streams(self, run_id: str) -> None:
-        await self._write(S["end_streams"], (run_id, self._note(run_id)), idempotent=True)
+    async def streams_ended(self, run_id: str) -> None:
+        await self._write(S["streams_ended"], (self._note(run_id), run_id), idempotent=True)
 
     async def read_stream(
         self, run_id: str, key: str, offset: int, limit: int

@@ -25,14 +25,11 @@ WITH head AS (
 )
 SELECT pg_notify('parkway_streams', %s) FROM head
 
--- name: end_streams
--- A run's end: its open streams close. Most runs have none: an index probe, no
--- notification.
-WITH closed AS (
-    UPDATE parkway.stream_heads SET closed = true WHERE run_id = %s AND NOT closed
-    RETURNING 1
-)
-SELECT pg_notify('parkway_streams', %s) FROM (SELECT 1 FROM closed LIMIT 1) AS c
+-- name: streams_ended
+-- A run's end, for the readers of its streams in other processes. Most runs have
+-- none: an index probe, no notification.
+SELECT pg_notify('parkway_streams', %s)
+WHERE EXISTS (SELECT 1 FROM parkway.stream_heads WHERE run_id = %s)
 
 -- name: read_stream
 -- The items from an offset on and whether the stream is closed, in one round

@@ -41,8 +41,8 @@ class StreamOps:
         self._c.execute(S["close_stream"], (run_id, key))
         self.streamed.add(run_id)
 
-    async def end_streams(self, run_id: str) -> None:
-        if self._c.execute(S["end_streams"], (run_id,)).rowcount:
+    async def streams_ended(self, run_id: str) -> None:
+        if self._c.execute(S["has_streams"], (run_id,)).fetchone() is not None:
             self.streamed.add(run_id)
 
     async def read_stream(

@@ -14,8 +14,8 @@ VALUES (?, ?, ?, ?, ?, ?)
 INSERT INTO stream_heads (run_id, key, closed) VALUES (?, ?, 1)
 ON CONFLICT (run_id, key) DO UPDATE SET closed = 1
 
--- name: end_streams
-UPDATE stream_heads SET closed = 1 WHERE run_id = ? AND closed = 0
+-- name: has_streams
+SELECT 1 FROM stream_heads WHERE run_id = ? LIMIT 1
 
 -- name: read_items
 SELECT "offset", value, attempt, written_at FROM stream_items

@@ -836,3 +836,12 @@ FROM parkway.updates WHERE run_id = %s AND status = 'pending' ORDER BY seq
 -- name: finish_update
 UPDATE parkway.updates SET status = %s, result = %s, finished_at = %s
 WHERE run_id = %s AND id = %s
+
+-- name: streams_ended
+-- A run's end, for the readers of its streams in other processes (see streams.sql):
+-- a notification if the run has streams, sent once however many (PostgreSQL folds
+-- a transaction's equal notifications into one). Data-modifying (its UPDATE changes
+-- nothing) so that, fused into the run's last commit as a part of its WITH, it
+-- runs; most runs have no stream: an index probe, nothing written.
+UPDATE parkway.stream_heads SET closed = closed
+WHERE run_id = %s AND pg_notify('parkway_streams', %s)::text = ''

@@ -76,6 +76,7 @@ FUSABLE = {
     "delete_subscription": "subscriptions",
     "delete_wait_tasks_at": "tasks",
     "delete_wait_tasks_at_keep": "tasks",
+    "streams_ended": "stream_heads",
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from parkway.store.postgres.statements import Q
 from parkway.store.postgres.transport import Transport
 from parkway.store.records import StreamRecord
 from parkway.store.sqltext import load_queries
@@ -39,7 +40,11 @@ class StreamOps(Transport):
         await self._write(S["close_stream"], (run_id, key, self._note(run_id)), idempotent=True)
 
     async def streams_ended(self, run_id: str) -> None:
-        await self._write(S["streams_ended"], (self._note(run_id), run_id), idempotent=True)
+        # In the run's last commit: a part of its lease-fenced update where it can,
+        # so the commit of a run's end stays one statement.
+        params = (run_id, self._note(run_id))
+        if not self._fuse("streams_ended", params, run_id):
+            await self._write(Q["streams_ended"], params, idempotent=True)
 
     async def read_stream(
         self, run_id: str, key: str, offset: int, limit: int

@@ -25,12 +25,6 @@ WITH head AS (
 )
 SELECT pg_notify('parkway_streams', %s) FROM head
 
--- name: streams_ended
--- A run's end, for the readers of its streams in other processes. Most runs have
--- none: an index probe, no notification.
-SELECT pg_notify('parkway_streams', %s)
-WHERE EXISTS (SELECT 1 FROM parkway.stream_heads WHERE run_id = %s)
-
 -- name: read_stream
 -- The items from an offset on and whether the stream is closed, in one round
 -- trip: a row per item (or one with no item), each with the head's flag; no row

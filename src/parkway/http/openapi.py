@@ -176,6 +176,8 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
 
 def _response(doc: Doc) -> dict[str, Any]:
     out: dict[str, Any] = {"description": doc.description}
+    if not doc.media:  # (no body: a 204)
+        return out
     if doc.media != "application/json":
         out["content"] = {doc.media: {"schema": {"type": "string"}}}
     elif doc.model is not None:

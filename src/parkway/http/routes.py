@@ -18,7 +18,7 @@ class Doc:
     description: str
     model: type[BaseModel] | None = None
     many: bool = False
-    media: str = "application/json"
+    media: str = "application/json"  # ("": no body)
     # Also answered as Server-Sent Events (text/event-stream), by the Accept header.
     events: bool = False
 
@@ -93,8 +93,8 @@ ROUTES: list[RouteSpec] = [
                         "item as its data, keep-alive comments while quiet, and a last event "
                         "`end` whose data holds the offset that would come next; or the JSON "
                         "list of items.", schemas.StreamItemOut, many=True, events=True),
-               204: Doc("Server-Sent Events asked past the end of a stream that has ended: "
-                        "an EventSource does not reconnect.", media="text/event-stream")},
+               204: Doc("Server-Sent Events asked past the end of a run that has ended: "
+                        "an EventSource does not reconnect.", media="")},
               query=schemas.StreamQuery, errors=(404,), tags=("runs",)),
     RouteSpec("POST", "/runs/{id}/updates/{name}", "update",
               "Send the run a synchronous update; its handler's answer",

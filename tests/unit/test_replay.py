@@ -653,6 +653,7 @@ def test_code_that_no_longer_registers_a_compensation_is_held() -> None:
 
     journal = [entry(1, "step", "a", 1), entry(2, "compensation.registered", "a", None)]
     outcome, _ = drive(_stopping(wf, journal, None))
+    assert outcome.status == "held"
 
 
 # -- streams ----------------------------------------------------------------------------------

@@ -371,6 +371,41 @@ def test_return_exceptions_returns_them_in_place() -> None:
     assert outcome.output == b'["int","StepFailedError"]'
 
 
+def ok() -> int:
+    return 1
+
+
+def boom() -> None:
+    raise ValueError("boom")
+
+
+async def gather_with_a_failure(ctx: Any, _input: Any) -> list[Any]:
+    try:
+        await ctx.gather(ctx.step(ok, name="ok"), ctx.step(boom, name="boom"))
+    except StepFailedError:
+        caught = "failed"
+    mixed = await ctx.gather(
+        ctx.step(ok, name="ok"), ctx.step(boom, name="boom"), return_exceptions=True
+    )
+    return [caught, mixed[0], type(mixed[1]).__name__]
+
+
+@pytest.mark.parametrize("order", ["asked", "reversed"])
+def test_a_gather_ends_whichever_of_a_success_and_a_failure_comes_first(order: str) -> None:
+    # "reversed": the failing step's result comes first, which withdraws the branch
+    # whose step is still in flight; that step's result, coming next, must still
+    # settle the gather (it once parked the run on nothing).
+    m = machine(gather_with_a_failure)
+    outcome, asked = drive(m, order=order)
+    assert outcome.status == "completed", outcome
+    assert outcome.output == b'["failed",1,"StepFailedError"]'
+    assert steps_of(asked) == ["ok", "boom", "ok", "boom"]
+    # A replay of what was journaled, in either order, ends the same and runs nothing.
+    journal = list(m.take_writes().journal.values())
+    again, asked = drive(machine(gather_with_a_failure, journal), order=order)
+    assert (again.output, steps_of(asked)) == (b'["failed",1,"StepFailedError"]', [])
+
+
 # -- first -------------------------------------------------------------------------------------
 
 

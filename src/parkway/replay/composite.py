@@ -89,10 +89,10 @@ class Composites(Operations):
             group.results[branch.slot] = error if error is not None else value
         self._settle(group)
 
-    def _withdrawn_settled(self, branch: Branch) -> None:
-        """A withdrawn branch's last step has settled."""
-        if branch.group is not None:
-            self._settle(branch.group)
+    def _withdrawn_settled(self, branch: Branch, group: Group | None) -> None:
+        """A withdrawn branch's last step has settled (``group``: its gather's)."""
+        if group is not None and group.branches:
+            self._settle(group)
 
     def _settle(self, group: Group) -> None:
         if group.settled():

@@ -501,8 +501,12 @@ class Machine(Composites, Updates, Sagas):
         branch = op.branch
         branch.blocked = None
         if branch.withdrawn:
+            # (Its gather taken first: closing the branch cuts it from its group, and
+            # a group never told its last step settled never answers: the run parked
+            # on nothing when a sibling's failure came before this step's result.)
+            group = branch.group
             close_branch(branch)
-            self._withdrawn_settled(branch)
+            self._withdrawn_settled(branch, group)
             return
         self._ready.append((branch, value, error))
 

@@ -114,6 +114,47 @@ async def test_the_first_error_of_a_gather_propagates_and_withdraws_the_waiting_
     assert await engine.subscriptions(run_id=handle.id) == []  # the event wait is gone
 
 
+@pytest.mark.parametrize("first", ["ok", "boom"])
+async def test_a_gather_of_a_success_and_a_failure_ends_in_either_order(
+    engine: Engine, first: str
+) -> None:
+    # Two def steps; the one named by ``first`` finishes well before the other (which
+    # waits for it, then a moment): the failure coming first withdraws the branch whose
+    # step is still in flight, which once left the run parked on nothing for ever.
+    import threading
+
+    finished = {"ok": threading.Event(), "boom": threading.Event()}
+    second = "boom" if first == "ok" else "ok"
+
+    def after_the_other(name: str) -> None:
+        if name == second:
+            assert finished[first].wait(5)
+            time.sleep(0.1)
+        finished[name].set()
+
+    def ok() -> int:
+        after_the_other("ok")
+        return 1
+
+    def boom() -> None:
+        after_the_other("boom")
+        raise ValueError("boom")
+
+    @engine.workflow(name="g")
+    async def g(ctx, _input):
+        try:
+            await ctx.gather(ctx.step(ok), ctx.step(boom))
+        except StepFailedError:
+            caught = "failed"
+        for event in finished.values():
+            event.clear()
+        mixed = await ctx.gather(ctx.step(ok), ctx.step(boom), return_exceptions=True)
+        return [caught, mixed[0], type(mixed[1]).__name__]
+
+    handle = await engine.start("g")
+    assert await handle.result(timeout=10) == ["failed", 1, "StepFailedError"]
+
+
 async def test_nested_gathers_and_return_exceptions(engine: Engine) -> None:
     async def fails(x: int) -> int:
         raise KeyError(x)

@@ -381,8 +381,11 @@ class LeaseLostError(ParkwayError):
     """This worker's lease on the run expired and another worker took it over (internal)."""
 
 
-class StoreFailedError(ParkwayError):
-    """The store failed while a run was being advanced; the worker retries the run later."""
+class StoreFailedError(StoreError):
+    """The store failed while a run was being advanced. A failure of the store itself
+    (a lost connection, a locked database) is retried later; one that is the run's
+    own (the store refuses what its step returned or raised, every time) fails the
+    run with this error, after a few tries."""
 
 
 class UpdateRejectedError(ParkwayError):

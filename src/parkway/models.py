@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import traceback
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -23,6 +24,9 @@ from parkway.errors import (
     WaitTimeoutError,
     WorkflowFailedError,
 )
+
+# A lone surrogate: text that no store (nor JSON) can encode.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class _Subscriptable:
@@ -99,7 +103,7 @@ class ErrorInfo(str):
     @classmethod
     def from_exception(cls, exc: BaseException, traceback: str | None = None) -> ErrorInfo:
         """Describe an exception."""
-        return cls(type(exc).__name__, str(exc), traceback)
+        return cls(type(exc).__name__, exception_text(exc), traceback)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ErrorInfo | None:
@@ -339,10 +343,32 @@ def _names(cls: type) -> tuple[str, str, str]:
     return (cls.__name__, cls.__qualname__, f"{cls.__module__}.{cls.__qualname__}")
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or the name of its type when that cannot be had.
+
+    A step's exception is the user's object: its ``__str__`` may raise, or return
+    something that is not text, or text no store can encode (a lone surrogate).
+    What it says is recorded, logged and journaled; none of that may fail on it
+    (a failure there once had its run retried, and its step re-run, for ever).
+    """
+    try:
+        text = str(exc)
+    except BaseException:  # (whatever it raised: the type still says what failed)
+        return type(exc).__name__
+    return _encodable(text)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as its escape (JSON refuses them)."""
+    if _SURROGATES.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:
     """Describe an exception as data (journaled, stored with a run), so that
     :func:`rebuild_error` can raise it again on replay."""
-    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": exception_text(exc)}
     if isinstance(exc, StepFailedError):
         data["args"] = [exc.step, exc.attempts, exc.error_type, exc.error_message]
     elif isinstance(exc, WaitTimeoutError):
@@ -362,7 +388,7 @@ def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str,
     elif isinstance(exc, CompensationFailedError):
         data["args"] = [exc.run_id, exc.failed]
     if with_traceback:
-        data["traceback"] = "".join(traceback.format_exception(exc))
+        data["traceback"] = _encodable("".join(traceback.format_exception(exc)))
     return data
 
 

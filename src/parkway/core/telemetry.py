@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from parkway.errors import MetricsDisabledError, MissingExtraError
-from parkway.models import RunStatus
+from parkway.models import RunStatus, exception_text
 from parkway.replay.requests import RunStep, StepResult
 from parkway.replay.state import wait_named
 from parkway.store.base import RunRecord, Store, TaskRecord, Tx
@@ -268,14 +268,16 @@ class Telemetry:
         )
         if error is not None:
             if log.isEnabledFor(logging.WARNING):
+                # (The user's exception: its str() may raise, see exception_text.)
+                text = exception_text(error)
                 log.warning(
                     "run %s step %r attempt %d failed after %.1f ms: %s: %s", run_id,
-                    cmd.name, request.attempt, took * 1000, type(error).__name__, error,
+                    cmd.name, request.attempt, took * 1000, type(error).__name__, text,
                     extra={
                         "run_id": run_id, "workflow": workflow, "version": version,
                         "lifecycle": "step_failed", "step": cmd.name,
                         "attempt": request.attempt, "duration_ms": _ms(took),
-                        "error_type": type(error).__name__, "error": str(error),
+                        "error_type": type(error).__name__, "error": text,
                     },
                 )  # fmt: skip
         elif log.isEnabledFor(logging.INFO):

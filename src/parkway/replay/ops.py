@@ -25,7 +25,7 @@ from parkway.errors import (
 )
 from parkway.events import Event, PublishResult
 from parkway.matching import match_digest, shape_of
-from parkway.models import ErrorInfo, Retry, RunStatus, error_dict
+from parkway.models import ErrorInfo, Retry, RunStatus, error_dict, exception_text
 from parkway.replay.branch import Op, Pending
 from parkway.replay.commands import (
     ChildResultCmd,
@@ -132,7 +132,8 @@ class Operations(MachineState):
                 if entry is not None:
                     self.writes.finished_waits.append(op.entry.pos)  # type: ignore[union-attr]
                 return _json.loads(data)
-            log.debug("run %s step %r attempt %d failed: %r", self.run.id, cmd.name, attempt, exc)
+            text = exception_text(exc)
+            log.debug("run %s step %r attempt %d failed: %s", self.run.id, cmd.name, attempt, text)
             # (A branch withdrawn by its gather is not retried: nobody awaits it.)
             if attempt < retry.max_attempts and not op.branch.withdrawn and retry.retries(exc):
                 delay = retry.delay(attempt)
@@ -147,7 +148,7 @@ class Operations(MachineState):
                 self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
                 self._backing_off()
                 raise Park from None
-            failure = StepFailedError(cmd.name, attempt, type(exc).__name__, str(exc))
+            failure = StepFailedError(cmd.name, attempt, type(exc).__name__, text)
             raise self._fail_op(op, "step", failure, entry is not None) from exc
 
     # -- timers and signals ------------------------------------------------------------------

@@ -32,10 +32,11 @@ from parkway.errors import (
     NonDeterminismError,
     RunTimeoutError,
     SerializationError,
+    StoreError,
     StoreFailedError,
 )
 from parkway.events import Event
-from parkway.models import RunStatus, error_dict
+from parkway.models import RunStatus, error_dict, exception_text
 from parkway.registry import LATEST, WorkflowDef
 from parkway.replay.machine import Machine, Token
 from parkway.replay.requests import (
@@ -65,12 +66,18 @@ from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
 from parkway.worker.step_context import StepContext
 from parkway.worker.streams import StepStreams
-from parkway.worker.threads import StepThreads
+from parkway.worker.threads import Carried, StepThreads
 
 log = logging.getLogger("parkway.worker")
 
 # A run whose worker raised unexpectedly is retried after this long.
 RETRY_DELAY = 5.0
+# A commit the store refuses for what it holds (not for the store's own trouble) is
+# tried this many times, COMMIT_PAUSE apart (then twice that...), before its run fails.
+COMMIT_TRIES = 3
+COMMIT_PAUSE = 0.2
+# What of a refused commit's error the run's failure quotes.
+_CAUSE_CHARS = 500
 _RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
 
 
@@ -186,6 +193,13 @@ class Advancer:
             log.warning("run %s: lease lost; another worker has taken it over", run_id)
         except asyncio.CancelledError:
             raise
+        except _Refused as refused:
+            try:
+                await self._fail_refused(run, tasks, machine, refused)
+            except Exception:
+                log.exception("run %s: could not record its failure; retrying later", run_id)
+                with contextlib.suppress(Exception):
+                    await self._postpone(run, tasks)
         except Exception:
             log.exception("run %s: unexpected error while advancing; retrying later", run_id)
             try:
@@ -289,6 +303,13 @@ class Advancer:
                         machine.resume(token, await self._flush(run, machine))
                     else:
                         machine.resume(token, await self._read(run, request))
+        except asyncio.CancelledError:
+            # The worker stops and its grace is over: steps in flight are not waited
+            # for (a sync step's thread is abandoned; its run goes to another worker).
+            for future in inflight:
+                future.cancel()
+            inflight.clear()
+            raise
         finally:
             if inflight:  # (the run ended with steps in flight: they settle, unheard)
                 await asyncio.wait(inflight)
@@ -342,7 +363,7 @@ class Advancer:
             await apply_writes(rt, tx, writes)
 
         with _store_errors(run):
-            await self.commit(run.id, rt.telemetry.bind(job))
+            await self._committed(run, rt.telemetry.bind(job))
         self._running.add(run.id)
         if writes.tells_callers:
             rt.results.notify(run.id)
@@ -470,7 +491,7 @@ class Advancer:
         order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (
             status in ENDED
         ) else ""  # fmt: skip
-        await self.commit(run.id, rt.telemetry.bind(job), order=order)
+        await self._committed(run, rt.telemetry.bind(job), order=order)
         rt.telemetry.committed(run, outcome, machine)
         if status in ENDED or status == "held":
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
@@ -478,6 +499,58 @@ class Advancer:
         elif writes.tells_callers:  # a value set, an update answered: wake their callers
             rt.results.notify(run.id)
         rt.after_commit()
+
+    async def _committed(self, run: RunRecord, job: Job, *, order: str = "") -> None:
+        """Commit ``job`` for ``run``; tried again, a few times, while the store refuses
+        it for what it holds (:func:`_transient`: not the store's own trouble, which is
+        raised at once, and the run retried later as ever).
+
+        What the advance decided stays in hand meanwhile: a step whose result the store
+        refuses is not run again to find out. Past the tries, :class:`_Refused`.
+        """
+        tries = 0
+        while True:
+            try:
+                await self.commit(run.id, job, order=order)
+                return
+            except (LeaseLostError, NonDeterminismError):
+                raise
+            except Exception as exc:
+                tries += 1
+                if _transient(exc):
+                    raise
+                if tries >= COMMIT_TRIES:
+                    raise _Refused(tries, exc) from exc
+                log.warning(
+                    "run %s: the store refused its commit (%s: %s); trying again",
+                    run.id, type(exc).__name__, exception_text(exc)[:_CAUSE_CHARS],
+                )  # fmt: skip
+                await asyncio.sleep(COMMIT_PAUSE * 2 ** (tries - 1))
+
+    async def _fail_refused(
+        self,
+        run: RunRecord,
+        tasks: list[TaskRecord],
+        machine: Machine | None,
+        refused: _Refused,
+    ) -> None:
+        """Fail ``run``: the store refused what its advance decided, every time.
+
+        Nothing of those writes is kept (the last commit's state stands); the run ends
+        ``failed`` with a :class:`StoreFailedError` that quotes the store's refusal.
+        """
+        cause = refused.cause
+        error = StoreFailedError(
+            f"run {run.id!r}: the store refused to save what the run decided, "
+            f"{refused.tries} times ({type(cause).__name__}: "
+            f"{exception_text(cause)[:_CAUSE_CHARS]}); a step's result or error it cannot "
+            "store (an integer beyond 64 bits, a NUL character, text it cannot encode)?"
+        )
+        log.error("%s; the run fails", error)
+        if machine is not None:
+            machine.take_writes()  # (what was refused: never committed)
+        failed = Outcome(RunStatus.FAILED.value, error=error_dict(error))
+        await self._commit(run, tasks, Writes(run.id), failed, machine)
 
     async def _commit_simple(
         self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
@@ -502,6 +575,13 @@ async def call_step(run: RunRecord, request: RunStep, executor: StepThreads) -> 
     A sync step may block (requests, file I/O): it runs in ``executor``, with
     the caller's context variables (as ``asyncio.to_thread`` would), the step's
     :class:`StepContext` among them.
+
+    Any exception fails the attempt, ``BaseException``s too (``SystemExit`` from a
+    library's ``sys.exit()``, ``KeyboardInterrupt``...): the step's code is the
+    user's, and what it raises is its run's business, never the worker's (left to
+    propagate, one such step stopped the whole process, and every restart claimed
+    its run and went down again). Only the engine's own cancellation of the
+    advance (a worker stopping) goes on as a cancellation.
     """
     cmd = request.cmd
     token = step_context.enter(
@@ -517,7 +597,14 @@ async def call_step(run: RunRecord, request: RunStep, executor: StepThreads) -> 
             result = await executor.run(cmd.fn, *cmd.args, **cmd.kwargs)
         if inspect.isawaitable(result):
             result = await result
-    except Exception as exc:
+    except Carried as carried:  # (a sync step's SystemExit...: see StepThreads.run)
+        return StepResult(error=carried.error)
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        return StepResult(error=exc)  # (the step's own: it cancelled something of its own)
+    except BaseException as exc:
         return StepResult(error=exc)
     finally:
         step_context.leave(token)
@@ -530,12 +617,50 @@ async def _settled(future: asyncio.Future[Any]) -> None:
     await asyncio.wait([future])
 
 
+class _Refused(Exception):
+    """The store refused a run's commit ``tries`` times, for what it holds (``cause``)."""
+
+    def __init__(self, tries: int, cause: Exception) -> None:
+        super().__init__(f"commit refused {tries} times: {type(cause).__name__}")
+        self.tries, self.cause = tries, cause
+
+
+# The DB-API's name for a failure of the database's operation, not of what was sent
+# (a lost connection, a locked or full database, a cancelled statement: sqlite3 and
+# psycopg both), and its interface's (a closed connection).
+_OPERATIONAL = frozenset({"OperationalError", "InterfaceError"})
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether a commit's failure is the store's own trouble, to be retried later,
+    rather than a refusal of what the commit holds (an integer beyond 64 bits, a NUL
+    character in text: the same every time).
+
+    Parkway's stores raise :class:`StoreError` from the driver's error: the chain
+    is searched for a conflict, an unknown outcome, an I/O error or the DB-API's
+    ``OperationalError``. Anything else (``OverflowError``, a ``DataError``, an
+    ``IntegrityError``...) is a refusal.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StoreError) and (current.conflict or current.outcome_unknown):
+            return True
+        if isinstance(current, OSError | TimeoutError | LeaseLostError):
+            return True
+        if any(cls.__name__ in _OPERATIONAL for cls in type(current).__mro__):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 @contextlib.contextmanager
 def _store_errors(run: RunRecord) -> Iterator[None]:
     """The store's failures as :class:`StoreFailedError` (the worker retries the run)."""
     try:
         yield
-    except (LeaseLostError, NonDeterminismError):
+    except (LeaseLostError, NonDeterminismError, _Refused):
         raise
     except Exception as exc:
         raise StoreFailedError(f"store failed while advancing run {run.id!r}: {exc}") from exc

@@ -30,6 +30,26 @@ _Call = tuple[
 _STOP = None
 
 
+class Carried(Exception):
+    """What a call raised that an asyncio future cannot pass on as it is (see
+    :meth:`StepThreads.run`): ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__} raised in a step's thread")
+        self.error = error
+
+
+def _passable(error: BaseException) -> BaseException:
+    """``error``, or a :class:`Carried` of it if asyncio would mishandle it: a task
+    woken by a future's ``GeneratorExit`` throws it into its coroutine, which closes
+    every coroutine that coroutine awaits (no ``except`` on the way sees it); a
+    future refuses ``StopIteration``; ``SystemExit`` and ``KeyboardInterrupt``
+    that get past the awaiting coroutine stop the event loop."""
+    if isinstance(error, Exception) and not isinstance(error, StopIteration):
+        return error
+    return Carried(error)
+
+
 class StepThreads:
     """Up to ``size`` threads running sync calls for the loop that submits them."""
 
@@ -46,7 +66,11 @@ class StepThreads:
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         """Call ``fn(*args, **kwargs)`` in a thread, in a copy of the caller's context
-        (as ``asyncio.to_thread``); its result or exception, in a future of the loop."""
+        (as ``asyncio.to_thread``); its result or exception, in a future of the loop.
+
+        An exception that is no ``Exception`` (``SystemExit``...) or a ``StopIteration``
+        comes as a :class:`Carried` of it.
+        """
         if self._closed:
             raise RuntimeError("the step threads are shut down")
         loop = self._loop
@@ -110,4 +134,4 @@ class StepThreads:
             if error is None:
                 future.set_result(value)
             else:
-                future.set_exception(error)
+                future.set_exception(_passable(error))

@@ -406,6 +406,19 @@ def test_a_gather_ends_whichever_of_a_success_and_a_failure_comes_first(order: s
     assert (again.output, steps_of(asked)) == (b'["failed",1,"StepFailedError"]', [])
 
 
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt()], ids=["exit", "interrupt"])
+def test_a_base_exception_from_the_workflow_s_own_code_fails_its_run(
+    raised: BaseException,
+) -> None:
+    async def exits(ctx: Any, _input: Any) -> None:
+        await ctx.step(one, 1, name="one")
+        raise raised
+
+    outcome, _ = drive(machine(exits))
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error["type"] == type(raised).__name__
+
+
 # -- first -------------------------------------------------------------------------------------
 
 

@@ -325,7 +325,9 @@ class Machine(Composites, Updates, Sagas):
                 else:
                     self._continued(cont)
                 return
-            except Exception as exc:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # (a sys.exit() in its code too: the run's failure)
                 self._ended(branch, None, exc)
                 return
             finally:

@@ -103,6 +103,22 @@ async def test_an_exception_that_cannot_be_described_is_recorded_by_its_type(
     assert entry.error is not None and entry.error.message.endswith("Unprintable: Unprintable")
 
 
+async def test_an_error_message_no_store_can_encode_is_recorded_escaped(engine: Engine) -> None:
+    def garbled() -> None:
+        raise ValueError("bad byte \udcff from a decoder")
+
+    @engine.workflow()
+    async def decodes(ctx, _input):
+        await ctx.step(garbled)
+
+    handle = await engine.start("decodes")
+    with pytest.raises(WorkflowFailedError) as failed:
+        await handle.result(timeout=30)
+    assert failed.value.error_message.endswith("ValueError: bad byte \\udcff from a decoder")
+    [entry] = await engine.history(handle.id)
+    assert entry.status == "error"
+
+
 # -- a worker process -----------------------------------------------------------------------------
 
 

@@ -9,7 +9,14 @@ import sqlite3
 
 import pytest
 
-from parkway.errors import LeaseLostError, StoreError
+from parkway.errors import (
+    LeaseLostError,
+    StoreBusyError,
+    StoreConflictError,
+    StoreConnectionError,
+    StoreError,
+    StoreFullError,
+)
 from parkway.worker.advance import _transient
 
 psycopg = pytest.importorskip("psycopg")
@@ -41,6 +48,10 @@ def raised_from(cause: BaseException, wrap: bool) -> BaseException:
         (StoreError("deadlock", conflict=True), False),
         (StoreError("the reply was lost", outcome_unknown=True), False),
         (LeaseLostError("another worker has it"), False),
+        (StoreFullError("the disk is full"), False),
+        (StoreBusyError("the database stayed locked"), False),
+        (StoreConnectionError("the connection was lost"), False),
+        (StoreConflictError("a deadlock"), False),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
 )

@@ -32,8 +32,12 @@ from parkway.errors import (
     NonDeterminismError,
     RunTimeoutError,
     SerializationError,
+    StoreBusyError,
+    StoreConflictError,
+    StoreConnectionError,
     StoreError,
     StoreFailedError,
+    StoreFullError,
 )
 from parkway.events import Event
 from parkway.models import RunStatus, error_dict, exception_text
@@ -629,6 +633,8 @@ class _Refused(Exception):
 # (a lost connection, a locked or full database, a cancelled statement: sqlite3 and
 # psycopg both), and its interface's (a closed connection).
 _OPERATIONAL = frozenset({"OperationalError", "InterfaceError"})
+# The store's own trouble, as the stores name it.
+_STORE_TROUBLE = (StoreFullError, StoreBusyError, StoreConnectionError, StoreConflictError)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -645,6 +651,8 @@ def _transient(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if isinstance(current, _STORE_TROUBLE):
+            return True
         if isinstance(current, StoreError) and (current.conflict or current.outcome_unknown):
             return True
         if isinstance(current, OSError | TimeoutError | LeaseLostError):

@@ -44,6 +44,11 @@ class _Subscriptable:
             value = getattr(self, f.name)
             if isinstance(value, datetime):
                 value = value.isoformat()
+            elif f.name == "waiting":
+                value = [
+                    {k: v.isoformat() if isinstance(v, datetime) else v for k, v in w.items()}
+                    for w in value
+                ]
             elif isinstance(value, ErrorInfo):
                 value = value.to_dict()
             elif isinstance(value, enum.Enum):
@@ -134,6 +139,14 @@ class RunInfo(_Subscriptable):
     ``values``: what the run published with ``ctx.set_value``, by key. ``paused``:
     an operator paused it (``engine.pause``): no worker advances it, whatever its
     status says it waits for, until ``engine.resume``.
+
+    ``waiting``: one dict per thing the run waits for now (empty for a run that
+    waits for nothing): ``kind`` (``signal``, ``event``, ``message``, ``timer``,
+    ``retry``...), ``name``, and where they apply ``subject`` and ``match`` (an
+    event), ``key`` (a message), ``at`` (the wait's timeout or due time, a
+    datetime or ``None``). A step waiting to be retried is ``{"kind": "retry",
+    "name": step, "attempt": n, "max_attempts": m, "at": when, "error": {...}}``
+    (``n``: the attempt it will make next; ``error``: the last attempt's).
     """
 
     id: str
@@ -150,6 +163,7 @@ class RunInfo(_Subscriptable):
     updated_at: datetime
     values: dict[str, Any] = field(default_factory=dict)
     paused: bool = False
+    waiting: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -182,6 +196,10 @@ class HistoryEntry(_Subscriptable):
     timeout, a sleep's end, a failed step's next attempt), ``None`` if never.
     ``attempt``: for a step waiting to be tried again, the attempt that failed
     (its error in ``error``).
+
+    A step's failed attempts stay in the history, each as an entry of kind
+    ``attempt`` before the step's own (its name, ``attempt``, ``error``, and
+    ``started_at`` / ``ended_at``), also once the step has succeeded.
     """
 
     position: int
@@ -193,6 +211,8 @@ class HistoryEntry(_Subscriptable):
     at: datetime
     deadline: datetime | None = None
     attempt: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,11 @@ async def test_retry_succeeds_on_the_third_attempt(engine: Engine) -> None:
     h = await engine.start("retrying")
     assert await h.result(timeout=5) == "ok"
     assert attempts["flaky"] == 3
-    assert [(e.kind, e.status, e.result) for e in await engine.history(h.id)] == [
-        ("step", "done", "ok")
+    # The failed attempts stay in the history, before the step's result.
+    assert [(e.kind, e.status, e.result, e.attempt) for e in await engine.history(h.id)] == [
+        ("attempt", "error", None, 1),
+        ("attempt", "error", None, 2),
+        ("step", "done", "ok", None),
     ]
 
 
@@ -149,7 +152,11 @@ async def test_exhausted_retries_raise_step_failed_into_the_workflow(engine: Eng
         "message": "no luck #2",
     }
     assert attempts["n"] == 2
-    [entry] = await engine.history(h.id)
+    *tries, entry = await engine.history(h.id)
+    assert [(t.kind, t.attempt, t.error.message) for t in tries] == [  # type: ignore[union-attr]
+        ("attempt", 1, "no luck #1"),
+        ("attempt", 2, "no luck #2"),
+    ]
     assert (entry.kind, entry.name, entry.status, entry.result) == ("step", "doomed", "error", None)
     assert entry.error is not None
     assert entry.error.type == "StepFailedError"

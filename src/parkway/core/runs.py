@@ -20,6 +20,7 @@ from parkway.core.deadlines import add_deadline
 from parkway.core.handover import handing_over
 from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
+from parkway.core.waiting import waiting
 from parkway.errors import (
     InvalidArgumentError,
     NonDeterminismError,
@@ -31,7 +32,7 @@ from parkway.errors import (
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, rebuild_error
 from parkway.registry import WorkflowDef
 from parkway.replay.state import wait_named
-from parkway.store.base import ENDED, NewTask, RunRecord, Tx
+from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 
 
 def new_run(
@@ -181,13 +182,20 @@ async def record(rt: Runtime, run_id: str) -> RunRecord:
 
 
 async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
-    """The run's journal (current generation), in order."""
+    """The run's journal (current generation), in order; each failed attempt of a
+    step (kind ``attempt``) just before the step's own entry."""
     async with rt.store.transaction(readonly=True) as tx:
         if await tx.get_run(run_id) is None:
             raise RunNotFoundError(run_id)
         entries = await tx.journal(run_id)
+        attempts = await tx.attempts(run_id)
+    by_pos: dict[int, list[AttemptRecord]] = {}
+    for a in attempts:
+        by_pos.setdefault(a.pos, []).append(a)
     out = []
     for e in entries:
+        for a in by_pos.pop(e.pos, ()):
+            out.append(_attempt_entry(a))
         value = _json.loads(e.value)
         error, attempt, deadline = None, None, None
         if e.state == "error":
@@ -195,11 +203,8 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
         elif e.state == "pending":
             # What a pending operation stores is its own bookkeeping; a step's is
             # the attempt that failed and its error (it waits to be tried again).
-            if (
-                e.kind in ("step", "compensation")
-                and isinstance(value, dict)
-                and "attempt" in value
-            ):
+            # (One without an error is an attempt under way that recorded a heartbeat.)
+            if e.kind in ("step", "compensation") and isinstance(value, dict) and "error" in value:
                 attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
             value = None
             deadline = None if e.deadline is None else _dt(e.deadline)
@@ -210,7 +215,17 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
         at = _dt(e.at)
         kind, name = wait_named(e.kind, e.name)
         out.append(HistoryEntry(e.pos, kind, name, e.state, value, error, at, deadline, attempt))
+    for pos in sorted(by_pos):  # (a step whose entry is not written yet)
+        out.extend(_attempt_entry(a) for a in by_pos[pos])
     return out
+
+
+def _attempt_entry(a: AttemptRecord) -> HistoryEntry:
+    return HistoryEntry(
+        a.pos, "attempt", a.step, "error", None, ErrorInfo.from_dict(_json.loads(a.error)),
+        _dt(a.ended_at), attempt=a.attempt, started_at=_dt(a.started_at),
+        ended_at=_dt(a.ended_at),
+    )  # fmt: skip
 
 
 async def describe(rt: Runtime, run_id: str) -> RunInfo:
@@ -224,7 +239,8 @@ async def describe(rt: Runtime, run_id: str) -> RunInfo:
         if run is None:
             raise RunNotFoundError(run_id)
         values = await tx.run_values([run_id])
-    return info(run, values.get(run_id))
+        journal = await tx.journal(run_id) if run.status in _MAY_WAIT else []
+    return info(run, values.get(run_id), waiting(journal))
 
 
 async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) -> list[RunInfo]:
@@ -243,7 +259,8 @@ async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) 
             )
         records = await tx.list_runs(parent_id=parent_id, **filters)
         values = await tx.run_values([r.id for r in records]) if records else {}
-    return [info(r, values.get(r.id)) for r in records]
+        waits = {r.id: waiting(await tx.journal(r.id)) for r in records if r.status in _MAY_WAIT}
+    return [info(r, values.get(r.id), waits.get(r.id)) for r in records]
 
 
 async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
@@ -256,8 +273,16 @@ async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
     return out
 
 
-def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:
-    """The public view of a run's row (and its values)."""
+# The statuses of a run that may wait for something (a retry's: running).
+_MAY_WAIT = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+
+
+def info(
+    run: RunRecord,
+    values: dict[str, bytes] | None = None,
+    waits: list[dict[str, Any]] | None = None,
+) -> RunInfo:
+    """The public view of a run's row (its values, what it waits for)."""
     return RunInfo(
         id=run.id,
         workflow=run.workflow,
@@ -274,6 +299,7 @@ def info(run: RunRecord, values: dict[str, bytes] | None = None) -> RunInfo:
         values={k: _json.loads(v) for k, v in (values or {}).items()},
         # (A run that ended while paused, its advance in flight then, is not paused.)
         paused=bool(run.paused) and run.status not in ENDED,
+        waiting=waits or [],
     )
 
 

@@ -43,6 +43,7 @@ from parkway.replay.state import MachineState, Park
 from parkway.replay.writes import EventWait, MessageWait
 from parkway.store.base import (
     MESSAGE_TASK,
+    AttemptRecord,
     JournalEntry,
     NewTask,
     RunRecord,
@@ -117,7 +118,11 @@ class Operations(MachineState):
             position = op.reserved
         retry = cmd.retry or NO_RETRY
         while True:
-            result: StepResult = yield RunStep(cmd, attempt, position, heartbeat)
+            started = self.clock_now()
+            result: StepResult = yield RunStep(
+                cmd, attempt, position, heartbeat, op.branch.journal_path,
+                op.entry.seq if op.entry is not None else None,
+            )  # fmt: skip
             if result.heartbeat is not None:
                 heartbeat = result.heartbeat
             exc = result.error
@@ -134,6 +139,12 @@ class Operations(MachineState):
                 return _json.loads(data)
             text = exception_text(exc)
             log.debug("run %s step %r attempt %d failed: %s", self.run.id, cmd.name, attempt, text)
+            self.writes.attempts.append(
+                AttemptRecord(
+                    self.run.id, position, cmd.name, attempt, _json.dumps(error_dict(exc)),
+                    started, self.clock_now(),
+                )
+            )  # fmt: skip
             # (A branch withdrawn by its gather is not retried: nobody awaits it.)
             if attempt < retry.max_attempts and not op.branch.withdrawn and retry.retries(exc):
                 delay = retry.delay(attempt)
@@ -141,7 +152,10 @@ class Operations(MachineState):
                     attempt += 1
                     continue
                 deadline = self.clock_now() + delay
-                info = {"attempt": attempt, "error": error_dict(exc)}
+                info = {
+                    "attempt": attempt, "max_attempts": retry.max_attempts,
+                    "error": error_dict(exc),
+                }  # fmt: skip
                 if heartbeat is not None:
                     info["heartbeat"] = _json.loads(heartbeat)
                 pos = self._record(op, "step", "pending", _json.dumps(info), deadline).pos

@@ -28,6 +28,9 @@ class RunStep:
     position: int = 0
     # The JSON details the latest earlier attempt recorded by a heartbeat (None: none).
     last_heartbeat: bytes | None = None
+    # Where a heartbeat journals its details: the step's branch, and its entry's seq.
+    branch: str | None = None
+    seq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,6 @@ class StepResult:
     error: BaseException | None = None
     # The JSON details of this attempt's last heartbeat, if it recorded one.
     heartbeat: bytes | None = None
-    # When the attempt started and ended (engine time; 0.0: not measured).
-    started: float = 0.0
-    ended: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parkway.events import Event
-from parkway.store.base import JournalEntry, NewTask, RunRecord, SubscriptionRecord
+from parkway.store.base import (
+    AttemptRecord,
+    JournalEntry,
+    NewTask,
+    RunRecord,
+    SubscriptionRecord,
+)
 from parkway.store.people import CallbackRecord, HumanTaskRecord
 
 
@@ -87,13 +93,15 @@ class Writes:
     # ctx.write_stream and ctx.close_stream, in the order called: (key, the item),
     # or (key, None) for a close.
     streams: list[tuple[str, bytes | None]] = field(default_factory=list)
+    # Failed attempts of steps, kept for the history.
+    attempts: list[AttemptRecord] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
             self.journal or self.tasks or self.runs or self.consumed_signals
             or self.finished_waits or self.subscriptions or self.publishes
             or self.values or self.updates or self.callbacks or self.human_tasks
-            or self.ended_tasks or self.streams
+            or self.ended_tasks or self.streams or self.attempts
         )  # fmt: skip
 
     @property

@@ -24,6 +24,7 @@ from parkway.store.records import (
     ENDED,
     FUSED,
     MESSAGE_TASK,
+    AttemptRecord,
     EventDelivery,
     EventRecord,
     FlowEntry,
@@ -292,6 +293,15 @@ class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, Protocol):
 
     async def run_values(self, run_ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
         """The values of each of ``run_ids`` that has any, by key."""
+        ...
+
+    async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
+        """Keep failed attempts of steps (one already kept, by run, position and
+        attempt, is left as it is). ``clear_journal`` and ``delete_runs`` drop them."""
+        ...
+
+    async def attempts(self, run_id: str) -> list[AttemptRecord]:
+        """The failed attempts kept for ``run_id``, by position then attempt."""
         ...
 
     async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
@@ -599,6 +609,7 @@ __all__ = [
     "MESSAGE_TASK",
     "REPORTS_OWN",
     "RUN_MUTABLE",
+    "AttemptRecord",
     "ComposedTx",
     "EventDelivery",
     "EventRecord",

@@ -204,6 +204,22 @@ class UpdateRecord:
     seq: int = 0
 
 
+@dataclass(frozen=True)
+class AttemptRecord:
+    """A failed attempt of a step, kept for the run's history after the step goes on.
+
+    ``error``: the failure as JSON (``error_dict``); times are engine time.
+    """
+
+    run_id: str
+    pos: int
+    step: str
+    attempt: int
+    error: bytes
+    started_at: float
+    ended_at: float
+
+
 UPDATE_PENDING = "pending"
 
 # cancel_on's conditions are subscriptions of kind "cancel" indexed under the

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
 from parkway import _json
@@ -32,6 +32,7 @@ from parkway.errors import (
     NonDeterminismError,
     RunTimeoutError,
     SerializationError,
+    StepTimeoutError,
     StoreBusyError,
     StoreConflictError,
     StoreConnectionError,
@@ -42,6 +43,7 @@ from parkway.errors import (
 from parkway.events import Event
 from parkway.models import RunStatus, error_dict, exception_text
 from parkway.registry import LATEST, WorkflowDef
+from parkway.replay.commands import StepCmd
 from parkway.replay.machine import Machine, Token
 from parkway.replay.requests import (
     AwaitFuture,
@@ -68,6 +70,7 @@ from parkway.worker import step_context
 from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
+from parkway.worker.heartbeat import Heartbeats
 from parkway.worker.step_context import StepContext
 from parkway.worker.streams import StepStreams
 from parkway.worker.threads import Carried, StepThreads
@@ -323,8 +326,13 @@ class Advancer:
         # all commit before the step's result is recorded.
         writer = StepStreams(self.rt, run.id, request.attempt)
         token = step_streams.CURRENT.set(writer)
+
+        async def heartbeat(data: bytes) -> None:
+            await self._heartbeat(run, request, data)
+
         try:
-            result = await self.rt.telemetry.step(request, call_step(run, request, self.executor))
+            attempt = call_step(run, request, self.executor, heartbeat)
+            result = await self.rt.telemetry.step(request, attempt)
         finally:
             step_streams.CURRENT.reset(token)
         try:
@@ -332,6 +340,24 @@ class Advancer:
         except Exception as exc:
             return result if result.error is not None else StepResult(error=exc)
         return result
+
+    async def _heartbeat(self, run: RunRecord, request: RunStep, data: bytes) -> None:
+        """Journal a heartbeat's details in the step's entry, pending while it runs
+        (fenced by the lease): a replay after a crash finds them with the step."""
+        rt = self.rt
+        now = rt.now()
+        value = b'{"attempt":%d,"heartbeat":%s}' % (request.attempt, data)
+        entry = JournalEntry(
+            request.position, request.cmd.kind, request.cmd.name, "pending", value, None,
+            now, request.branch, request.seq,
+        )  # fmt: skip
+
+        async def job(tx: Tx) -> None:
+            await tx.update_leased(run.id, {"updated_at": now}, owner=self.owner, release=False)
+            await tx.put_journal(run.id, [entry])
+
+        with _store_errors(run):
+            await self.commit(run.id, rt.telemetry.bind(job))
 
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self._store_call(run) as tx:
@@ -573,12 +599,23 @@ class Advancer:
                 )
 
 
-async def call_step(run: RunRecord, request: RunStep, executor: StepThreads) -> StepResult:
+async def call_step(
+    run: RunRecord,
+    request: RunStep,
+    executor: StepThreads,
+    heartbeat: Callable[[bytes], Awaitable[None]],
+) -> StepResult:
     """Run one attempt of a step of ``run``: what it returned, or the exception it raised.
 
     A sync step may block (requests, file I/O): it runs in ``executor``, with
     the caller's context variables (as ``asyncio.to_thread`` would), the step's
-    :class:`StepContext` among them.
+    :class:`StepContext` among them. ``heartbeat(data)`` commits the details its
+    heartbeats record.
+
+    The step's ``timeout`` bounds the attempt by a timer of the loop: an async
+    step is cancelled at the deadline; a sync step's thread cannot be, so the
+    attempt is abandoned (the executor frees its place, and ignores what the
+    thread returns later). Either way it fails with :class:`StepTimeoutError`.
 
     Any exception fails the attempt, ``BaseException``s too (``SystemExit`` from a
     library's ``sys.exit()``, ``KeyboardInterrupt``...): the step's code is the
@@ -588,31 +625,68 @@ async def call_step(run: RunRecord, request: RunStep, executor: StepThreads) -> 
     advance (a worker stopping) goes on as a cancellation.
     """
     cmd = request.cmd
+    last = _json.loads(request.last_heartbeat) if request.last_heartbeat is not None else None
+    beats = Heartbeats(heartbeat, what=f"run {run.id!r} step {cmd.name!r}")
     token = step_context.enter(
         StepContext(
             run.id, run.workflow, cmd.name, request.position, request.attempt,
-            f"{run.id}:{request.position}",
+            f"{run.id}:{request.position}", last, beats,
         )
     )  # fmt: skip
     try:
         if inspect.iscoroutinefunction(cmd.fn):
-            result = await cmd.fn(*cmd.args, **cmd.kwargs)
+            if cmd.timeout is None:
+                result = await cmd.fn(*cmd.args, **cmd.kwargs)
+            else:
+                result = await _within(cmd, cmd.fn(*cmd.args, **cmd.kwargs))
         else:
-            result = await executor.run(cmd.fn, *cmd.args, **cmd.kwargs)
+            future = executor.run(cmd.fn, *cmd.args, **cmd.kwargs)
+            if cmd.timeout is None:
+                result = await future
+            else:
+                expired = StepTimeoutError(cmd.name, cmd.timeout)
+                timer = asyncio.get_running_loop().call_later(
+                    cmd.timeout, executor.abandon, future, expired
+                )
+                try:
+                    result = await future
+                finally:
+                    timer.cancel()
         if inspect.isawaitable(result):
             result = await result
     except Carried as carried:  # (a sync step's SystemExit...: see StepThreads.run)
-        return StepResult(error=carried.error)
+        return StepResult(error=carried.error, heartbeat=await _closed(beats))
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        return StepResult(error=exc)  # (the step's own: it cancelled something of its own)
+        # (The step's own: it cancelled something of its own.)
+        return StepResult(error=exc, heartbeat=await _closed(beats))
     except BaseException as exc:
-        return StepResult(error=exc)
+        return StepResult(error=exc, heartbeat=await _closed(beats))
     finally:
         step_context.leave(token)
-    return StepResult(value=result)
+    return StepResult(value=result, heartbeat=await _closed(beats))
+
+
+async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await ``coro`` (an async step's attempt), cancelled at ``cmd.timeout``."""
+    assert cmd.timeout is not None
+    scope = asyncio.timeout(cmd.timeout)
+    try:
+        async with scope:
+            return await coro
+    except TimeoutError:
+        if scope.expired():
+            raise StepTimeoutError(cmd.name, cmd.timeout) from None
+        raise  # (the step's own)
+
+
+async def _closed(beats: Heartbeats) -> bytes | None:
+    """The attempt's heartbeats written out; the last details recorded, if any."""
+    with contextlib.suppress(Exception):  # (logged; the attempt's outcome stands)
+        await beats.close()
+    return beats.written
 
 
 async def _settled(future: asyncio.Future[Any]) -> None:

@@ -49,6 +49,8 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
                 await add_deadline(tx, run, wf.timeout)
     if writes.journal:
         await tx.put_journal(run_id, list(writes.journal.values()))
+    if writes.attempts:
+        await tx.add_attempts(writes.attempts)
     # Message waits that may have deliveries to buffer again. Not one that took
     # its delivery: the correlate that made it removed the wait's subscription
     # (under the key's lock), so no other message can have reached it.

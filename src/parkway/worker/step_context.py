@@ -8,13 +8,15 @@ and key its side effects to the step rather than to the attempt.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from parkway.errors import WorkflowUsageError
 from parkway.worker import streams
+from parkway.worker.heartbeat import Heartbeats
 
 __all__ = ["StepContext", "step_context"]
 
@@ -32,6 +34,9 @@ class StepContext:
         attempt: This attempt's number, counting from 1.
         idempotency_key: ``f"{run_id}:{position}"``: the same on every attempt of
             this step, so a payment API given it deduplicates the retries.
+        last_heartbeat: The details the latest earlier attempt of this step
+            recorded with :meth:`heartbeat` (``None`` on a first attempt, or if
+            none did), also after a crash: a long step resumes where it got to.
     """
 
     run_id: str
@@ -40,6 +45,26 @@ class StepContext:
     position: int
     attempt: int
     idempotency_key: str
+    last_heartbeat: Any = None
+    _beats: Heartbeats | None = field(default=None, repr=False, compare=False)
+
+    def heartbeat(self, details: Any = None) -> Awaitable[None] | concurrent.futures.Future[None]:
+        """Record ``details`` (JSON) durably: what this attempt has done so far.
+
+        Calls are coalesced: at most one commit a second per attempt
+        (:data:`parkway.worker.heartbeat.HEARTBEAT_INTERVAL`), which writes the
+        newest details; the last ones are written when the attempt ends. So a
+        step may call it in a tight loop.
+
+        Returns:
+            Something to wait on for durability, which the caller may ignore: in an
+            ``async def`` step an awaitable (``await ctx.heartbeat(d)``), in a
+            ``def`` step a ``concurrent.futures.Future`` (``.result()``). Waiting
+            raises ``SerializationError`` if ``details`` is not JSON.
+        """
+        if self._beats is None:  # (a context made by hand, outside the worker)
+            raise WorkflowUsageError("this StepContext belongs to no running attempt")
+        return self._beats.beat(details)
 
     def write_stream(self, key: str, value: Any) -> Awaitable[None]:
         """Append a JSON ``value`` to the run's stream ``key``, visible to its readers

@@ -10,7 +10,9 @@ at once: ~8 µs a step against ~21 µs; see docs/performance.md).
 
 Threads start as they are needed, up to ``size``, and are not daemons: a step
 still running at shutdown is seen (and waited for, or abandoned by the command
-line) as before.
+line) as before. A call given up on (its step timed out) leaves its thread
+running it, uncounted: another thread may start in its place, and once the
+late call returns the pool shrinks back to ``size``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,11 @@ class StepThreads:
         self._results: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]]
         self._results = collections.deque()
         self._threads: list[threading.Thread] = []
+        self._started = 0  # threads started in all (their names)
         self._busy = 0  # calls submitted, their results not handed over yet (loop side)
+        # Calls given up on (their step timed out) whose thread still runs them: those
+        # threads are not counted against ``size`` (loop side).
+        self._abandoned: set[asyncio.Future[Any]] = set()
         self._handing = False  # a hand-over is scheduled on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -78,10 +84,21 @@ class StepThreads:
             loop = self._loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._busy += 1
-        if self._busy > len(self._threads) and len(self._threads) < self.size:
+        serving = len(self._threads) - len(self._abandoned)
+        if self._busy > serving and serving < self.size:
             self._start_thread()
         self._calls.put((future, contextvars.copy_context(), fn, args, kwargs))
         return future
+
+    def abandon(self, future: asyncio.Future[Any], error: BaseException) -> None:
+        """Give up on the call of ``future`` (from :meth:`run`), which fails with
+        ``error`` now: its thread cannot be stopped, so it no longer counts against
+        ``size`` (another may start in its place) and what it returns is dropped."""
+        if future.done() or future in self._abandoned:
+            return
+        self._abandoned.add(future)
+        self._busy -= 1
+        future.set_exception(error)
 
     def shutdown(self) -> None:
         """Let the threads go once their current call, if any, returns (not waited for)."""
@@ -92,9 +109,8 @@ class StepThreads:
     # -- the threads' side -------------------------------------------------------------------
 
     def _start_thread(self) -> None:
-        thread = threading.Thread(
-            target=self._serve, name=f"{self.name}-{len(self._threads)}", daemon=False
-        )
+        thread = threading.Thread(target=self._serve, name=f"{self.name}-{self._started}")
+        self._started += 1
         self._threads.append(thread)
         thread.start()
 
@@ -103,6 +119,7 @@ class StepThreads:
         while True:
             call = calls.get()
             if call is None:
+                self._threads.remove(threading.current_thread())
                 return
             future, context, fn, args, kwargs = call
             try:
@@ -128,8 +145,13 @@ class StepThreads:
         results = self._results
         while results:
             future, value, error = results.popleft()
+            if future in self._abandoned:  # (late: its step timed out)
+                self._abandoned.discard(future)
+                if len(self._threads) - len(self._abandoned) > self.size:
+                    self._calls.put(_STOP)  # one thread too many now: an idle one ends
+                continue
             self._busy -= 1
-            if future.cancelled():
+            if future.done():
                 continue
             if error is None:
                 future.set_result(value)

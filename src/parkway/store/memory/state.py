@@ -16,7 +16,7 @@ from parkway.store.base import (
     UpdateRecord,
 )
 from parkway.store.people import CallbackRecord, HumanTaskRecord
-from parkway.store.records import FlowSlot, StreamRecord
+from parkway.store.records import AttemptRecord, FlowSlot, StreamRecord
 from parkway.store.schedules import ScheduleRecord
 
 T = TypeVar("T")
@@ -55,6 +55,8 @@ class _State:
         self.values: dict[str, dict[str, bytes]] = {}
         # A run's streams, by key.
         self.streams: dict[str, dict[str, _Stream]] = {}
+        # Failed attempts of steps, by run, then (position, attempt).
+        self.attempts: dict[str, dict[tuple[int, int], AttemptRecord]] = {}
         self.updates: dict[tuple[str, str], UpdateRecord] = {}
         self.next_update = 1
         self.schedules: dict[str, ScheduleRecord] = {}

@@ -215,6 +215,9 @@ class MemoryTx(
         old = self._s.journal.pop(run_id, None)
         if old is not None:
             self._undo.append(lambda: self._s.journal.__setitem__(run_id, old))
+        attempts = self._s.attempts.pop(run_id, None)
+        if attempts is not None:
+            self._undo.append(lambda: self._s.attempts.__setitem__(run_id, attempts))
 
     async def add_tasks(self, tasks: Sequence[NewTask]) -> None:
         for task in tasks:

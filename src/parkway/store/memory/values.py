@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from parkway.store.base import (
+    AttemptRecord,
     UpdateRecord,
 )
 from parkway.store.memory.state import _copy, _State
@@ -24,6 +26,18 @@ class _ValuesAndUpdates:
 
     async def run_values(self, run_ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
         return {r: dict(self._s.values[r]) for r in run_ids if self._s.values.get(r)}
+
+    async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
+        for record in attempts:
+            book = self._s.attempts.setdefault(record.run_id, {})
+            key = (record.pos, record.attempt)
+            if key not in book:
+                book[key] = record
+                self._undo.append(functools.partial(book.pop, key, None))
+
+    async def attempts(self, run_id: str) -> list[AttemptRecord]:
+        book = self._s.attempts.get(run_id, {})
+        return [book[key] for key in sorted(book)]
 
     async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
         key = (update.run_id, update.id)

@@ -57,7 +57,7 @@ class JournalOps(RunOps):
             await self._write(Q["put_journal"], params)
 
     async def clear_journal(self, run_id: str) -> None:
-        await self._write(Q["clear_journal"], (run_id,))
+        await self._write(Q["clear_journal"], {"id": run_id})
 
     # -- tasks -------------------------------------------------------------------------------
 

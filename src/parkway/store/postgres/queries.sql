@@ -158,6 +158,8 @@ WITH gone AS (
     DELETE FROM parkway.stream_heads WHERE run_id = ANY(%(ids)s::text[])
 ), stream_items AS (
     DELETE FROM parkway.stream_items WHERE run_id = ANY(%(ids)s::text[])
+), attempts AS (
+    DELETE FROM parkway.step_attempts WHERE run_id = ANY(%(ids)s::text[])
 )
 SELECT count(*) FROM gone
 
@@ -227,7 +229,9 @@ ON CONFLICT (run_id, pos) DO UPDATE SET
     branch = EXCLUDED.branch, seq = EXCLUDED.seq
 
 -- name: clear_journal
-DELETE FROM parkway.journal WHERE run_id = %s
+-- (A run's failed attempts go with its journal: positions start again.)
+WITH attempts AS (DELETE FROM parkway.step_attempts WHERE run_id = %(id)s)
+DELETE FROM parkway.journal WHERE run_id = %(id)s
 
 -- == tasks ==
 
@@ -818,6 +822,16 @@ ON CONFLICT (run_id, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXC
 -- name: run_values
 SELECT run_id, key, value FROM parkway.run_values WHERE run_id = ANY(%s::text[])
 ORDER BY run_id, key
+
+-- name: add_attempts
+INSERT INTO parkway.step_attempts (run_id, pos, step, attempt, error, started_at, ended_at)
+SELECT * FROM unnest(%s::text[], %s::int4[], %s::text[], %s::int4[], %s::bytea[],
+                     %s::float8[], %s::float8[])
+ON CONFLICT (run_id, pos, attempt) DO NOTHING
+
+-- name: attempts
+SELECT run_id, pos, step, attempt, error, started_at, ended_at
+FROM parkway.step_attempts WHERE run_id = %s ORDER BY pos, attempt
 
 -- name: add_update
 INSERT INTO parkway.updates (run_id, id, name, payload, status, result, created_at)

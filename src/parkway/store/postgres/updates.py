@@ -3,9 +3,10 @@ values (``ctx.set_value``) and the updates sent to it (``engine.update``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
-from parkway.store.base import UpdateRecord
+from parkway.store.base import AttemptRecord, UpdateRecord
 from parkway.store.postgres.runs import RunOps
 from parkway.store.postgres.statements import Q
 
@@ -22,6 +23,15 @@ class UpdateOps(RunOps):
         for run_id, key, value in await self._all(Q["run_values"], (list(run_ids),)):
             out.setdefault(run_id, {})[key] = bytes(value)
         return out
+
+    async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
+        if attempts:
+            columns = list(zip(*(dataclasses.astuple(a) for a in attempts), strict=True))
+            await self._write(Q["add_attempts"], [list(c) for c in columns])
+
+    async def attempts(self, run_id: str) -> list[AttemptRecord]:
+        rows = await self._all(Q["attempts"], (run_id,))
+        return [AttemptRecord(r, p, s, a, bytes(e), b, x) for r, p, s, a, e, b, x in rows]
 
     async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
         u = update

@@ -373,6 +373,17 @@ INSERT OR REPLACE INTO run_values (run_id, key, value, updated_at) VALUES (?, ?,
 SELECT run_id, key, value FROM run_values
 WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, key
 
+-- name: add_attempts
+INSERT OR IGNORE INTO step_attempts (run_id, pos, step, attempt, error, started_at, ended_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+
+-- name: attempts
+SELECT run_id, pos, step, attempt, error, started_at, ended_at
+FROM step_attempts WHERE run_id = ? ORDER BY pos, attempt
+
+-- name: delete_run_attempts
+DELETE FROM step_attempts WHERE run_id = ?
+
 -- name: add_update
 INSERT OR IGNORE INTO updates (run_id, id, name, payload, status, result, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)

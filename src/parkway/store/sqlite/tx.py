@@ -16,6 +16,7 @@ from typing import Any
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
+    AttemptRecord,
     ComposedTx,
     EventRecord,
     JournalEntry,
@@ -221,6 +222,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
         for name in (
             "delete_run", "clear_journal", "delete_all_tasks", "delete_run_subscriptions",
             "delete_run_signals", "delete_run_values", "delete_run_updates",
+            "delete_run_attempts",
         ):  # fmt: skip
             self._c.executemany(Q[name], ids)
         self._delete_people(ids)
@@ -240,6 +242,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
 
     async def clear_journal(self, run_id: str) -> None:
         self._c.execute(Q["clear_journal"], (run_id,))
+        self._c.execute(Q["delete_run_attempts"], (run_id,))
 
     @property
     def tell_others(self) -> bool:
@@ -409,6 +412,18 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
         for run_id, key, value in self._c.execute(Q["run_values"], (json.dumps(list(run_ids)),)):
             out.setdefault(run_id, {})[key] = value
         return out
+
+    async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
+        self._c.executemany(
+            Q["add_attempts"],
+            [
+                (a.run_id, a.pos, a.step, a.attempt, a.error, a.started_at, a.ended_at)
+                for a in attempts
+            ],
+        )
+
+    async def attempts(self, run_id: str) -> list[AttemptRecord]:
+        return [AttemptRecord(*row) for row in self._c.execute(Q["attempts"], (run_id,))]
 
     async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
         u = update

@@ -3,18 +3,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from parkway import (
     Engine,
+    InvalidArgumentError,
+    NonRetryableError,
+    ParkwayError,
     Retry,
+    RunInfo,
+    RunStatus,
     StepContext,
+    StepFailedError,
+    WorkflowFailedError,
     WorkflowUsageError,
     step_context,
 )
+from tests.conftest import MakeEngine
 
 
 async def test_step_context_inside_sync_and_async_steps(engine: Engine) -> None:
@@ -99,3 +112,337 @@ async def test_gathered_steps_have_distinct_keys(engine: Engine) -> None:
     assert len(set(keys)) == 4
     by_name = {e.name: e.position for e in await engine.history(h.id) if e.kind == "step"}
     assert keys == [f"{h.id}:{by_name[f'k{i}']}" for i in range(4)]
+
+
+# -- step timeouts -------------------------------------------------------------------------------
+
+
+async def test_an_async_step_is_cancelled_at_its_timeout_and_retried(engine: Engine) -> None:
+    calls = Counter()
+    cancelled = asyncio.Event()
+
+    async def slow_then_fast() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return f"attempt {calls['n']}"
+
+    @engine.workflow()
+    async def timed(ctx, input):
+        return await ctx.step(
+            slow_then_fast, name="call", timeout=0.2, retry=Retry(max_attempts=2, backoff=0)
+        )
+
+    h = await engine.start("timed")
+    assert await h.result(timeout=10) == "attempt 2"
+    assert cancelled.is_set()
+    first, step = await engine.history(h.id)
+    assert (first.kind, first.name, first.attempt) == ("attempt", "call", 1)
+    assert first.error is not None and first.error.type == "StepTimeoutError"
+    assert "timed out after 0.2s" in first.error.message
+    assert (step.kind, step.status, step.result) == ("step", "done", "attempt 2")
+
+
+async def test_the_last_timeout_surfaces_as_step_failed(engine: Engine) -> None:
+    async def hangs() -> None:
+        await asyncio.sleep(30)
+
+    @engine.workflow()
+    async def hanging(ctx, input):
+        try:
+            await ctx.step(hangs, timeout="100ms", retry=Retry(max_attempts=2, backoff=0))
+        except StepFailedError as exc:
+            return [exc.error_type, exc.attempts]
+
+    h = await engine.start("hanging")
+    assert await h.result(timeout=10) == ["StepTimeoutError", 2]
+
+
+async def test_a_step_timeout_fails_the_run_when_not_caught(engine: Engine) -> None:
+    def sleeps() -> None:
+        time.sleep(1)
+
+    @engine.workflow()
+    async def uncaught(ctx, input):
+        await ctx.step(sleeps, timeout=timedelta(milliseconds=100))
+
+    h = await engine.start("uncaught")
+    with pytest.raises(WorkflowFailedError) as failure:
+        await h.result(timeout=10)
+    assert failure.value.error is not None
+    assert failure.value.error.type == "StepFailedError"
+    assert "StepTimeoutError" in failure.value.error.message
+
+
+async def test_an_abandoned_sync_step_frees_its_slot_and_its_late_result_is_dropped(
+    make_engine: MakeEngine,
+) -> None:
+    engine = await make_engine(concurrency=1)
+    release, finished = threading.Event(), threading.Event()
+
+    def stuck() -> str:
+        release.wait(20)
+        finished.set()
+        return "late"
+
+    def quick() -> str:
+        return "quick"
+
+    @engine.workflow()
+    async def abandons(ctx, input):
+        try:
+            return await ctx.step(stuck, timeout=0.2)
+        except StepFailedError as exc:
+            return exc.error_type
+
+    @engine.workflow()
+    async def after(ctx, input):
+        return await ctx.step(quick)
+
+    first = await engine.start("abandons")
+    assert await first.result(timeout=10) == "StepTimeoutError"
+    # The thread still runs the abandoned call, and the only slot is free again.
+    assert not finished.is_set()
+    second = await engine.start("after")
+    assert await second.result(timeout=10) == "quick"
+    assert not finished.is_set()
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 10)
+    await asyncio.sleep(0.2)  # (the late result reaches the loop, and is dropped)
+    assert await (await engine.start("after")).result(timeout=10) == "quick"
+    history = await engine.history(first.id)
+    assert "late" not in [e.result for e in history]
+    assert [(e.kind, e.status) for e in history] == [("attempt", "error"), ("step", "error")]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon", True, float("nan"), "0s", [1]], ids=repr)
+async def test_bad_step_timeouts_are_rejected_at_the_call(engine: Engine, bad: Any) -> None:
+    @engine.workflow()
+    async def bad_timeout(ctx, input):
+        try:
+            await ctx.step(lambda: 1, name="never", timeout=bad)
+        except ParkwayError as exc:
+            return [type(exc).__name__, str(exc)]
+        return "accepted"
+
+    kind, message = await (await engine.start("bad_timeout")).result(timeout=5)
+    assert kind == "InvalidDurationError"
+    assert "ctx.step timeout" in message
+
+
+# -- retries and non-retryable errors ------------------------------------------------------------
+
+
+class CardDeclined(Exception):
+    pass
+
+
+class FraudSuspected(NonRetryableError):
+    """The card's issuer suspects fraud: final."""
+
+
+@pytest.mark.parametrize(
+    ("raised", "non_retryable"),
+    [
+        (CardDeclined, (CardDeclined,)),
+        (CardDeclined, ("CardDeclined",)),
+        (CardDeclined, (f"{__name__}.CardDeclined",)),
+        (CardDeclined, (Exception,)),  # a base class covers its subclasses
+        (NonRetryableError, ()),
+        (FraudSuspected, ()),
+    ],
+    ids=["class", "name", "qualified-name", "base-class", "NonRetryableError", "subclass"],
+)
+async def test_non_retryable_failures_fail_the_step_at_once(
+    engine: Engine, raised: type[Exception], non_retryable: tuple[Any, ...]
+) -> None:
+    calls = Counter()
+
+    def charge() -> None:
+        calls["n"] += 1
+        raise raised("declined")
+
+    @engine.workflow()
+    async def paying(ctx, input):
+        retry = Retry(max_attempts=5, backoff=0, non_retryable=non_retryable)
+        try:
+            await ctx.step(charge, name="charge", retry=retry)
+        except StepFailedError as exc:
+            return [exc.error_type, exc.attempts]
+
+    assert await (await engine.start("paying")).result(timeout=5) == [raised.__name__, 1]
+    assert calls["n"] == 1
+
+
+async def test_other_failures_are_still_retried(engine: Engine) -> None:
+    calls = Counter()
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ConnectionError("down")
+        return "ok"
+
+    @engine.workflow()
+    async def retried(ctx, input):
+        retry = Retry(max_attempts=3, backoff=0, non_retryable=(CardDeclined, "ValueError"))
+        return await ctx.step(flaky, retry=retry)
+
+    assert await (await engine.start("retried")).result(timeout=5) == "ok"
+    assert calls["n"] == 3
+
+
+def test_retry_rejects_a_backoff_above_its_cap() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_backoff") as caught:
+        Retry(backoff="10m")  # (it used to wait 60 s without a word)
+    assert caught.value.field == "Retry.backoff"
+    with pytest.raises(InvalidArgumentError):
+        Retry(backoff=5, max_backoff=1)
+    assert Retry(backoff="10m", max_backoff="1h").delay(1) == 600
+
+
+@pytest.mark.parametrize("bad", [(42,), ("",), (object,), 3, (ValueError, None)], ids=repr)
+def test_retry_rejects_what_is_no_exception_class_nor_name(bad: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="non_retryable"):
+        Retry(non_retryable=bad)
+
+
+def test_retry_takes_a_list_or_one_class_as_non_retryable() -> None:
+    assert Retry(non_retryable=[ValueError, "KeyError"]).non_retryable == (ValueError, "KeyError")
+    assert Retry(non_retryable=ValueError).non_retryable == (ValueError,)
+    assert not Retry(non_retryable=ValueError).retries(ValueError("x"))
+    assert Retry(non_retryable=ValueError).retries(KeyError("x"))
+
+
+# -- attempt history and RunInfo.waiting ------------------------------------------------------
+
+
+async def test_failed_attempts_stay_in_history_after_success(engine: Engine, clock) -> None:
+    calls = Counter()
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise ConnectionError(f"down #{calls['n']}")
+        return "up"
+
+    @engine.workflow()
+    async def recovers(ctx, input):
+        return await ctx.step(flaky, name="call", retry=Retry(max_attempts=3, backoff=0))
+
+    h = await engine.start("recovers")
+    assert await h.result(timeout=5) == "up"
+    history = await engine.history(h.id)
+    assert [(e.kind, e.name, e.status, e.attempt) for e in history] == [
+        ("attempt", "call", "error", 1),
+        ("attempt", "call", "error", 2),
+        ("step", "call", "done", None),
+    ]
+    for entry, n in zip(history[:2], (1, 2), strict=True):
+        assert entry.error is not None
+        assert (entry.error.type, entry.error.message) == ("ConnectionError", f"down #{n}")
+        assert entry.started_at is not None and entry.ended_at is not None
+        assert entry.started_at <= entry.ended_at
+        assert entry.position == history[2].position
+    assert (await engine.get_run(h.id)).waiting == []
+
+
+async def test_a_run_waiting_to_retry_says_so(engine: Engine, clock) -> None:
+    calls = Counter()
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 2:
+            raise ConnectionError("gateway down")
+        return "ok"
+
+    @engine.workflow()
+    async def backs_off(ctx, input):
+        return await ctx.step(flaky, name="charge", retry=Retry(max_attempts=4, backoff="30s"))
+
+    h = await engine.start("backs_off")
+    info = await _until(engine, h.id, lambda i: bool(i.waiting))
+    assert info.status == RunStatus.RUNNING
+    [wait] = info.waiting
+    assert wait == {
+        "kind": "retry", "name": "charge", "attempt": 2, "max_attempts": 4,
+        "at": clock.datetime() + timedelta(seconds=30), "error": wait["error"],
+    }  # fmt: skip
+    assert wait["error"]["type"] == "ConnectionError"
+    assert wait["error"]["message"] == "gateway down"
+    assert info.to_dict()["waiting"][0]["at"] == wait["at"].isoformat()
+    tried, pending = await engine.history(h.id)
+    assert (tried.kind, tried.attempt, pending.kind, pending.status) == (
+        "attempt", 1, "step", "pending",
+    )  # fmt: skip
+    await clock.advance(30)
+    assert await h.result(timeout=5) == "ok"
+    assert (await engine.get_run(h.id)).waiting == []
+
+
+async def test_waiting_lists_each_kind_of_wait(engine: Engine, clock) -> None:
+    @engine.workflow()
+    async def signal_wait(ctx, input):
+        return await ctx.wait_for_signal("approve", timeout="1h")
+
+    @engine.workflow()
+    async def event_wait(ctx, input):
+        return await ctx.wait_for_event("paid", subject="order-1", match={"ok": True})
+
+    @engine.workflow()
+    async def message_wait(ctx, input):
+        return await ctx.wait_for_message("reply", "k-1", timeout=60)
+
+    @engine.workflow()
+    async def timer_wait(ctx, input):
+        await ctx.sleep("2h")
+
+    @engine.workflow()
+    async def first_wait(ctx, input):
+        return await ctx.first(go=ctx.wait_for_signal("go"), late=ctx.sleep(30))
+
+    now = clock.datetime()
+    expected = {
+        "signal_wait": [{"kind": "signal", "name": "approve", "at": now + timedelta(hours=1)}],
+        "event_wait": [
+            {
+                "kind": "event",
+                "name": "paid",
+                "subject": "order-1",
+                "match": {"ok": True},
+                "at": None,
+            }
+        ],
+        "message_wait": [
+            {"kind": "message", "name": "reply", "key": "k-1", "at": now + timedelta(seconds=60)}
+        ],
+        "timer_wait": [{"kind": "timer", "name": "sleep", "at": now + timedelta(hours=2)}],
+        "first_wait": [
+            {"kind": "signal", "name": "go", "at": None},
+            {"kind": "timer", "name": "late", "at": now + timedelta(seconds=30)},
+        ],
+    }
+    for workflow, waits in expected.items():
+        h = await engine.start(workflow)
+        info = await _until(engine, h.id, lambda i: i.status == RunStatus.PARKED)
+        assert info.waiting == waits, workflow
+        listed = {r.id: r for r in await engine.list_runs(workflow=workflow)}
+        assert listed[h.id].waiting == waits, workflow
+    done = await engine.start("signal_wait")
+    await _until(engine, done.id, lambda i: i.status == RunStatus.PARKED)
+    await engine.signal(done.id, "approve", {"yes": True})
+    assert await done.result(timeout=5) == {"yes": True}
+    assert (await engine.get_run(done.id)).waiting == []
+
+
+async def _until(engine: Engine, run_id: str, ok: Callable[[RunInfo], bool]) -> RunInfo:
+    for _ in range(500):
+        info = await engine.get_run(run_id)
+        if ok(info):
+            return info
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"run {run_id} never got there: {info}")

@@ -27,6 +27,7 @@ from parkway.errors import LeaseLostError
 from parkway.matching import match_digest, payload_digest, shape_of
 from parkway.store import Store, open_store
 from parkway.store.base import (
+    AttemptRecord,
     EventDelivery,
     EventRecord,
     FlowEntry,
@@ -488,6 +489,43 @@ async def test_another_process_stream_commits_are_reported(engine_url: str) -> N
     finally:
         await writer.close()
         await reader.close()
+
+
+def attempt(run_id: str, pos: int, n: int, error: bytes = b'{"type":"E"}') -> AttemptRecord:
+    return AttemptRecord(run_id, pos, "charge", n, error, NOW + n, NOW + n + 0.5)
+
+
+async def test_failed_attempts_are_kept_once_in_order_and_go_with_the_journal(
+    store: Store,
+) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("a"))
+        await tx.insert_run(run("b"))
+        await tx.add_attempts([attempt("a", 3, 2), attempt("a", 1, 1), attempt("a", 3, 1)])
+        await tx.add_attempts([attempt("b", 0, 1)])
+        await tx.add_attempts([])
+    async with store.transaction() as tx:
+        # One kept already (run, position, attempt) is left as it was.
+        await tx.add_attempts([attempt("a", 1, 1, b'{"type":"Other"}')])
+    with contextlib.suppress(_Rollback):
+        async with store.transaction() as tx:
+            await tx.add_attempts([attempt("a", 9, 1)])
+            raise _Rollback
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.attempts("a") == [
+            attempt("a", 1, 1),
+            attempt("a", 3, 1),
+            attempt("a", 3, 2),
+        ]
+        assert await tx.attempts("none") == []
+    async with store.transaction() as tx:
+        await tx.clear_journal("a")  # (continue-as-new: positions start again)
+    async with store.transaction() as tx:
+        assert await tx.attempts("a") == []
+        assert await tx.attempts("b") == [attempt("b", 0, 1)]
+        await tx.delete_runs(["b"])
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.attempts("b") == []
 
 
 def update(run_id: str, update_id: str, name: str = "add") -> UpdateRecord:

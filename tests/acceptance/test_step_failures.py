@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +26,7 @@ from parkway import (
     Retry,
     RunInfo,
     RunStatus,
+    SerializationError,
     StepContext,
     StepFailedError,
     WorkflowFailedError,
@@ -446,3 +452,156 @@ async def _until(engine: Engine, run_id: str, ok: Callable[[RunInfo], bool]) -> 
             return info
         await asyncio.sleep(0.01)
     raise AssertionError(f"run {run_id} never got there: {info}")
+
+
+# -- heartbeats ----------------------------------------------------------------------------------
+
+
+async def test_the_next_attempt_resumes_from_the_last_heartbeat(engine: Engine) -> None:
+    seen: list[tuple[int, Any]] = []
+
+    async def export() -> int:
+        ctx = step_context()
+        seen.append((ctx.attempt, ctx.last_heartbeat))
+        start = (ctx.last_heartbeat or {"row": 0})["row"]
+        for row in range(start, 1000):
+            ctx.heartbeat({"row": row})  # (not awaited: coalesced, flushed at the end)
+            if ctx.attempt == 1 and row == 600:
+                raise ConnectionError("export interrupted")
+        return start
+
+    @engine.workflow()
+    async def exporting(ctx, input):
+        return await ctx.step(export, retry=Retry(max_attempts=2, backoff=0))
+
+    h = await engine.start("exporting")
+    assert await h.result(timeout=10) == 600
+    assert seen == [(1, None), (2, {"row": 600})]
+
+
+async def test_heartbeats_in_a_tight_loop_are_coalesced(engine: Engine) -> None:
+    commits: list[int] = []
+
+    async def busy() -> str:
+        ctx = step_context()
+        dues = [ctx.heartbeat({"i": i}) for i in range(5000)]
+        await dues[-1]  # durable: the latest details are committed
+        commits.append(len({id(d) for d in dues}))
+        return "done"
+
+    @engine.workflow()
+    async def beating(ctx, input):
+        return await ctx.step(busy)
+
+    assert await (await engine.start("beating")).result(timeout=10) == "done"
+    # The calls share a commit or two (the first call's, and one for those that
+    # came while it was under way): never one per call.
+    assert len(commits) == 1 and commits[0] <= 2
+
+
+async def test_a_sync_step_heartbeats_from_its_thread(engine: Engine) -> None:
+    seen: list[Any] = []
+
+    def job() -> int:
+        ctx = step_context()
+        seen.append(ctx.last_heartbeat)
+        if ctx.attempt == 1:
+            for page in range(50):
+                due = ctx.heartbeat({"page": page})
+            due.result(timeout=5)  # type: ignore[union-attr]  (waits for durability)
+            raise TimeoutError("the API hung up")
+        return ctx.last_heartbeat["page"]
+
+    @engine.workflow()
+    async def paging(ctx, input):
+        return await ctx.step(job, retry=Retry(max_attempts=2, backoff=0))
+
+    h = await engine.start("paging")
+    assert await h.result(timeout=10) == 49
+    assert seen == [None, {"page": 49}]
+
+
+async def test_heartbeat_details_must_be_json(engine: Engine) -> None:
+    async def bad() -> str:
+        with pytest.raises(SerializationError, match="heartbeat"):
+            await step_context().heartbeat({"when": object()})
+        return "refused"
+
+    @engine.workflow()
+    async def bad_beat(ctx, input):
+        return await ctx.step(bad)
+
+    assert await (await engine.start("bad_beat")).result(timeout=10) == "refused"
+
+
+HEARTBEAT_APP = """
+import asyncio, json, os, pathlib
+
+from parkway import Engine, step_context
+
+engine = Engine(os.environ["PARKWAY_URL"])
+LOG = pathlib.Path(os.environ["STEP_LOG"])
+
+
+async def export():
+    ctx = step_context()
+    with LOG.open("a") as log:
+        log.write(json.dumps([ctx.attempt, ctx.idempotency_key, ctx.last_heartbeat]) + "\\n")
+    if ctx.last_heartbeat is None:
+        for row in range(100):
+            ctx.heartbeat({"row": row})
+        await ctx.heartbeat({"row": 100})
+        LOG.with_suffix(".ready").touch()
+        await asyncio.sleep(60)  # killed here
+    return ctx.last_heartbeat["row"]
+
+
+@engine.workflow(name="long_export")
+async def long_export(ctx, input):
+    await ctx.step(lambda: "first", name="first")
+    return await ctx.step(export, name="export")
+"""
+
+
+@pytest.mark.requires("persistent")
+async def test_heartbeats_and_the_key_survive_a_killed_worker(
+    make_engine: MakeEngine, engine_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "heartbeat_app.py").write_text(HEARTBEAT_APP)
+    log = tmp_path / "steps.log"
+    client = await make_engine(worker=False, clock=None)
+    h = await client.start("long_export", id="export-1")
+    env = {**os.environ, "PARKWAY_URL": engine_url, "STEP_LOG": str(log)}
+    with (tmp_path / "worker.stderr").open("wb") as stderr:
+        worker = subprocess.Popen(  # noqa: ASYNC220 (started, not waited for)
+            [sys.executable, "-m", "parkway", "worker", "heartbeat_app:engine", "--lease", "1s"],
+            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )  # fmt: skip
+    try:
+        for _ in range(3000):
+            if log.with_suffix(".ready").exists() or worker.poll() is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert log.with_suffix(".ready").exists(), (tmp_path / "worker.stderr").read_text()
+    finally:
+        worker.kill()
+        await asyncio.to_thread(worker.wait)
+    # The same workflow, in this process: its run is taken over once the lease expires.
+    monkeypatch.setenv("PARKWAY_URL", engine_url)
+    monkeypatch.setenv("STEP_LOG", str(log))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import heartbeat_app
+
+        engine = await make_engine(clock=None)
+        engine.workflow(name="long_export")(heartbeat_app.long_export)
+    finally:
+        sys.modules.pop("heartbeat_app", None)
+    assert await engine.handle(h.id).result(timeout=20) == 100
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    [key] = {key for _, key, _ in runs}
+    position = [e for e in await engine.history(h.id) if e.name == "export"][-1].position
+    assert key == f"export-1:{position}"
+    # The attempt cut short counts: the next is attempt 2, and resumes where it got to.
+    assert [(attempt, last) for attempt, _, last in runs] == [(1, None), (2, {"row": 100})]

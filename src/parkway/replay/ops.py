@@ -108,7 +108,8 @@ class Operations(MachineState):
                 self._backing_off()
                 raise Park
             info = _json.loads(entry.value)
-            attempt = info["attempt"] + 1 if "error" in info else info["attempt"]
+            # (An attempt cut short after a heartbeat counts as one: the step ran.)
+            attempt = info["attempt"] + 1
             if "heartbeat" in info:
                 heartbeat = _json.dumps(info["heartbeat"])
             position = entry.pos

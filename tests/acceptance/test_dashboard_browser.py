@@ -268,10 +268,14 @@ def test_an_operator_clicks_through_every_view(browser: Any, served: Served, sho
     expect(page.locator("#run-traceback")).to_contain_text("Traceback")
     expect(page.locator("#run-traceback")).to_contain_text("card declined for order 9")
     steps = page.locator("#timeline li[data-position]")
-    expect(steps).to_have_count(1)
-    expect(steps.first).to_contain_text("charge_card")
-    expect(steps.first).to_contain_text("error")
-    expect(steps.first).to_contain_text("after 2 attempt(s)")
+    expect(steps).to_have_count(3)  # its two failed attempts, kept, then the step
+    attempts = page.locator('#timeline li[data-kind="attempt"]')
+    expect(attempts).to_have_count(2)
+    expect(attempts.first).to_contain_text("charge_card")
+    expect(attempts.first).to_contain_text("attempt 1 ran")
+    expect(steps.last).to_contain_text("charge_card")
+    expect(steps.last).to_contain_text("error")
+    expect(steps.last).to_contain_text("after 2 attempt(s)")
     expect(page.locator("#timeline li").last).to_contain_text("took")
     expect(page.locator("#cancel-run")).to_be_disabled()
     page.screenshot(path=str(shots / "run-failed.png"), full_page=True)
@@ -293,11 +297,13 @@ def test_an_operator_clicks_through_every_view(browser: Any, served: Served, sho
 
     # -- a step waiting to be retried ---------------------------------------------------
     page.goto(served.url + "/?refresh=700#run/rates-1")
-    retry = page.locator('#run-waits tr[data-kind="step"]')
+    retry = page.locator('#run-waits tr[data-kind="retry"]')
     expect(retry).to_contain_text("step retry")
-    expect(retry).to_contain_text("attempt 1 failed: rates service unavailable")
+    expect(retry).to_contain_text("attempt 2 of 5 next")
+    expect(retry).to_contain_text("ConnectionError: rates service unavailable")
     expect(retry).to_contain_text("in 59 min")
-    expect(steps.first).to_contain_text("pending")
+    expect(steps.first).to_contain_text("attempt 1 ran")  # the failed attempt, on the timeline
+    expect(steps.last).to_contain_text("pending")
     page.screenshot(path=str(shots / "run-retrying.png"), full_page=True)
 
     # -- signal a parked run, cancel another --------------------------------------------

@@ -19,10 +19,7 @@ from parkway.cli.common import (
 from parkway.cli.group import cli
 from parkway.engine import Engine
 from parkway.errors import ParkwayError, UnknownWorkflowError
-from parkway.models import HistoryEntry, RunInfo, RunStatus
-
-# Journal entries left pending that are not waits of their own (ctx.first's marker).
-_NOT_WAITS = frozenset({"first"})
+from parkway.models import RunInfo
 
 
 @cli.command()
@@ -180,11 +177,7 @@ def runs(
         )
         if as_json:
             return [r.to_dict() for r in found]
-        waits = {}
-        for info in found:
-            if info.status is RunStatus.PARKED:  # (one read each: a table is for people)
-                waits[info.id] = waiting_for(await engine.history(info.id))
-        return [_row(info, waits.get(info.id, "")) for info in found]
+        return [_row(info, waiting_for(info.waiting)) for info in found]
 
     def show(rows: Any) -> None:
         if as_json:
@@ -196,14 +189,18 @@ def runs(
     as_client(ctx, app, action, existing_db=True, show=show)
 
 
-def waiting_for(history: list[HistoryEntry]) -> str:
-    """What a parked run waits for, from its journal: each wait still pending
-    (``signal 'approve', timer 'sleep'``)."""
+def waiting_for(waits: list[dict[str, Any]]) -> str:
+    """What a run waits for (``RunInfo.waiting``), for a table: ``signal 'approve',
+    timer 'sleep'``; a retry with its attempt, maximum and time, ``retry of step
+    'charge' (attempt 2/3 at 12:00:30)``."""
     parts = []
-    for entry in history:
-        if entry.status == "pending" and entry.kind not in _NOT_WAITS:
-            kind = "retry of step" if entry.kind == "step" else entry.kind
-            parts.append(f"{kind} {entry.name!r}")
+    for wait in waits:
+        if wait["kind"] == "retry":
+            at = wait["at"].strftime("%H:%M:%S") if wait.get("at") else "now"
+            tries = f"{wait['attempt']}/{wait['max_attempts'] or '?'}"
+            parts.append(f"retry of step {wait['name']!r} (attempt {tries} at {at})")
+        else:
+            parts.append(f"{wait['kind']} {wait['name']!r}")
     return ", ".join(parts)
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parkway import _json
+from parkway.models import ErrorInfo
 from parkway.store.base import JournalEntry
 
 Wait = dict[str, Any]
@@ -50,7 +51,7 @@ def _retry(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
         {
             "kind": "retry", "name": name, "attempt": info["attempt"] + 1,
             "max_attempts": info.get("max_attempts"), "at": _at(deadline),
-            "error": info["error"],
+            "error": ErrorInfo.from_dict(info["error"]).to_dict(),  # type: ignore[union-attr]
         }
     ]  # fmt: skip
 

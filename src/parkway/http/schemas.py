@@ -356,6 +356,24 @@ class ErrorInfoOut(_Response):
     traceback: str | None
 
 
+class WaitOut(_Response):
+    """One thing a run waits for now."""
+
+    kind: str = Field(
+        description="signal, event, message, timer, update, callback, task or retry"
+    )
+    name: str
+    subject: str | None = Field(default=None, description="An event's subject.")
+    match: Any = Field(default=None, description="An event's match.")
+    key: str | None = Field(default=None, description="A message's key.")
+    at: datetime | None = Field(
+        default=None, description="Its timeout or due time (a retry's next attempt)."
+    )
+    attempt: int | None = Field(default=None, description="A retry: the attempt it will make.")
+    max_attempts: int | None = Field(default=None, description="A retry: attempts allowed.")
+    error: ErrorInfoOut | None = Field(default=None, description="A retry: the last failure.")
+
+
 class RunInfoOut(_Response):
     """A snapshot of one run."""
 
@@ -375,6 +393,10 @@ class RunInfoOut(_Response):
     paused: bool = Field(
         default=False, description="Paused by an operator: no worker advances it until resumed."
     )
+    waiting: list[WaitOut] = Field(
+        default_factory=list,
+        description="What the run waits for now, one item per wait (empty: nothing).",
+    )
 
 
 class HistoryEntryOut(_Response):
@@ -392,7 +414,15 @@ class HistoryEntryOut(_Response):
         description="Pending: when it fires by itself (a timeout, a timer, a step's retry).",
     )
     attempt: int | None = Field(
-        default=None, description="A step waiting to be retried: the attempt that failed."
+        default=None,
+        description="A step waiting to be retried, or a failed attempt (kind attempt): "
+        "the attempt that failed.",
+    )
+    started_at: datetime | None = Field(
+        default=None, description="A failed attempt (kind attempt): when it started."
+    )
+    ended_at: datetime | None = Field(
+        default=None, description="A failed attempt (kind attempt): when it failed."
     )
 
 

@@ -18,7 +18,12 @@ Shapes
     sync`` plain ``def`` ones (which the engine runs in a thread each). With
     ``--telemetry metrics|tracing|on`` (any shape that makes its engine with
     ``Bench.engine``), the engine counts metrics, makes spans, or both: the
-    overhead of observing it.
+    overhead of observing it. With ``--step-timeout S`` each step is given
+    ``timeout=S`` (what bounding every attempt costs; see ``benchmarks.failures``).
+``heartbeat`` (N=300, ``--beats K``)
+    N workflows of one ``async def`` step that calls ``step_context().heartbeat()``
+    K times in a loop (K=0: a step that does not), run one after another (each
+    awaited before the next starts): ``ms_per_run``, the mean time of a run.
 ``park`` (N=10000, ``--wait signal|event|message``)
     N runs started and parked on ``wait_for_signal`` (or ``wait_for_event("order.paid",
     match={"order_id": i})``, or ``wait_for_message``); clock until the engine is idle
@@ -124,6 +129,7 @@ DEFAULT_N = {
     "correlate": 10000,
     "schedules": 1000,
     "spanfloor": 20000,
+    "heartbeat": 300,
 }
 
 
@@ -162,11 +168,13 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
     kind = getattr(bench.options, "steps", "async")
     step_a, step_b, step_c = STEP_FUNCTIONS[kind]
 
+    timeout = getattr(bench.options, "step_timeout", None)
+
     @engine.workflow()
     async def steps3(ctx: Any, i: int) -> int:
-        a = await ctx.step(step_a, i)
-        b = await ctx.step(step_b, a)
-        return int(await ctx.step(step_c, b))
+        a = await ctx.step(step_a, i, timeout=timeout)
+        b = await ctx.step(step_b, a, timeout=timeout)
+        return int(await ctx.step(step_c, b, timeout=timeout))
 
     async with engine:
         t0 = time.perf_counter()
@@ -178,7 +186,34 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
     return {
         "wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind,
         "telemetry": telemetry, "trace_ratio": getattr(bench.options, "trace_ratio", 1.0),
+        "step_timeout": timeout,
     }  # fmt: skip
+
+
+async def shape_heartbeat(bench: Bench, n: int) -> dict[str, Any]:
+    from parkway import step_context
+
+    engine = bench.engine()
+    beats = getattr(bench.options, "beats", 1000)
+
+    async def export(i: int) -> int:
+        ctx = step_context()
+        for row in range(beats):
+            ctx.heartbeat({"row": row})
+        return i
+
+    @engine.workflow()
+    async def exporting(ctx: Any, i: int) -> int:
+        return int(await ctx.step(export, i))
+
+    async with engine:
+        for i in range(20):  # (warm: imports, caches, the first statements)
+            await (await engine.start("exporting", i)).result(timeout=60)
+        t0 = time.perf_counter()
+        for i in range(n):
+            assert await (await engine.start("exporting", i)).result(timeout=60) == i
+        seconds = time.perf_counter() - t0
+    return {"ms_per_run": round(seconds / n * 1000, 4), "beats": beats}
 
 
 PARKERS: dict[str, Callable[[Any, int], Coroutine[Any, Any, Any]]] = {}
@@ -555,6 +590,7 @@ SHAPES = {
     "correlate": shape_correlate,
     "schedules": shape_schedules,
     "spanfloor": shape_spanfloor,
+    "heartbeat": shape_heartbeat,
 }
 
 
@@ -577,6 +613,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=sorted(STEP_FUNCTIONS),
         default="async",
         help="steps3: `def` steps (sync) or `async def` steps",
+    )
+    parser.add_argument(
+        "--step-timeout", type=float, default=None,
+        help="steps3: each step's timeout= in seconds (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--beats", type=int, default=1000, help="heartbeat: heartbeats of each run's step"
     )
     parser.add_argument(
         "--wait", choices=sorted(PARKERS), default="signal", help="park: what the runs wait on"

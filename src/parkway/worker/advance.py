@@ -655,18 +655,18 @@ async def call_step(
         if inspect.isawaitable(result):
             result = await result
     except Carried as carried:  # (a sync step's SystemExit...: see StepThreads.run)
-        return StepResult(error=carried.error, heartbeat=await _closed(beats))
+        return StepResult(error=carried.error, heartbeat=await _closed(beats, succeeded=False))
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
         # (The step's own: it cancelled something of its own.)
-        return StepResult(error=exc, heartbeat=await _closed(beats))
+        return StepResult(error=exc, heartbeat=await _closed(beats, succeeded=False))
     except BaseException as exc:
-        return StepResult(error=exc, heartbeat=await _closed(beats))
+        return StepResult(error=exc, heartbeat=await _closed(beats, succeeded=False))
     finally:
         step_context.leave(token)
-    return StepResult(value=result, heartbeat=await _closed(beats))
+    return StepResult(value=result, heartbeat=await _closed(beats, succeeded=True))
 
 
 async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any]) -> Any:
@@ -682,10 +682,10 @@ async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any]) -> Any:
         raise  # (the step's own)
 
 
-async def _closed(beats: Heartbeats) -> bytes | None:
+async def _closed(beats: Heartbeats, *, succeeded: bool) -> bytes | None:
     """The attempt's heartbeats written out; the last details recorded, if any."""
     with contextlib.suppress(Exception):  # (logged; the attempt's outcome stands)
-        await beats.close()
+        await beats.close(succeeded=succeeded)
     return beats.written
 
 

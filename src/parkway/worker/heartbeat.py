@@ -2,13 +2,15 @@
 
 ``step_context().heartbeat(details)`` may be called in a tight loop (each row
 of a file, each page of an export): every call only keeps a reference to the
-newest details. The first call of an attempt starts a commit at once; calls
-that come while one is in flight or within :data:`HEARTBEAT_INTERVAL` of the
-last join the next commit, which writes the newest details only. When the
-attempt ends, details not yet written are written before its result is
-journaled, so the next attempt (after a failure, a timeout, a crash) finds the
-latest. A call costs a few hundred nanoseconds; the details are encoded only
-when written.
+newest details. The first call of an attempt starts a commit at once (it
+runs as soon as the step lets the loop run); calls that come before it runs,
+while it is in flight or within :data:`HEARTBEAT_INTERVAL` of it join the next
+commit, which writes the newest details only. When an attempt fails, details
+not yet written are written before its failure is journaled, so the next
+attempt (after a failure, a timeout, a crash) finds the latest; when it
+succeeds, a commit not begun yet is dropped, its details superseded by the
+step's result. A call costs a few hundred nanoseconds; the details are encoded
+only when written.
 
 The details are kept in the step's journal entry (pending while the step
 runs), written under the run's lease like every other commit of the run: a
@@ -56,12 +58,19 @@ class Heartbeats:
         self._task: asyncio.Task[None] | None = None
         self._last = float("-inf")  # loop time of the last commit's start
         self._closed = False
+        self._writing = False  # the commit under way has begun (its task runs)
         self.written: bytes | None = None  # the newest details committed
 
     def beat(self, details: Any) -> Awaitable[None] | concurrent.futures.Future[None]:
         """Keep ``details`` as the newest; the commit they go in (awaitable on the
         loop, a ``concurrent.futures.Future`` in a step's thread)."""
+        due = self._due
         on_loop = threading.get_ident() == self._loop_thread
+        if due is not None and on_loop:
+            # (The usual call: a commit is coming that these details join. Only the
+            # loop takes them, in _commit, and this is the loop: no lock needed.)
+            self._details = details
+            return due
         poke = False
         with self._lock:
             if self._closed:  # (an abandoned attempt's thread, still beating)
@@ -85,10 +94,20 @@ class Heartbeats:
                 self._loop.call_soon_threadsafe(self._schedule)
         return due  # type: ignore[no-any-return]
 
-    async def close(self) -> None:
-        """The attempt ended: write what is left now, and take no more."""
+    async def close(self, *, succeeded: bool = False) -> None:
+        """The attempt ended: write what is left now (unless it ``succeeded``: its
+        result supersedes the details), and take no more."""
         with self._lock:
             self._closed = True
+        if succeeded and not self._writing:
+            if self._timer is not None:
+                self._timer.cancel()
+            if self._task is not None:
+                self._task.cancel()
+            with self._lock:
+                due, due_threads, self._details = self._due, self._due_threads, _NOTHING
+            _settle(due, due_threads, None)
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -112,6 +131,7 @@ class Heartbeats:
         self._task = self._loop.create_task(self._commit())
 
     async def _commit(self) -> None:
+        self._writing = True
         with self._lock:
             details, self._details = self._details, _NOTHING
             due, due_threads = self._due, self._due_threads
@@ -127,7 +147,7 @@ class Heartbeats:
                 log.warning("%s: a heartbeat was not recorded: %s", self._what, exc)
                 error = exc
         _settle(due, due_threads, error)
-        self._task = None
+        self._task, self._writing = None, False
         with self._lock:
             again = self._details is not _NOTHING and not self._closed
             self._scheduled = again

@@ -359,9 +359,7 @@ class ErrorInfoOut(_Response):
 class WaitOut(_Response):
     """One thing a run waits for now."""
 
-    kind: str = Field(
-        description="signal, event, message, timer, update, callback, task or retry"
-    )
+    kind: str = Field(description="signal, event, message, timer, update, callback, task or retry")
     name: str
     subject: str | None = Field(default=None, description="An event's subject.")
     match: Any = Field(default=None, description="An event's match.")

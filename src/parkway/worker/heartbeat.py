@@ -64,13 +64,13 @@ class Heartbeats:
     def beat(self, details: Any) -> Awaitable[None] | concurrent.futures.Future[None]:
         """Keep ``details`` as the newest; the commit they go in (awaitable on the
         loop, a ``concurrent.futures.Future`` in a step's thread)."""
-        due = self._due
+        coming = self._due
         on_loop = threading.get_ident() == self._loop_thread
-        if due is not None and on_loop:
+        if coming is not None and on_loop:
             # (The usual call: a commit is coming that these details join. Only the
             # loop takes them, in _commit, and this is the loop: no lock needed.)
             self._details = details
-            return due
+            return coming
         poke = False
         with self._lock:
             if self._closed:  # (an abandoned attempt's thread, still beating)

@@ -138,13 +138,15 @@ async def test_history_shows_a_wait_s_deadline_and_a_step_s_failed_attempt(
 
     await engine.start(pay, id="p1")
     await engine.idle()
-    [retrying] = await engine.history("p1")
+    failed, retrying = await engine.history("p1")
+    assert (failed.kind, failed.attempt, failed.status) == ("attempt", 1, "error")
     assert (retrying.kind, retrying.status, retrying.attempt) == ("step", "pending", 1)
     assert retrying.deadline == t0 + timedelta(seconds=10)
     assert retrying.error is not None and retrying.error.message == "card service down"
     await clock.advance("10s")
     await engine.idle()
-    step, wait = await engine.history("p1")
+    failed_then, step, wait = await engine.history("p1")
+    assert failed_then == failed  # (the failed attempt stays, after the step's success)
     assert (step.status, step.result, step.attempt, step.deadline) == (
         "done",
         "charged",

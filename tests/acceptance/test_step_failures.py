@@ -35,6 +35,8 @@ from parkway import (
 )
 from tests.conftest import MakeEngine
 
+from .test_cli import ok_json, parkway
+
 
 async def test_step_context_inside_sync_and_async_steps(engine: Engine) -> None:
     seen: list[StepContext] = []
@@ -605,3 +607,31 @@ async def test_heartbeats_and_the_key_survive_a_killed_worker(
     assert key == f"export-1:{position}"
     # The attempt cut short counts: the next is attempt 2, and resumes where it got to.
     assert [(attempt, last) for attempt, _, last in runs] == [(1, None), (2, {"row": 100})]
+
+
+@pytest.mark.requires("persistent")
+async def test_the_cli_and_http_show_a_retry(
+    engine: Engine, engine_url: str, clock, tmp_path: Path
+) -> None:
+    def charge() -> None:
+        raise ConnectionError("gateway down")
+
+    @engine.workflow()
+    async def billing(ctx, input):
+        return await ctx.step(charge, name="charge", retry=Retry(max_attempts=3, backoff="30s"))
+
+    h = await engine.start("billing", id="bill-1")
+    info = await _until(engine, h.id, lambda i: bool(i.waiting))
+    at = info.waiting[0]["at"]
+    table = await asyncio.to_thread(parkway, "runs", "--url", engine_url, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if line.startswith("bill-1 "))
+    assert f"retry of step 'charge' (attempt 2/3 at {at:%H:%M:%S})" in row
+    shown = ok_json(await asyncio.to_thread(parkway, "show", "bill-1", "--url", engine_url,
+                                            cwd=tmp_path))  # fmt: skip
+    assert shown["waiting"] == [
+        {"kind": "retry", "name": "charge", "attempt": 2, "max_attempts": 3,
+         "at": at.isoformat(), "error": {"type": "ConnectionError", "message": "gateway down",
+                                         "traceback": None}}
+    ]  # fmt: skip
+    assert [(e["kind"], e["attempt"]) for e in shown["history"]] == [("attempt", 1), ("step", 1)]

@@ -8,18 +8,19 @@ one function added there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from parkway import _json
-from parkway.models import ErrorInfo
+from parkway.models import ErrorInfo, _dt
 from parkway.store.base import JournalEntry
 
 Wait = dict[str, Any]
 
 
 def _at(deadline: float | None) -> datetime | None:
-    return None if deadline is None else datetime.fromtimestamp(deadline, UTC)
+    # (Clamped to what a datetime can show: a deadline may lie past year 9999.)
+    return None if deadline is None else _dt(deadline)
 
 
 def _signal(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:

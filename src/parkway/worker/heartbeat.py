@@ -120,6 +120,8 @@ class Heartbeats:
     # -- the loop's side ---------------------------------------------------------------------
 
     def _schedule(self) -> None:
+        if self._closed:  # (asked from a thread just before the attempt ended)
+            return
         delay = self._last + self._interval - self._loop.time()
         if delay > 0:
             self._timer = self._loop.call_later(delay, self._start)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -70,6 +71,7 @@ from parkway.worker import step_context
 from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
+from parkway.worker.deadlines import Deadlines
 from parkway.worker.heartbeat import Heartbeats
 from parkway.worker.step_context import StepContext
 from parkway.worker.streams import StepStreams
@@ -109,6 +111,7 @@ class Advancer:
         self.rt, self.owner, self.commit = rt, owner, commit
         self.executor = executor  # where sync steps run
         self.cache = cache  # parked runs' machines, to wake without a replay
+        self.deadlines = Deadlines()  # of the attempts of steps with a timeout
         # Runs whose row a flush of their current advance has set running.
         self._running: set[str] = set()
 
@@ -331,7 +334,7 @@ class Advancer:
             await self._heartbeat(run, request, data)
 
         try:
-            attempt = call_step(run, request, self.executor, heartbeat)
+            attempt = call_step(run, request, self.executor, heartbeat, self.deadlines)
             result = await self.rt.telemetry.step(request, attempt)
         finally:
             step_streams.CURRENT.reset(token)
@@ -604,6 +607,7 @@ async def call_step(
     request: RunStep,
     executor: StepThreads,
     heartbeat: Callable[[bytes], Awaitable[None]],
+    deadlines: Deadlines,
 ) -> StepResult:
     """Run one attempt of a step of ``run``: what it returned, or the exception it raised.
 
@@ -612,7 +616,8 @@ async def call_step(
     :class:`StepContext` among them. ``heartbeat(data)`` commits the details its
     heartbeats record.
 
-    The step's ``timeout`` bounds the attempt by a timer of the loop: an async
+    The step's ``timeout`` bounds the attempt (on ``deadlines``, the worker's one
+    timer for them): an async
     step is cancelled at the deadline; a sync step's thread cannot be, so the
     attempt is abandoned (the executor frees its place, and ignores what the
     thread returns later). Either way it fails with :class:`StepTimeoutError`.
@@ -638,20 +643,20 @@ async def call_step(
             if cmd.timeout is None:
                 result = await cmd.fn(*cmd.args, **cmd.kwargs)
             else:
-                result = await _within(cmd, cmd.fn(*cmd.args, **cmd.kwargs))
+                result = await _within(cmd, cmd.fn(*cmd.args, **cmd.kwargs), deadlines)
         else:
             future = executor.run(cmd.fn, *cmd.args, **cmd.kwargs)
             if cmd.timeout is None:
                 result = await future
             else:
                 expired = StepTimeoutError(cmd.name, cmd.timeout)
-                timer = asyncio.get_running_loop().call_later(
-                    cmd.timeout, executor.abandon, future, expired
+                box = deadlines.add(
+                    cmd.timeout, functools.partial(executor.abandon, future, expired)
                 )
                 try:
                     result = await future
                 finally:
-                    timer.cancel()
+                    deadlines.cancel(box)
         if inspect.isawaitable(result):
             result = await result
     except Carried as carried:  # (a sync step's SystemExit...: see StepThreads.run)
@@ -669,17 +674,29 @@ async def call_step(
     return StepResult(value=result, heartbeat=await _closed(beats, succeeded=True))
 
 
-async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await ``coro`` (an async step's attempt), cancelled at ``cmd.timeout``."""
+async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any], deadlines: Deadlines) -> Any:
+    """Await ``coro`` (an async step's attempt), cancelled at ``cmd.timeout`` (as
+    ``asyncio.timeout`` would, on the worker's one deadline timer)."""
     assert cmd.timeout is not None
-    scope = asyncio.timeout(cmd.timeout)
+    task = asyncio.current_task()
+    assert task is not None
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    box = deadlines.add(cmd.timeout, expire)
     try:
-        async with scope:
-            return await coro
-    except TimeoutError:
-        if scope.expired():
+        return await coro
+    except asyncio.CancelledError:
+        # Ours (not a cancel of the worker's own): the attempt ran out of time.
+        if expired and task.uncancel() == 0:
             raise StepTimeoutError(cmd.name, cmd.timeout) from None
-        raise  # (the step's own)
+        raise
+    finally:
+        deadlines.cancel(box)
 
 
 async def _closed(beats: Heartbeats, *, succeeded: bool) -> bytes | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from parkway import _json
 from parkway.models import ErrorInfo, _dt
+from parkway.replay.state import wait_named
 from parkway.store.base import JournalEntry
 
 Wait = dict[str, Any]
@@ -24,7 +25,9 @@ def _at(deadline: float | None) -> datetime | None:
 
 
 def _signal(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
-    return [{"kind": "signal", "name": name, "at": _at(deadline)}]
+    # (A callback's or a human task's wait is a signal of a name of its own.)
+    kind, shown = wait_named("signal", name)
+    return [{"kind": kind, "name": shown, "at": _at(deadline)}]
 
 
 def _event(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
@@ -79,6 +82,7 @@ WAITS: dict[str, Callable[[str, dict[str, Any], float | None], list[Wait]]] = {
     "message": _message,
     "sleep": _timer,
     "step": _retry,
+    "compensation": _retry,
     "first": _first,
 }
 

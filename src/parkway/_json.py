@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from parkway.errors import SerializationError
+from parkway.errors import SerializationError, shown
 from parkway.limits import MAX_DEPTH
 
 # orjson encodes at most this many levels of nesting (and raises past it).
@@ -148,10 +148,13 @@ def _children(container: Any, path: str) -> Iterator[tuple[str, Any]]:
     if isinstance(container, dict):
         for key, item in container.items():
             if not isinstance(key, str):
-                yield path, _BadKey(path, f"key {key!r} is a {type(key).__name__}, not a string")
+                yield (
+                    path,
+                    _BadKey(path, f"key {shown(key)} is a {type(key).__name__}, not a string"),
+                )
                 return
             if _SURROGATE.search(key):
-                yield path, _BadKey(path, f"key {key!r} holds a lone surrogate")
+                yield path, _BadKey(path, f"key {shown(key)} holds a lone surrogate")
                 return
             yield f"{path}.{key}", item
     else:
@@ -174,7 +177,7 @@ def _leaf_problem(value: Any, nan_only: bool) -> str:
     if isinstance(value, int):
         if -(2**63) <= value < 2**64:
             return ""
-        return f"the integer {value} is outside the 64-bit range JSON is stored with"
+        return f"the integer {shown(value)} is outside the 64-bit range JSON is stored with"
     if isinstance(value, str):
         bad = _SURROGATE.search(value)
         return "" if bad is None else f"a string with a lone surrogate (U+{ord(bad.group()):04X})"

@@ -27,8 +27,10 @@ from parkway.core.runtime import Runtime, Settings
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     InvalidArgumentError,
+    InvalidInputError,
     InvalidScheduleError,
     InvalidWorkflowError,
+    shown,
 )
 from parkway.events import CancelOn
 from parkway.flowcontrol import Concurrency, RateLimit
@@ -127,13 +129,10 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         public_url: str | None = None,
     ) -> None:
         resolved = url if url is not None else os.environ.get("PARKWAY_URL") or DEFAULT_URL
-        if not isinstance(resolved, str):
-            raise InvalidArgumentError(
-                f"url must be a string such as 'sqlite:///app.db', got {url!r}"
-            )
+        resolved = _store_url(resolved)
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise InvalidArgumentError(
-                f"concurrency must be a whole number >= 1, got {concurrency!r}"
+                f"concurrency must be a whole number >= 1, got {shown(concurrency)}"
             )
         settings = Settings(
             message_ttl=to_seconds(message_ttl, "message_ttl"),
@@ -152,7 +151,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         if settings.busy_claim_interval > 1.0:
             # Runs wait up to this long under load: more than a second is a mistake.
             raise InvalidArgumentError(
-                f"busy_claim_interval must be at most 1s, got {busy_claim_interval!r}"
+                f"busy_claim_interval must be at most 1s, got {shown(busy_claim_interval)}"
             )
         self.url = resolved
         self.node_models = dict(flows.default_node_models if node_models is None else node_models)
@@ -240,7 +239,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         if concurrency is not None:
             if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
                 raise InvalidArgumentError(
-                    f"concurrency must be a whole number >= 1, got {concurrency!r}"
+                    f"concurrency must be a whole number >= 1, got {shown(concurrency)}"
                 )
             settings = dataclasses.replace(settings, concurrency=concurrency)
         if lease is not None:
@@ -262,9 +261,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         if worker is not None:
             self.run_worker = worker
         if url is not None:
-            if not isinstance(url, str):
-                raise InvalidArgumentError(f"url must be a string, got {url!r}")
-            self.url = url
+            self.url = _store_url(url)
             self._store_url = None  # (made anew by open(), even on the same URL)
         if clock is not None:
             self._rt.clock = clock
@@ -348,42 +345,56 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
         """
 
         def register(fn: F) -> F:
-            wf_name = name if name is not None else getattr(fn, "__name__", None)
-            limits.name(wf_name, "workflow name", field="name")
-            events = (on_event,) if isinstance(on_event, str) else tuple(on_event or ())
-            for event_name in events:
-                if not isinstance(event_name, str) or not event_name.strip():
-                    raise InvalidWorkflowError(
-                        f"on_event of workflow {wf_name!r} must hold event names, "
-                        f"got {event_name!r}"
-                    )
-            if on_message is not None and (not isinstance(on_message, str) or not on_message):
+            wf_name = limits.name(
+                name if name is not None else getattr(fn, "__name__", None),
+                "workflow name",
+                field="name",
+            )
+            wf_version = _option_name(version, "version", wf_name, "a version string")
+            if isinstance(on_event, str):
+                events: tuple[str, ...] = (_option_name(on_event, "on_event", wf_name),)
+            elif on_event is None or isinstance(on_event, list | tuple):
+                events = tuple(_option_name(e, "on_event", wf_name) for e in on_event or ())
+            else:
                 raise InvalidWorkflowError(
-                    f"on_message of workflow {wf_name!r} must be a message name, got {on_message!r}"
+                    f"on_event of workflow {shown(wf_name)} must be an event name or a list "
+                    f"of them, got {type(on_event).__name__} {shown(on_event)}",
+                    field="on_event",
+                )
+            message_name = (
+                None if on_message is None else _option_name(on_message, "on_message", wf_name)
+            )
+            if not isinstance(unique_per_subject, bool):
+                raise InvalidWorkflowError(
+                    f"unique_per_subject of workflow {shown(wf_name)} must be True or False, "
+                    f"got {shown(unique_per_subject)}",
+                    field="unique_per_subject",
                 )
             own_retention = retention is not _ENGINE_RETENTION
             kept = _retention(retention, "retention") if own_retention else None
-            deb, bat = accumulate.normalise(debounce, batch, str(wf_name))
+            deb, bat = accumulate.normalise(debounce, batch, wf_name)
             if (deb or bat) and not events:
                 raise InvalidWorkflowError(
-                    f"workflow {wf_name!r} has debounce/batch but no on_event to feed it"
+                    f"workflow {shown(wf_name)} has debounce/batch but no on_event to feed it"
                 )
             if validate_input is not None and not callable(validate_input):
-                raise InvalidWorkflowError(f"validate_input of {wf_name!r} must be callable")
-            _check_flow_control(str(wf_name), concurrency, rate_limit, priority)
+                raise InvalidWorkflowError(
+                    f"validate_input of {shown(wf_name)} must be callable", field="validate_input"
+                )
+            _check_flow_control(wf_name, concurrency, rate_limit, priority)
             run_timeout = deadlines.check_timeout(timeout)
             wf = WorkflowDef(
-                name=wf_name,  # type: ignore[arg-type]
-                version=version,
+                name=wf_name,
+                version=wf_version,
                 fn=fn,
                 validate_input=validate_input,
                 on_event=events,
-                on_message=on_message,
+                on_message=message_name,
                 debounce=deb,
                 batch=bat,
                 unique_per_subject=unique_per_subject,
                 model=input_model(fn) if callable(fn) else None,
-                cancel_on=cancel_conditions.check(cancel_on, str(wf_name)),
+                cancel_on=cancel_conditions.check(cancel_on, wf_name),
                 concurrency=concurrency,
                 rate_limit=rate_limit,
                 priority=priority,
@@ -498,17 +509,19 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def idle(self, timeout: float = 10) -> None:
+    async def idle(self, timeout: Duration = 10) -> None:
         """Return once no task is due and no run is in flight.
 
         Args:
-            timeout: Wall-clock seconds to wait at most.
+            timeout: Wall-clock time to wait at most (seconds, a ``timedelta`` or a
+                string such as ``"10s"``).
 
         Raises:
             TimeoutError: Work was still due or in flight after ``timeout``.
+            InvalidDurationError: ``timeout`` is not a duration.
         """
         self._require_open()
-        await housekeeping.idle(self._rt, timeout)
+        await housekeeping.idle(self._rt, to_seconds(timeout, "timeout"))
 
     @property
     def metrics_enabled(self) -> bool:
@@ -556,8 +569,8 @@ def _declared_schedule(
         schedule = Schedule(schedule)
     if not isinstance(schedule, Schedule):
         raise InvalidScheduleError(
-            f"schedule of workflow {wf.name!r} must be a cron string or a parkway.Schedule, "
-            f"got {schedule!r}",
+            f"schedule of workflow {shown(wf.name)} must be a cron string or a parkway.Schedule, "
+            f"got {shown(schedule)}",
             "schedule",
         )
     _, name, data = core_schedules.prepare(
@@ -582,7 +595,9 @@ def _retention(value: Duration | None, name: str) -> float | None:
 def _optional_flag(value: Any, name: str) -> bool | None:
     """``True``, ``False`` or ``None``."""
     if value is not None and not isinstance(value, bool):
-        raise InvalidArgumentError(f"{name} must be True, False or None, got {value!r}", field=name)
+        raise InvalidArgumentError(
+            f"{name} must be True, False or None, got {shown(value)}", field=name
+        )
     return value
 
 
@@ -590,24 +605,62 @@ def _count(value: Any, name: str, *, least: int) -> int:
     """A whole-number setting, at least ``least``."""
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise InvalidArgumentError(
-            f"{name} must be a whole number >= {least}, got {value!r}", field=name
+            f"{name} must be a whole number >= {least}, got {shown(value)}", field=name
         )
     return value
+
+
+def _store_url(url: Any) -> str:
+    """A store URL: a string without control characters (a NUL is no file name,
+    nor any server's), at most :data:`parkway.limits.MAX_URL_LENGTH` characters."""
+    if not isinstance(url, str):
+        raise InvalidArgumentError(
+            f"url must be a string such as 'sqlite:///app.db', got {shown(url)}", field="url"
+        )
+    # (The URL itself is not shown: it may hold a password.)
+    bad = limits.bad_character(url)
+    if bad is not None:
+        raise InvalidArgumentError(f"the store url holds {bad}", field="url")
+    if len(url) > limits.MAX_URL_LENGTH:
+        raise InvalidArgumentError(
+            f"the store url is {len(url)} characters long; "
+            f"at most {limits.MAX_URL_LENGTH} are allowed",
+            field="url",
+        )
+    return url
+
+
+def _option_name(value: Any, option: str, workflow: str, what: str = "a name") -> str:
+    """An option of ``@engine.workflow`` that holds a name (an event's, a message's,
+    the version): held to the limits of names, the error naming the option."""
+    try:
+        return limits.name(value, option, field=option)
+    except InvalidInputError as exc:
+        detail = str(exc).removeprefix("invalid input: ")
+        raise InvalidWorkflowError(
+            f"{option} of workflow {shown(workflow)} must be {what}: {detail}", field=option
+        ) from None
 
 
 def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
     """The flow-control options of ``@engine.workflow``, checked at registration."""
     if concurrency is not None and not isinstance(concurrency, Concurrency):
         raise InvalidWorkflowError(
-            f"concurrency of workflow {name!r} must be a parkway.Concurrency, got {concurrency!r}"
+            f"concurrency of workflow {shown(name)} must be a parkway.Concurrency, got "
+            f"{shown(concurrency)}",
+            field="concurrency",
         )
     if rate_limit is not None and not isinstance(rate_limit, RateLimit):
         raise InvalidWorkflowError(
-            f"rate_limit of workflow {name!r} must be a parkway.RateLimit, got {rate_limit!r}"
+            f"rate_limit of workflow {shown(name)} must be a parkway.RateLimit, got "
+            f"{shown(rate_limit)}",
+            field="rate_limit",
         )
     if priority is not None and not callable(priority):
         raise InvalidWorkflowError(
-            f"priority of workflow {name!r} must be a callable input -> int, got {priority!r}"
+            f"priority of workflow {shown(name)} must be a callable input -> int, got "
+            f"{shown(priority)}",
+            field="priority",
         )
 
 

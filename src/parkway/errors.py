@@ -6,7 +6,77 @@ id, a message key, a position in the journal) say it, and say what to do next.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
+
+# How much of a caller's value an error message shows.
+SHOWN_LENGTH = 80
+# An int with more bits than this is described, not written out: str() of one over
+# 4,300 digits raises ValueError, and a message need not hold 80 digits of it.
+_SHOWN_INT_BITS = 200
+
+
+class _Shown(reprlib.Repr):
+    """``repr``, bounded, for any value a caller may hand us: a long string or list
+    is cut, a huge int is described by its size, and an object whose ``__repr__``
+    raises is named by its type (``reprlib`` catches that for instances)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = SHOWN_LENGTH
+        self.maxlevel = 3
+
+    def repr_int(self, x: int, level: int) -> str:
+        return _int_text(x)
+
+    def repr_str(self, x: str, level: int) -> str:
+        # (A str, exactly: a subclass goes through repr_instance, which guards its repr.)
+        if len(x) <= SHOWN_LENGTH:
+            return repr(x)
+        return f"{x[:60]!r}...{x[-12:]!r} ({len(x)} characters)"
+
+    def repr_instance(self, x: object, level: int) -> str:
+        if isinstance(x, int) and int.bit_length(x) > _SHOWN_INT_BITS:  # (an IntEnum...)
+            return _int_text(int.__int__(x))
+        try:
+            text = repr(x)
+        except Exception:  # (the caller's __repr__ is not ours to trust)
+            return f"<{type(x).__name__} object>"
+        if not isinstance(text, str):
+            return f"<{type(x).__name__} object>"
+        return text if len(text) <= SHOWN_LENGTH else f"{text[:60]}...{text[-12:]}"
+
+
+def _int_text(x: int) -> str:
+    if x.bit_length() <= _SHOWN_INT_BITS:
+        return int.__repr__(x)
+    digits = int(x.bit_length() * 0.30103) + 1
+    return f"{'-' if x < 0 else ''}<an int of about {digits:,} digits>"
+
+
+_shown = _Shown()
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, built safely whatever the caller passed:
+    at most about :data:`SHOWN_LENGTH` characters, never raising (not for an int of
+    10,000 digits, nor for an object whose ``__repr__`` raises)."""
+    try:
+        return _shown.repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+
+
+def describe(exc: BaseException) -> str:
+    """``str(exc)`` for a message, safely: an exception whose ``__str__`` raises (or
+    returns no string) is named by its type, and a long message is cut."""
+    try:
+        text = str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+    if not isinstance(text, str):
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+    return text if len(text) <= 1000 else f"{text[:1000]}... ({len(text)} characters)"
 
 
 class ParkwayError(Exception):
@@ -22,13 +92,11 @@ class InvalidDurationError(ParkwayError, ValueError):
     def __init__(
         self, value: object, field: str = "duration", *, detail: str | None = None
     ) -> None:
-        shown = repr(value)
-        if len(shown) > 80:  # (10**400, say: the message need not hold all of it)
-            shown = f"{shown[:40]}...{shown[-12:]}"
+        text = shown(value)
         super().__init__(
-            f"{field}: {shown} {detail}"
+            f"{field}: {text} {detail}"
             if detail
-            else f"{field}: {shown} is not a duration; use a timedelta, a number of seconds, "
+            else f"{field}: {text} is not a duration; use a timedelta, a number of seconds, "
             'or a string such as "250ms", "10s", "1m", "2h", "1d" or "1w"'
         )
         self.value, self.field = value, field
@@ -38,7 +106,9 @@ class InvalidInputError(ParkwayError, ValueError):
     """The input given to a workflow was rejected."""
 
     def __init__(self, message: str, *, workflow: str | None = None, field: str | None = None):
-        prefix = f"invalid input for workflow {workflow!r}: " if workflow else "invalid input: "
+        prefix = (
+            f"invalid input for workflow {shown(workflow)}: " if workflow else "invalid input: "
+        )
         super().__init__(prefix + message)
         self.workflow, self.field = workflow, field
 
@@ -97,7 +167,7 @@ class UnknownWorkflowError(ParkwayError, LookupError):
     def __init__(self, name: str, known: list[str]) -> None:
         hint = ", ".join(sorted(known)) or "none"
         super().__init__(
-            f"no workflow named {name!r} is registered (registered: {hint}); "
+            f"no workflow named {shown(name)} is registered (registered: {hint}); "
             "decorate it with @engine.workflow() before starting it"
         )
         self.name = name
@@ -108,7 +178,7 @@ class DuplicateWorkflowError(ParkwayError, ValueError):
 
     def __init__(self, name: str, version: str) -> None:
         super().__init__(
-            f"workflow {name!r} version {version!r} is already registered; "
+            f"workflow {shown(name)} version {shown(version)} is already registered; "
             "give the new one another name, or another version= to run both side by side"
         )
         self.name, self.version = name, version
@@ -118,7 +188,7 @@ class RunNotFoundError(ParkwayError, LookupError):
     """No run exists with this id."""
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run with id {run_id!r}; list runs with engine.list_runs()")
+        super().__init__(f"no run with id {shown(run_id)}; list runs with engine.list_runs()")
         self.run_id = run_id
 
 
@@ -126,7 +196,7 @@ class RunClosedError(ParkwayError):
     """The run has already finished and takes no more input."""
 
     def __init__(self, run_id: str, status: str, what: str) -> None:
-        super().__init__(f"run {run_id!r} is {status}; it can no longer receive {what}")
+        super().__init__(f"run {shown(run_id)} is {status}; it can no longer receive {what}")
         self.run_id, self.status = run_id, status
 
 
@@ -141,7 +211,7 @@ class RunStateError(ParkwayError):
     """
 
     def __init__(self, run_id: str, status: str, action: str, hint: str) -> None:
-        super().__init__(f"cannot {action} run {run_id!r}: it is {status}; {hint}")
+        super().__init__(f"cannot {action} run {shown(run_id)}: it is {status}; {hint}")
         self.run_id, self.status, self.action = run_id, status, action
 
 
@@ -161,14 +231,14 @@ class WorkflowFailedError(ParkwayError):
         self.type: str = getattr(error, "type", "Exception")
         self.error_type = self.type
         self.error_message: str = getattr(error, "message", str(error))
-        super().__init__(f"run {run_id!r} failed: {self.type}: {self.error_message}")
+        super().__init__(f"run {shown(run_id)} failed: {self.type}: {self.error_message}")
 
 
 class RunCancelledError(ParkwayError):
     """The workflow run was cancelled."""
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id!r} was cancelled")
+        super().__init__(f"run {shown(run_id)} was cancelled")
         self.run_id = run_id
 
 
@@ -177,7 +247,7 @@ class NonDeterminismError(ParkwayError):
 
     def __init__(self, run_id: str, position: int, expected: str, got: str) -> None:
         super().__init__(
-            f"run {run_id!r} diverged from its journal at position {position}: "
+            f"run {shown(run_id)} diverged from its journal at position {position}: "
             f"the journal has {expected} but the workflow now does {got}. The run is held; "
             "deploy code that replays the same operations in the same order, or register the "
             "change under a new version= so new runs use it"
@@ -190,7 +260,7 @@ class StepFailedError(ParkwayError):
 
     def __init__(self, step: str, attempts: int, error_type: str, error_message: str) -> None:
         super().__init__(
-            f"step {step!r} failed after {attempts} attempt(s): {error_type}: {error_message}"
+            f"step {shown(step)} failed after {attempts} attempt(s): {error_type}: {error_message}"
         )
         self.step, self.attempts = step, attempts
         self.error_type, self.error_message = error_type, error_message
@@ -258,7 +328,7 @@ class DuplicateSubscriptionError(ParkwayError):
 
     def __init__(self, name: str, key: str, holder: str) -> None:
         super().__init__(
-            f"run {holder} already waits for message {name!r} with key {key!r}; "
+            f"run {holder} already waits for message {shown(name)} with key {shown(key)}; "
             "correlation would be ambiguous"
         )
         self.name, self.key, self.holder = name, key, holder
@@ -277,7 +347,7 @@ class ResultTimeoutError(ParkwayError, TimeoutError):
 
     def __init__(self, run_id: str, timeout: float) -> None:
         super().__init__(
-            f"run {run_id!r} did not finish within {timeout:g}s; it goes on in the background "
+            f"run {shown(run_id)} did not finish within {timeout:g}s; it goes on in the background "
             "(check it with engine.get_run)"
         )
         self.run_id, self.timeout = run_id, timeout
@@ -288,7 +358,7 @@ class MessageNotFoundError(ParkwayError, LookupError):
 
     def __init__(self, message_id: object) -> None:
         super().__init__(
-            f"no buffered message or dead letter with id {message_id!r}; "
+            f"no buffered message or dead letter with id {shown(message_id)}; "
             "list them with engine.messages()"
         )
         self.message_id = message_id
@@ -399,7 +469,7 @@ class UpdateRejectedError(ParkwayError):
     """
 
     def __init__(self, run_id: str, name: str, reason: str) -> None:
-        super().__init__(f"run {run_id!r} rejected update {name!r}: {reason}")
+        super().__init__(f"run {shown(run_id)} rejected update {shown(name)}: {reason}")
         self.run_id, self.name, self.reason = run_id, name, reason
 
 
@@ -414,7 +484,7 @@ class UpdateFailedError(ParkwayError):
 
     def __init__(self, run_id: str, name: str, error: Any) -> None:
         self.run_id, self.name, self.error = run_id, name, error
-        super().__init__(f"update {name!r} of run {run_id!r} failed: {error}")
+        super().__init__(f"update {shown(name)} of run {shown(run_id)} failed: {error}")
 
 
 class MissingExtraError(ParkwayError, ImportError):
@@ -432,7 +502,7 @@ class MissingExtraError(ParkwayError, ImportError):
     def __init__(self, extra: str, feature: str, missing: str) -> None:
         ParkwayError.__init__(
             self,
-            f"{feature} needs the {extra!r} extra ({missing} is not installed): "
+            f"{feature} needs the {shown(extra)} extra ({missing} is not installed): "
             f"pip install 'parkway[{extra}]'",
         )
         self.extra, self.feature, self.missing = extra, feature, missing
@@ -463,7 +533,7 @@ class ScheduleNotFoundError(ParkwayError, LookupError):
 
     def __init__(self, schedule_id: str) -> None:
         super().__init__(
-            f"no schedule with id {schedule_id!r}; list them with engine.schedules() "
+            f"no schedule with id {shown(schedule_id)}; list them with engine.schedules() "
             "or `parkway schedules`"
         )
         self.schedule_id = schedule_id
@@ -481,9 +551,9 @@ class ConcurrencyLimitError(ParkwayError):
     """
 
     def __init__(self, workflow: str, key: str, limit: int) -> None:
-        scope = f"key {key!r}" if key else "the workflow"
+        scope = f"key {shown(key)}" if key else "the workflow"
         super().__init__(
-            f"workflow {workflow!r} already has {limit} active run(s) for {scope} "
+            f"workflow {shown(workflow)} already has {limit} active run(s) for {scope} "
             "(Concurrency when_full='skip'): not started"
         )
         self.workflow, self.key, self.limit = workflow, key, limit

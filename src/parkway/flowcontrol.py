@@ -15,20 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError, InvalidInputError
+from parkway.errors import InvalidArgumentError, InvalidInputError, describe, shown
+from parkway.limits import MAX_INT, MIN_INT
 
 WHEN_FULL = ("queue", "skip", "cancel_oldest")
 
 # Priorities are stored as 64-bit integers (BIGINT / SQLite INTEGER).
-PRIORITY_RANGE = (-(2**63), 2**63 - 1)
+PRIORITY_RANGE = (MIN_INT, MAX_INT)
 
 KeySpec = str | Callable[[Any], str] | None
 
 
 def _check_limit(limit: object, owner: str) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+    # Bounded at construction: a limit is stored as a 64-bit integer on every backend.
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_INT:
         raise InvalidArgumentError(
-            f"{owner} limit must be a positive int, got {limit!r}", field="limit"
+            f"{owner} limit must be a whole number from 1 to 2**63 - 1, got {shown(limit)}",
+            field="limit",
         )
     return limit
 
@@ -39,7 +42,7 @@ def _check_key(key: object, owner: str) -> None:
     if not isinstance(key, str) or not key:
         raise InvalidArgumentError(
             f"{owner} key must be an input field name, a callable input -> str, or None; "
-            f"got {key!r}",
+            f"got {shown(key)}",
             field="key",
         )
 
@@ -74,7 +77,7 @@ class Concurrency:
         if self.when_full not in WHEN_FULL:
             raise InvalidArgumentError(
                 f"Concurrency when_full must be one of {', '.join(WHEN_FULL)}; "
-                f"got {self.when_full!r}",
+                f"got {shown(self.when_full)}",
                 field="when_full",
             )
 
@@ -105,7 +108,7 @@ class RateLimit:
         _check_key(self.key, "RateLimit")
         if self.seconds <= 0:
             raise InvalidArgumentError(
-                f"RateLimit period must be positive, got {self.period!r}", field="period"
+                f"RateLimit period must be positive, got {shown(self.period)}", field="period"
             )
 
     @property
@@ -128,20 +131,20 @@ def key_of(spec: KeySpec, value: Any, workflow: str) -> str:
             found = spec(value)
         except Exception as exc:
             raise InvalidInputError(
-                f"the flow-control key function raised {type(exc).__name__}: {exc}",
+                f"the flow-control key function raised {type(exc).__name__}: {describe(exc)}",
                 workflow=workflow,
                 field="key",
             ) from exc
         if not isinstance(found, str):
             raise InvalidInputError(
-                f"the flow-control key function must return a str, got {found!r}",
+                f"the flow-control key function must return a str, got {shown(found)}",
                 workflow=workflow,
                 field="key",
             )
         return found
     if not isinstance(value, dict) or spec not in value:
         raise InvalidInputError(
-            f"the input has no field {spec!r}, the workflow's flow-control key",
+            f"the input has no field {shown(spec)}, the workflow's flow-control key",
             workflow=workflow,
             field=spec,
         )
@@ -158,6 +161,6 @@ def check_priority(priority: object) -> int:
     low, high = PRIORITY_RANGE
     if not isinstance(priority, int) or isinstance(priority, bool) or not low <= priority <= high:
         raise InvalidArgumentError(
-            f"priority must be an int (64-bit), got {priority!r}", field="priority"
+            f"priority must be an int (64-bit), got {shown(priority)}", field="priority"
         )
     return priority

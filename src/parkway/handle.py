@@ -12,7 +12,7 @@ from parkway.models import RunInfo, StreamItem
 class RunClient(Protocol):
     """What a handle asks of the engine it came from."""
 
-    async def result(self, run_id: str, timeout: float | None = None) -> Any: ...
+    async def result(self, run_id: str, timeout: Duration | None = None) -> Any: ...
     async def get_run(self, run_id: str) -> RunInfo: ...
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None: ...
     async def cancel(self, run_id: str) -> None: ...
@@ -46,13 +46,16 @@ class RunHandle:
         self._engine = engine
         self.id = run_id
 
-    async def result(self, timeout: float | None = None) -> Any:
+    async def result(self, timeout: Duration | None = None) -> Any:
         """Wait for the run to finish and return its output.
 
         Args:
-            timeout: Wall-clock seconds to wait at most (``None``: no limit).
+            timeout: Wall-clock time to wait at most (``None``: no limit): seconds,
+                a ``timedelta`` or a string such as ``"10s"``, at most 100 years.
 
         Raises:
+            InvalidDurationError: ``timeout`` is not such a duration (``nan``,
+                negative, longer than 100 years, not a number).
             WorkflowFailedError: The run failed (``.type`` and ``.error_message`` say how).
             RunCancelledError: The run was cancelled.
             NonDeterminismError: The run is held: its code no longer replays its journal.

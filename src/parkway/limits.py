@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from parkway.errors import InvalidInputError
+from parkway.errors import InvalidInputError, shown
 
 # Ids a caller gives: run ids, event ids, message de-duplication ids.
 MAX_ID_LENGTH = 255
@@ -46,6 +46,18 @@ MAX_DEPTH = 128
 MAX_DURATION_SECONDS = 36_525 * 86_400
 # Buffered message ids are 64-bit signed integers on every backend.
 MAX_MESSAGE_ID = 2**63 - 1
+# A store URL (a file path, or a server's address with its options).
+MAX_URL_LENGTH = 4096
+# A step's name: its function's qualified name by default, or "<action>@<node id>"
+# in a JSON flow, so longer than other names; kept in the journal, not indexed.
+MAX_STEP_NAME_LENGTH = 512
+# Integers are 64-bit on every backend and in JSON as parkway stores it: signed,
+# and unsigned up to 2**64 - 1 in payloads (JSON numbers).
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
+MAX_JSON_INT = 2**64 - 1
+# The most a step's retry delay may grow by after each failure (Retry.factor).
+MAX_RETRY_FACTOR = 1000
 # An HTTP request body larger than this is refused with 413.
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -63,18 +75,19 @@ NAME_PATTERN = (
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
-def _shown(value: Any) -> str:
-    """``repr(value)``, cut short: an error message must not carry a megabyte."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}...{text[-12:]} ({len(value)} characters)"
-
-
 def _describe(char: str) -> str:
     if char == "\x00":
         return "a NUL character"
     if "\ud800" <= char <= "\udfff":
         return f"a lone surrogate (U+{ord(char):04X})"
     return f"a control character (U+{ord(char):04X})"
+
+
+def bad_character(value: str) -> str | None:
+    """The first character no id or name may hold, described with its index
+    (``"a NUL character at index 3"``), or ``None``."""
+    bad = _FORBIDDEN.search(value)
+    return None if bad is None else f"{_describe(bad.group())} at index {bad.start()}"
 
 
 def text(
@@ -100,26 +113,28 @@ def text(
     """
     if not isinstance(value, str):
         raise InvalidInputError(
-            f"{what} must be a string, got {type(value).__name__} {_shown(value)}", field=field
+            f"{what} must be a string, got {type(value).__name__} {shown(value)}", field=field
         )
+    if type(value) is not str:
+        # A subclass's methods (its __repr__, __eq__, __hash__) are the caller's:
+        # what goes on is the plain string it holds.
+        value = str(str.__str__(value))
     if not value:
         raise InvalidInputError(f"{what} must not be empty", field=field)
     if max_length is not None and len(value) > max_length:
         raise InvalidInputError(
-            f"{what} {_shown(value)} is {len(value)} characters long; "
+            f"{what} {shown(value)} is {len(value)} characters long; "
             f"at most {max_length} are allowed",
             field=field,
         )
-    bad = _FORBIDDEN.search(value)
+    bad = bad_character(value)
     if bad is not None:
         raise InvalidInputError(
-            f"{what} {_shown(value)} holds {_describe(bad.group())} at index {bad.start()}; "
-            "use printable characters",
-            field=field,
+            f"{what} {shown(value)} holds {bad}; use printable characters", field=field
         )
     if not blank and _NOT_BLANK.search(value) is None:
-        raise InvalidInputError(f"{what} must not be blank, got {_shown(value)}", field=field)
-    return value
+        raise InvalidInputError(f"{what} must not be blank, got {shown(value)}", field=field)
+    return str(value)  # (the same object: it is a str by now)
 
 
 def identifier(value: Any, what: str = "run id", *, field: str = "id") -> str:
@@ -146,7 +161,7 @@ def key(value: Any, what: str = "message key", *, field: str = "key") -> str:
     if not isinstance(value, str):
         raise InvalidInputError(
             f"{what} must be a string (a business id such as 'APP-001'), "
-            f"got {type(value).__name__} {_shown(value)}",
+            f"got {type(value).__name__} {shown(value)}",
             field=field,
         )
     return text(value, what, field=field, max_length=MAX_KEY_LENGTH, blank=False)
@@ -184,7 +199,7 @@ def message_id(value: Any, what: str = "message id", *, field: str = "id") -> in
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(
-            f"{what} must be a whole number, got {type(value).__name__} {_shown(value)}",
+            f"{what} must be a whole number, got {type(value).__name__} {shown(value)}",
             field=field,
         )
     return value
@@ -201,6 +216,6 @@ def row_limit(value: Any, what: str = "limit", *, field: str = "limit") -> int:
     store can count is as good as "all")."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(
-            f"{what} must be a whole number >= 1, got {_shown(value)}", field=field
+            f"{what} must be a whole number >= 1, got {shown(value)}", field=field
         )
     return min(value, MAX_MESSAGE_ID)

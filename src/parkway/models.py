@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from parkway import limits
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     CallbackFailedError,
@@ -23,6 +24,7 @@ from parkway.errors import (
     StepFailedError,
     WaitTimeoutError,
     WorkflowFailedError,
+    shown,
 )
 
 # A lone surrogate: text that no store (nor JSON) can encode.
@@ -301,12 +303,24 @@ class Retry:
 
     def __post_init__(self) -> None:
 
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+        attempts, factor = self.max_attempts, self.factor
+        if not _whole(attempts) or not 1 <= attempts <= limits.MAX_INT:
             raise InvalidArgumentError(
-                f"Retry.max_attempts must be a whole number >= 1, got {self.max_attempts!r}"
+                f"Retry.max_attempts must be a whole number from 1 to 2**63 - 1, "
+                f"got {shown(attempts)}",
+                field="max_attempts",
             )
-        if not isinstance(self.factor, int | float) or self.factor < 1:
-            raise InvalidArgumentError(f"Retry.factor must be a number >= 1, got {self.factor!r}")
+        # (Compared before any float(): 10**400 has none, and nan is in no range.)
+        if (
+            not isinstance(factor, int | float)
+            or isinstance(factor, bool)
+            or not (1 <= factor <= limits.MAX_RETRY_FACTOR)
+        ):
+            raise InvalidArgumentError(
+                f"Retry.factor must be a number from 1 to {limits.MAX_RETRY_FACTOR:,}, "
+                f"got {shown(factor)}",
+                field="factor",
+            )
         base = to_seconds(self.backoff, "Retry.backoff")
         cap = to_seconds(self.max_backoff, "Retry.max_backoff")
         if base > cap:
@@ -321,7 +335,14 @@ class Retry:
     def delay(self, failed_attempts: int) -> float:
         """Seconds to wait after the ``failed_attempts``-th failure."""
         base, cap = self._delays
-        return float(min(cap, base * self.factor ** (failed_attempts - 1)))
+        try:
+            return min(cap, base * float(self.factor) ** (failed_attempts - 1))
+        except OverflowError:  # (grown past any float: the cap, long before)
+            return cap
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
     def retries(self, exc: BaseException) -> bool:
         """Whether a failure raising ``exc`` may be tried again (attempts allowing)."""

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from parkway import limits
 from parkway.errors import (
     DuplicateWorkflowError,
     InvalidInputError,
     InvalidWorkflowError,
     UnknownWorkflowError,
+    shown,
 )
 
 # Internal workflows (accumulators) are named "parkway.<kind>:<workflow>".
@@ -178,19 +180,23 @@ class Registry:
 
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
-            raise InvalidWorkflowError(f"workflow name must be a non-empty string, got {wf.name!r}")
+            raise InvalidWorkflowError(
+                f"workflow name must be a non-empty string, got {shown(wf.name)}"
+            )
         if wf.name.startswith(INTERNAL_PREFIX) and not wf.internal:
             raise InvalidWorkflowError(
-                f"workflow name {wf.name!r}: names starting with {INTERNAL_PREFIX!r} are "
+                f"workflow name {shown(wf.name)}: names starting with {shown(INTERNAL_PREFIX)} are "
                 "reserved for parkway's own runs"
             )
-        if not isinstance(wf.version, str) or not wf.version:
+        try:  # (a NUL fits SQLite's text, not PostgreSQL's: refused here, on every store)
+            limits.name(wf.version, "workflow version", field="version")
+        except InvalidInputError as exc:
             raise InvalidWorkflowError(
-                f"workflow version must be a non-empty string, got {wf.version!r}"
-            )
+                str(exc).removeprefix("invalid input: "), field="version"
+            ) from None
         if not inspect.iscoroutinefunction(wf.fn):
             raise InvalidWorkflowError(
-                f"workflow {wf.name!r} must be an `async def` function taking (ctx, input); "
+                f"workflow {shown(wf.name)} must be an `async def` function taking (ctx, input); "
                 "plain functions are welcome as steps"
             )
         versions = self._by_name.setdefault(wf.name, {})

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from parkway import _json, limits
-from parkway.errors import InvalidInputError, InvalidScheduleError, SerializationError
+from parkway.errors import InvalidInputError, InvalidScheduleError, SerializationError, shown
 from parkway.models import _Subscriptable
 
 # What a schedule does about the ticks that passed while no worker fired them.
@@ -93,15 +93,18 @@ def check(cron: Any, timezone: Any, catch_up: Any) -> tzinfo:
         InvalidScheduleError: One is malformed; ``field`` names it.
     """
     if not isinstance(cron, str) or not cron.strip():
-        raise InvalidScheduleError(f"cron must be a cron expression string, got {cron!r}", "cron")
+        raise InvalidScheduleError(
+            f"cron must be a cron expression string, got {shown(cron)}", "cron"
+        )
     if not isinstance(timezone, str) or not timezone.strip():
         raise InvalidScheduleError(
-            f"timezone must be an IANA time zone name such as 'Europe/Paris', got {timezone!r}",
+            f"timezone must be an IANA time zone name such as 'Europe/Paris', got "
+            f"{shown(timezone)}",
             "timezone",
         )
     if catch_up not in CATCH_UP:
         raise InvalidScheduleError(
-            f"catch_up must be one of {', '.join(map(repr, CATCH_UP))}, got {catch_up!r}",
+            f"catch_up must be one of {', '.join(map(repr, CATCH_UP))}, got {shown(catch_up)}",
             "catch_up",
         )
     zone = zone_of(timezone)
@@ -109,7 +112,7 @@ def check(cron: Any, timezone: Any, catch_up: Any) -> tzinfo:
         CronSim(cron, datetime.now(zone))
     except (CronSimError, ValueError, KeyError) as exc:  # (cronsim's errors, and a few raw)
         raise InvalidScheduleError(
-            f"cron: {cron!r} is not a cron expression: {exc}", "cron"
+            f"cron: {shown(cron)} is not a cron expression: {exc}", "cron"
         ) from exc
     return zone
 
@@ -122,7 +125,7 @@ def zone_of(timezone: str) -> tzinfo:
         return ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidScheduleError(
-            f"timezone: {timezone!r} is not a known IANA time zone name", "timezone"
+            f"timezone: {shown(timezone)} is not a known IANA time zone name", "timezone"
         ) from exc
 
 

@@ -12,6 +12,7 @@ from parkway.errors import (
     InvalidArgumentError,
     InvalidInputError,
     SerializationError,
+    shown,
 )
 from parkway.ids import new_id
 from parkway.models import RunStatus
@@ -41,7 +42,9 @@ def name_of(workflow: str | Callable[..., Any]) -> str:
     name = getattr(workflow, "__parkway_workflow__", None)
     if isinstance(name, str):
         return name
-    raise InvalidArgumentError(f"{workflow!r} is neither a workflow name nor a registered workflow")
+    raise InvalidArgumentError(
+        f"{shown(workflow)} is neither a workflow name nor a registered workflow"
+    )
 
 
 def check_id(run_id: str | None) -> str:
@@ -52,7 +55,7 @@ def check_id(run_id: str | None) -> str:
 def encode_input(wf: WorkflowDef, value: Any) -> bytes:
     checked = wf.check_input(value)
     try:
-        return _json.dumps(checked, f"the input of workflow {wf.name!r}")
+        return _json.dumps(checked, f"the input of workflow {shown(wf.name)}")
     except SerializationError as exc:
         raise InvalidInputError(str(exc), workflow=wf.name, field=exc.path) from exc
 
@@ -62,6 +65,8 @@ def status_value(status: RunStatus | str | None) -> str | None:
         return None
     try:
         return RunStatus(status).value
-    except ValueError:
+    except Exception:  # (ValueError; or what a hostile __eq__ or __repr__ raises inside enum)
         valid = ", ".join(s.value for s in RunStatus)
-        raise InvalidArgumentError(f"unknown run status {status!r}; use one of: {valid}") from None
+        raise InvalidArgumentError(
+            f"unknown run status {shown(status)}; use one of: {valid}"
+        ) from None

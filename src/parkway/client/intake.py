@@ -9,7 +9,7 @@ from parkway.client.base import Facade
 from parkway.core import housekeeping, intake
 from parkway.core import messages as core_messages
 from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError
+from parkway.errors import InvalidArgumentError, shown
 from parkway.events import (
     CorrelationResult,
     Event,
@@ -48,6 +48,7 @@ class IntakeOperations(Facade):
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
         limits.optional_identifier(event.id, "event id", field="id")
+        event = intake.checked(event)
         published = intake.publish(self._rt, event)
         return await self._rt.telemetry.call("publish", published, name=event.name)
 
@@ -56,8 +57,8 @@ class IntakeOperations(Facade):
     ) -> list[SubscriptionInfo]:
         """Live subscriptions (one per waiting run), oldest first."""
         self._require_open()
-        limits.optional_reference(run_id, "run id", field="run_id")
-        limits.optional_reference(name, "name", field="name")
+        run_id = limits.optional_reference(run_id, "run id", field="run_id")
+        name = limits.optional_reference(name, "name", field="name")
         async with self._rt.store.transaction(readonly=True) as tx:
             subs = await tx.list_subscriptions(run_id=run_id, name=name)
         out = []
@@ -95,9 +96,9 @@ class IntakeOperations(Facade):
         """
         self._require_open()
         check_message(name, key)
-        limits.optional_identifier(message_id, "message_id", field="message_id")
+        message_id = limits.optional_identifier(message_id, "message_id", field="message_id")
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
-        data = _json.dumps(payload, f"the payload of message {name!r}")
+        data = _json.dumps(payload, f"the payload of message {shown(name)}")
         correlated = core_messages.correlate(
             self._rt, name, key, data, message_id=message_id, ttl=seconds
         )
@@ -108,7 +109,7 @@ class IntakeOperations(Facade):
         self._require_open()
         if status is not None and status not in ("buffered", "expired"):
             raise InvalidArgumentError(
-                f"message status must be 'buffered' or 'expired', got {status!r}"
+                f"message status must be 'buffered' or 'expired', got {shown(status)}"
             )
         return await core_messages.listing(self._rt, status)
 
@@ -122,7 +123,7 @@ class IntakeOperations(Facade):
             MessageNotFoundError: No buffered message or dead letter has that id.
         """
         self._require_open()
-        limits.message_id(id)
+        id = limits.message_id(id)
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         return await core_messages.retry(self._rt, id, seconds)
 
@@ -133,7 +134,7 @@ class IntakeOperations(Facade):
             MessageNotFoundError: No buffered message or dead letter has that id.
         """
         self._require_open()
-        limits.message_id(id)
+        id = limits.message_id(id)
         await core_messages.discard(self._rt, id)
 
     async def sweep(self) -> int:

@@ -20,7 +20,7 @@ from parkway.core import signals as core_signals
 from parkway.core import streams as core_streams
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError
+from parkway.errors import InvalidArgumentError, shown
 from parkway.flowcontrol import check_priority
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus, StreamItem
@@ -69,12 +69,15 @@ class RunOperations(Facade):
         check_priority(priority)
         run_timeout = deadlines.check_timeout(timeout)
         run_id = check_id(id)
-        limits.subject(subject)
-        limits.domain(domain)
+        subject = limits.subject(subject)
+        domain = limits.domain(domain)
         wf = self._workflow_to_start(workflow)
         if wf is None:  # a client starting a workflow by name (see above)
             name = name_of(workflow)
-            version, encode = LATEST, lambda: _json.dumps(input, f"the input of workflow {name!r}")
+            version, encode = (
+                LATEST,
+                lambda: _json.dumps(input, f"the input of workflow {shown(name)}"),
+            )
         else:
             name, version = wf.name, wf.version
             encode = functools.partial(encode_input, wf, input)
@@ -107,7 +110,7 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         return await runs.describe(self._rt, run_id)
 
     async def list_runs(
@@ -145,12 +148,12 @@ class RunOperations(Facade):
         self._require_open()
         wanted = status_value(status)
         limit = limits.row_limit(limit)
-        limits.optional_reference(workflow, "workflow name", field="workflow")
-        limits.optional_reference(subject, "subject", field="subject")
-        limits.optional_reference(domain, "domain", field="domain")
-        limits.optional_reference(search, "search text", field="search")
-        limits.optional_reference(parent_id, "parent run id", field="parent_id")
-        limits.optional_reference(before, "run id", field="before")
+        workflow = limits.optional_reference(workflow, "workflow name", field="workflow")
+        subject = limits.optional_reference(subject, "subject", field="subject")
+        domain = limits.optional_reference(domain, "domain", field="domain")
+        search = limits.optional_reference(search, "search text", field="search")
+        parent_id = limits.optional_reference(parent_id, "parent run id", field="parent_id")
+        before = limits.optional_reference(before, "run id", field="before")
         return await runs.listing(
             self._rt,
             workflow=workflow,
@@ -180,14 +183,15 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         return await runs.history(self._rt, run_id)
 
-    async def result(self, run_id: str, timeout: float | None = None) -> Any:
+    async def result(self, run_id: str, timeout: Duration | None = None) -> Any:
         """Wait for run ``run_id`` to finish and return its output (see ``RunHandle.result``)."""
         self._require_open()
-        limits.reference(run_id)
-        return await runs.wait_result(self._rt, run_id, timeout)
+        run_id = limits.reference(run_id)
+        seconds = None if timeout is None else to_seconds(timeout, "timeout")
+        return await runs.wait_result(self._rt, run_id, seconds)
 
     async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send a signal to a run; it waits in the run's mailbox until consumed.
@@ -197,9 +201,9 @@ class RunOperations(Facade):
             RunClosedError: The run has finished.
         """
         self._require_open()
-        limits.reference(run_id)
-        limits.name(name, "signal name")
-        data = _json.dumps(payload, f"the payload of signal {name!r}")
+        run_id = limits.reference(run_id)
+        name = limits.name(name, "signal name")
+        data = _json.dumps(payload, f"the payload of signal {shown(name)}")
         sent = core_signals.signal(self._rt, run_id, name, data)
         await self._rt.telemetry.call("signal", sent, name=name, run_id=run_id)
 
@@ -226,13 +230,13 @@ class RunOperations(Facade):
         """
         self._require_open()
         check_priority(priority)
-        limits.identifier(id)
-        limits.name(signal, "signal name", field="signal")
-        data = _json.dumps(payload, f"the payload of signal {signal!r}")
+        id = limits.identifier(id)
+        signal = limits.name(signal, "signal name", field="signal")
+        data = _json.dumps(payload, f"the payload of signal {shown(signal)}")
         wf = self._workflow_to_start(workflow)
         if wf is None:  # a client, as in start()
             name = name_of(workflow)
-            input_data = _json.dumps(input, f"the input of workflow {name!r}")
+            input_data = _json.dumps(input, f"the input of workflow {shown(name)}")
             start = (name, LATEST, input_data)
         else:
             start = (wf.name, wf.version, encode_input(wf, input))
@@ -273,11 +277,11 @@ class RunOperations(Facade):
                 applies; ask again with its ``id`` for the answer).
         """
         self._require_open()
-        limits.reference(run_id)
-        limits.name(name, "update name")
+        run_id = limits.reference(run_id)
+        name = limits.name(name, "update name")
         update_id = check_id(id)
         seconds = to_seconds(timeout, "timeout")
-        data = _json.dumps(payload, f"the payload of update {name!r}")
+        data = _json.dumps(payload, f"the payload of update {shown(name)}")
         updated = core_updates.update(self._rt, run_id, name, data, update_id, seconds)
         return await self._rt.telemetry.call("update", updated, name=name, run_id=run_id)
 
@@ -289,8 +293,8 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        limits.reference(run_id)
-        limits.name(key, "value key", field="key")
+        run_id = limits.reference(run_id)
+        key = limits.name(key, "value key", field="key")
         seconds = to_seconds(timeout, "timeout")
         return await core_updates.value(self._rt, run_id, key, seconds)
 
@@ -301,7 +305,7 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         return await core_updates.values(self._rt, run_id)
 
     async def read_stream(
@@ -344,7 +348,7 @@ class RunOperations(Facade):
             RunNotFoundError: No run has that id.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         await transitions.cancel_run(self._rt, run_id)
 
     # -- operator controls -------------------------------------------------------------------
@@ -363,7 +367,7 @@ class RunOperations(Facade):
             RunStateError: The run has finished.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         record = await controls.pause(self._rt, run_id)
         return await runs.describe(self._rt, record.id)
 
@@ -376,7 +380,7 @@ class RunOperations(Facade):
             RunStateError: The run has finished.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         record = await controls.resume(self._rt, run_id)
         return await runs.describe(self._rt, record.id)
 
@@ -393,7 +397,7 @@ class RunOperations(Facade):
             RunStateError: The run has not failed.
         """
         self._require_open()
-        limits.reference(run_id)
+        run_id = limits.reference(run_id)
         record = await controls.retry(self._rt, run_id)
         return await runs.describe(self._rt, record.id)
 
@@ -440,7 +444,7 @@ class RunOperations(Facade):
         filters = self._bulk_filters(workflow, status, subject, created_before)
         if filters.status not in (None, RunStatus.FAILED.value):
             raise InvalidArgumentError(
-                f"retry_runs retries failed runs; status {filters.status!r} has none",
+                f"retry_runs retries failed runs; status {shown(filters.status)} has none",
                 field="status",
             )
         return await controls.retry_runs(self._rt, filters)
@@ -452,8 +456,8 @@ class RunOperations(Facade):
         subject: str | None,
         created_before: datetime | str | None,
     ) -> controls.Filters:
-        limits.optional_reference(workflow, "workflow name", field="workflow")
-        limits.optional_reference(subject, "subject", field="subject")
+        workflow = limits.optional_reference(workflow, "workflow name", field="workflow")
+        subject = limits.optional_reference(subject, "subject", field="subject")
         return controls.Filters(
             workflow=workflow,
             status=status_value(status),
@@ -468,15 +472,16 @@ def _instant(value: datetime | str | None, field: str) -> float | None:
         return None
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(str.__str__(value))
         except ValueError:
             raise InvalidArgumentError(
-                f"{field} must be an ISO 8601 time such as '2026-01-31T12:00:00Z', got {value!r}",
+                f"{field} must be an ISO 8601 time such as '2026-01-31T12:00:00Z', got "
+                f"{shown(value)}",
                 field=field,
             ) from None
     if not isinstance(value, datetime):
         raise InvalidArgumentError(
-            f"{field} must be a datetime or an ISO 8601 string, got {value!r}", field=field
+            f"{field} must be a datetime or an ISO 8601 string, got {shown(value)}", field=field
         )
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -489,6 +494,6 @@ def _timestamp(when: datetime | None, field: str) -> float | None:
         return None
     if not isinstance(when, datetime) or when.utcoffset() is None:
         raise InvalidArgumentError(
-            f"{field} must be an aware datetime (with a timezone), got {when!r}", field=field
+            f"{field} must be an aware datetime (with a timezone), got {shown(when)}", field=field
         )
     return when.timestamp()

@@ -7,7 +7,7 @@ from typing import Any
 from parkway import limits
 from parkway.client.base import Facade
 from parkway.core import schedules as core_schedules
-from parkway.errors import InvalidInputError, InvalidScheduleError
+from parkway.errors import InvalidInputError, InvalidScheduleError, shown
 from parkway.registry import LATEST, WorkflowDef
 from parkway.schedules import ScheduleInfo
 
@@ -73,7 +73,7 @@ class ScheduleOperations(Facade):
         if wf is None and not (self._client and not self.run_worker):
             known = ", ".join(sorted(self._rt.registry.names())) or "none"
             raise InvalidScheduleError(
-                f"workflow: no workflow named {name!r} is registered (registered: {known})",
+                f"workflow: no workflow named {shown(name)} is registered (registered: {known})",
                 "workflow",
             )
         return wf, name

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from parkway import _json
-from parkway.errors import InvalidInputError, InvalidWorkflowError
+from parkway.errors import InvalidInputError, InvalidWorkflowError, shown
 from parkway.events import CancelOn
 from parkway.matching import check_match, match_digest, matches, payload_digest, shape_of
 from parkway.registry import Registry, WorkflowDef
@@ -37,29 +37,29 @@ def check(cancel_on: Any, workflow: str) -> tuple[CancelOn, ...]:
     items = [cancel_on] if isinstance(cancel_on, CancelOn) else cancel_on
     if not isinstance(items, list | tuple):
         raise InvalidWorkflowError(
-            f"cancel_on of workflow {workflow!r} must be a list of parkway.CancelOn, "
-            f"got {cancel_on!r}",
+            f"cancel_on of workflow {shown(workflow)} must be a list of parkway.CancelOn, "
+            f"got {shown(cancel_on)}",
             field="cancel_on",
         )
     for index, item in enumerate(items):
         if not isinstance(item, CancelOn):
             raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {workflow!r} must be a parkway.CancelOn, "
-                f"got {item!r}",
+                f"cancel_on[{index}] of workflow {shown(workflow)} must be a parkway.CancelOn, "
+                f"got {shown(item)}",
                 field=f"cancel_on[{index}]",
             )
         if not isinstance(item.event, str) or not item.event.strip():
             raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {workflow!r}: the event must be a name, "
-                f"got {item.event!r}",
+                f"cancel_on[{index}] of workflow {shown(workflow)}: the event must be a name, "
+                f"got {shown(item.event)}",
                 field=f"cancel_on[{index}].event",
             )
         if not callable(item.match):
             check_match(item.match)
         if item.subject is not None and (not isinstance(item.subject, str) or not item.subject):
             raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {workflow!r}: subject must be a subject, "
-                f"'*' or None, got {item.subject!r}",
+                f"cancel_on[{index}] of workflow {shown(workflow)}: subject must be a subject, "
+                f"'*' or None, got {shown(item.subject)}",
                 field=f"cancel_on[{index}].subject",
             )
     return tuple(items)

@@ -37,6 +37,8 @@ from parkway.errors import (
     RoutingError,
     SerializationError,
     StoreError,
+    describe,
+    shown,
 )
 from parkway.events import Delivery, Event, PublishResult
 from parkway.ids import new_id
@@ -63,13 +65,7 @@ def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
         SerializationError: The payload is not JSON-serialisable.
         RoutingError: The event extractor failed.
     """
-    limits.name(event.name, "event name")
-    # (Any length: the ids a run publishes under are composed from its own.)
-    limits.optional_reference(event.id, "event id", field="id")
-    limits.domain(event.domain, "event domain")
-    limits.subject(event.subject, "event subject")
-    if event.subject == "*":
-        raise InvalidEventError("event subject '*' is reserved for wildcard waits; name a subject")
+    event = checked(event)
     payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")
     domain, subject = route(rt, event)
     routed = Event(
@@ -82,6 +78,26 @@ def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
     return routed, payload
 
 
+def checked(event: Event) -> Event:
+    """The event with its fields held to the edge's limits, as plain strings (a str
+    subclass's methods are the caller's).
+
+    Raises:
+        InvalidInputError: A field is malformed (named in the message).
+    """
+    event = Event(
+        limits.name(event.name, "event name"),
+        event.payload,
+        # (Any length: the ids a run publishes under are composed from its own.)
+        id=limits.optional_reference(event.id, "event id", field="id"),
+        domain=limits.domain(event.domain, "event domain"),
+        subject=limits.subject(event.subject, "event subject"),
+    )
+    if event.subject == "*":
+        raise InvalidEventError("event subject '*' is reserved for wildcard waits; name a subject")
+    return event
+
+
 def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
     """The event's own domain/subject win; else the extractor's; else ``("default", None)``."""
     domain, subject = event.domain, event.subject
@@ -91,19 +107,19 @@ def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
             routed = extractor(event)
         except Exception as exc:
             raise RoutingError(
-                f"event_extractor raised {type(exc).__name__}: {exc} for event "
+                f"event_extractor raised {type(exc).__name__}: {describe(exc)} for event "
                 f"{event.name!r} (id {event.id!r})"
             ) from exc
         if not (isinstance(routed, tuple | list) and len(routed) == 2):
             raise RoutingError(
-                f"event_extractor must return a (domain, subject) pair, got {routed!r} "
+                f"event_extractor must return a (domain, subject) pair, got {shown(routed)} "
                 f"for event {event.name!r} (id {event.id!r})"
             )
         ext_domain, ext_subject = routed
         for what, value in (("domain", ext_domain), ("subject", ext_subject)):
             if value is not None and (not isinstance(value, str) or not value or value == "*"):
                 raise RoutingError(
-                    f"event_extractor returned {what} {value!r} for event {event.name!r}; "
+                    f"event_extractor returned {what} {shown(value)} for event {event.name!r}; "
                     "use a non-empty string or None"
                 )
         domain = domain if domain is not None else ext_domain

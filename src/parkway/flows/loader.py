@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from parkway.durations import to_seconds
-from parkway.errors import FlowDefinitionError, InvalidDurationError
+from parkway.errors import FlowDefinitionError, InvalidDurationError, describe, shown
 from parkway.flows import templates
 from parkway.flows.builtin import default_node_models
 from parkway.flows.nodes import FlowNode, LoadChecks, NodeModel
@@ -91,21 +91,33 @@ def read(source: Any) -> Any:
     if isinstance(source, Mapping):
         return dict(source)
     if isinstance(source, bytes):
-        source = source.decode()
+        source = _decoded(source, "the flow definition")
     if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
         return _parse_json(source, "the flow definition")
     if isinstance(source, str | os.PathLike):
-        path = Path(source)
         try:
-            text = path.read_text(encoding="utf-8")
+            path = Path(source)
+            raw = path.read_bytes()
         except FileNotFoundError:
-            raise FlowDefinitionError(f"no flow definition file at {str(path)!r}") from None
-        except OSError as exc:
-            raise FlowDefinitionError(f"cannot read flow definition {str(path)!r}: {exc}") from exc
-        return _parse_json(text, str(path))
+            raise FlowDefinitionError(f"no flow definition file at {shown(str(source))}") from None
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL or a lone surrogate in it)
+            raise FlowDefinitionError(
+                f"cannot read flow definition {shown(str(source))}: {describe(exc)}"
+            ) from None
+        return _parse_json(_decoded(raw, str(path)), str(path))
     raise FlowDefinitionError(
         f"a flow definition is a dict, a JSON string or a path, got {type(source).__name__}"
     )
+
+
+def _decoded(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlowDefinitionError(
+            f"{shown(where)} is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
+            "save it as UTF-8 JSON"
+        ) from None
 
 
 def _parse_json(text: str, where: str) -> Any:
@@ -169,13 +181,13 @@ def check(
     else:
         flow_id = "(no id)"
         faults.append(
-            FlowDefinitionError(f"flow field id: must be a non-empty string, got {raw_id!r}")
+            FlowDefinitionError(f"flow field id: must be a non-empty string, got {shown(raw_id)}")
         )
     name = doc.get("name")
     version = doc.get("version", "1")
     if isinstance(version, bool) or not isinstance(version, str | int) or version == "":
         faults.append(
-            _flow_error(flow_id, "version", f"must be a string or a number, got {version!r}")
+            _flow_error(flow_id, "version", f"must be a string or a number, got {shown(version)}")
         )
     options = _options(flow_id, doc.get("options"), faults)
     graph = doc.get("flow", doc if "nodes" in doc and "flow" not in doc else None)
@@ -220,7 +232,7 @@ def check(
 
 
 def _flow_error(flow_id: str, field_name: str, problem: str) -> FlowDefinitionError:
-    return FlowDefinitionError(f"flow {flow_id!r}: field {field_name}: {problem}")
+    return FlowDefinitionError(f"flow {shown(flow_id)}: field {field_name}: {problem}")
 
 
 def _validate(model: NodeModel, checks: LoadChecks) -> None:
@@ -244,7 +256,7 @@ def _options(
     enabled = options.get("enabled", True)
     if not isinstance(enabled, bool):
         faults.append(
-            _flow_error(flow_id, "options.enabled", f"must be true or false, got {enabled!r}")
+            _flow_error(flow_id, "options.enabled", f"must be true or false, got {shown(enabled)}")
         )
     frequency = options.get("frequency") or {}
     if not isinstance(frequency, dict):
@@ -252,7 +264,7 @@ def _options(
         frequency = {}
     kind = frequency.get("type", "one_time")
     if kind not in FREQUENCIES:
-        problem = f"{kind!r} is not one of {', '.join(FREQUENCIES)}"
+        problem = f"{shown(kind)} is not one of {', '.join(FREQUENCIES)}"
         faults.append(_flow_error(flow_id, "options.frequency.type", problem))
     raw = frequency.get("interval", 0)
     try:
@@ -260,7 +272,7 @@ def _options(
     except InvalidDurationError:
         interval = -1.0
     if interval < 0:
-        problem = f"must be a number of seconds >= 0, got {raw!r}"
+        problem = f"must be a number of seconds >= 0, got {shown(raw)}"
         faults.append(_flow_error(flow_id, "options.frequency.interval", problem))
     return enabled is not False, str(kind), max(interval, 0.0)
 
@@ -285,11 +297,15 @@ def _nodes(
         node_id = item.get("id")
         if not isinstance(node_id, str) or not node_id:
             faults.append(
-                _flow_error(flow_id, f"{where}.id", f"must be a non-empty string, got {node_id!r}")
+                _flow_error(
+                    flow_id, f"{where}.id", f"must be a non-empty string, got {shown(node_id)}"
+                )
             )
             continue
         if node_id in node_ids:
-            faults.append(_flow_error(flow_id, f"{where}.id", f"node id {node_id!r} is used twice"))
+            faults.append(
+                _flow_error(flow_id, f"{where}.id", f"node id {shown(node_id)} is used twice")
+            )
             continue
         node_ids.append(node_id)
         model = _node(flow_id, node_id, item, models, faults)
@@ -311,7 +327,8 @@ def _node(
         known = ", ".join(sorted(models))
         faults.append(
             FlowDefinitionError(
-                f"flow {flow_id!r}: node {node_id!r}: type: unknown node type {node_type!r}; "
+                f"flow {shown(flow_id)}: node {shown(node_id)}: type: unknown node type "
+                f"{shown(node_type)}; "
                 f"known types: {known}"
             )
         )
@@ -319,12 +336,13 @@ def _node(
     if not (isinstance(cls, type) and issubclass(cls, NodeModel)):
         faults.append(
             FlowDefinitionError(
-                f"flow {flow_id!r}: node {node_id!r}: type: node_models[{node_type!r}] is not "
+                f"flow {shown(flow_id)}: node {shown(node_id)}: type: "
+                f"node_models[{shown(node_type)}] is not "
                 "a NodeModel subclass"
             )
         )
         return None
-    label = f"flow {flow_id!r}: node {node_id!r} ({node_type})"
+    label = f"flow {shown(flow_id)}: node {shown(node_id)} ({node_type})"
     data = item.get("data")
     data = {} if data is None else data
     if not isinstance(data, dict):
@@ -357,7 +375,7 @@ def _edges(
             )
             continue
         edge_id = item.get("id")
-        label = f"edge {edge_id!r}" if isinstance(edge_id, str) else f"flow.edges[{i}]"
+        label = f"edge {shown(edge_id)}" if isinstance(edge_id, str) else f"flow.edges[{i}]"
         label += f" ({item.get('source')!r} -> {item.get('target')!r})"
         ends: list[str] = []
         for end in ("source", "target"):
@@ -367,14 +385,16 @@ def _edges(
             else:
                 faults.append(
                     FlowDefinitionError(
-                        f"flow {flow_id!r}: {label}: {end}: no node {node_id!r} in the flow"
+                        f"flow {shown(flow_id)}: {label}: {end}: no node {shown(node_id)} "
+                        f"in the flow"
                     )
                 )
         handle = item.get("sourceHandle")
         if handle is not None and not isinstance(handle, str):
             faults.append(
                 FlowDefinitionError(
-                    f"flow {flow_id!r}: {label}: sourceHandle: must be a string, got {handle!r}"
+                    f"flow {shown(flow_id)}: {label}: sourceHandle: must be a string, got "
+                    f"{shown(handle)}"
                 )
             )
             continue
@@ -440,7 +460,7 @@ def _start_events(model: NodeModel, faults: list[FlowDefinitionError]) -> tuple[
         faults.append(
             model.fail(
                 "start_events()",
-                f"must give event names (or None for any event), got {events!r}",
+                f"must give event names (or None for any event), got {shown(events)}",
             )
         )
         return None
@@ -455,7 +475,11 @@ def _successors(
     out: dict[tuple[str, str | None], str] = {}
     for edge in edges:
         model = nodes[edge.source]
-        label = f"edge {edge.id!r}" if edge.id else f"edge {edge.source!r} -> {edge.target!r}"
+        label = (
+            f"edge {shown(edge.id)}"
+            if edge.id
+            else f"edge {shown(edge.source)} -> {shown(edge.target)}"
+        )
         if model.ends_flow:
             faults.append(
                 model.fail("edges", f"{label}: this node ends the flow; no edge may leave it")
@@ -466,12 +490,14 @@ def _successors(
             if edge.handle not in model.handles:
                 wanted = " or ".join(repr(h) for h in model.handles)
                 faults.append(
-                    model.fail("edges", f"{label}: sourceHandle: {edge.handle!r} is not {wanted}")
+                    model.fail(
+                        "edges", f"{label}: sourceHandle: {shown(edge.handle)} is not {wanted}"
+                    )
                 )
                 continue
             handle = edge.handle
         if (edge.source, handle) in out:
-            exit_name = "" if handle is None else f" by {handle!r}"
+            exit_name = "" if handle is None else f" by {shown(handle)}"
             faults.append(
                 model.fail(
                     "edges",
@@ -493,7 +519,9 @@ def _template_fault(
     root = path[0]
     if root not in templates.ROOTS:
         roots = ", ".join(templates.ROOTS)
-        return model.fail(where, f"{{{{{expression}}}}}: unknown root {root!r}; use one of {roots}")
+        return model.fail(
+            where, f"{{{{{expression}}}}}: unknown root {shown(root)}; use one of {roots}"
+        )
     if root == "state":
         if len(path) < 2 or not isinstance(path[1], str):
             return model.fail(where, f"{{{{{expression}}}}}: name a node, as in state.<node id>")

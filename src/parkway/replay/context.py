@@ -16,6 +16,7 @@ from parkway.errors import (
     CompensationFailedError,
     InvalidArgumentError,
     InvalidDurationError,
+    shown,
 )
 from parkway.events import Event, PublishResult, check_message
 from parkway.matching import check_match
@@ -121,7 +122,7 @@ class ChildHandle:
         return await ChildResultCmd(self.id)
 
     def __repr__(self) -> str:
-        return f"ChildHandle({self.id!r})"
+        return f"ChildHandle({shown(self.id)})"
 
 
 class Callback:
@@ -263,12 +264,12 @@ class WorkflowContext:
             InvalidArgumentError: ``fn``, ``retry`` or ``timeout`` is malformed.
         """
         if not callable(fn):
-            raise InvalidArgumentError(f"ctx.step needs a function, got {fn!r}")
+            raise InvalidArgumentError(f"ctx.step needs a function, got {shown(fn)}")
         if retry is not None and not isinstance(retry, Retry):
-            raise InvalidArgumentError(f"retry must be a parkway.Retry, got {retry!r}")
+            raise InvalidArgumentError(f"retry must be a parkway.Retry, got {shown(retry)}")
         if compensate is not None and not callable(compensate):
             raise InvalidArgumentError(
-                f"compensate must be a function taking the step's result, got {compensate!r}"
+                f"compensate must be a function taking the step's result, got {shown(compensate)}"
             )
         seconds = None
         if timeout is not None:
@@ -277,7 +278,14 @@ class WorkflowContext:
                 raise InvalidDurationError(
                     timeout, "ctx.step timeout", detail="must be longer than zero"
                 )
-        step_name = name or getattr(fn, "__qualname__", None) or repr(fn)
+        if name is None:
+            qualname = getattr(fn, "__qualname__", None)
+            name = qualname if isinstance(qualname, str) and qualname else type(fn).__name__
+        # Checked here, in the run, the same on every store (PostgreSQL's text takes
+        # no NUL): the workflow sees the error at its call and the run says why.
+        step_name = limits.text(
+            name, "step name", field="name", max_length=limits.MAX_STEP_NAME_LENGTH, blank=False
+        )
         result = await StepCmd(fn, args, kwargs, step_name, retry, seconds)
         if compensate is not None:
             self._sides.register_compensation(step_name, compensate, result, retry)
@@ -306,7 +314,7 @@ class WorkflowContext:
     async def sleep_until(self, when: datetime) -> None:
         """Park until ``when`` (a naive datetime is taken as UTC)."""
         if not isinstance(when, datetime):
-            raise InvalidArgumentError(f"ctx.sleep_until needs a datetime, got {when!r}")
+            raise InvalidArgumentError(f"ctx.sleep_until needs a datetime, got {shown(when)}")
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         await SleepCmd(until=when.timestamp())
@@ -423,8 +431,8 @@ class WorkflowContext:
             InvalidArgumentError: ``key`` is not a valid name.
             SerializationError: ``value`` is not JSON-serialisable (nothing is set).
         """
-        limits.name(key, "value key", field="key")
-        data = _json.dumps(value, f"value {key!r}")
+        key = limits.name(key, "value key", field="key")
+        data = _json.dumps(value, f"value {shown(key)}")
         self._sides.set_value(key, data)
 
     async def write_stream(self, key: str, value: Any) -> None:
@@ -527,7 +535,7 @@ class WorkflowContext:
         """
         if not callable(predicate) or inspect.iscoroutinefunction(predicate):
             raise InvalidArgumentError(
-                f"ctx.wait_until needs a plain function returning a bool, got {predicate!r}",
+                f"ctx.wait_until needs a plain function returning a bool, got {shown(predicate)}",
                 field="predicate",
             )
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
@@ -542,7 +550,7 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        limits.name(name, "signal name")
+        name = limits.name(name, "signal name")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await SignalCmd(name, seconds)
 
@@ -575,13 +583,13 @@ class WorkflowContext:
         Raises:
             WaitTimeoutError: ``timeout`` passed first.
         """
-        limits.name(name, "event name")
+        name = limits.name(name, "event name")
         check_match(match)
-        limits.subject(subject)
+        subject = limits.subject(subject)
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         ttl_seconds = None if ttl is None else to_seconds(ttl, "ttl")
         if ttl_seconds is not None and ttl_seconds <= 0:
-            raise InvalidArgumentError(f"ttl must be positive, got {ttl!r}")
+            raise InvalidArgumentError(f"ttl must be positive, got {shown(ttl)}")
         return await EventCmd(name, match, subject, seconds, bool(since_start), ttl_seconds)
 
     async def wait_for_message(
@@ -612,9 +620,9 @@ class WorkflowContext:
         The event is in this run's domain; its subject is ``subject``, else the
         engine's extractor's, else this run's.
         """
-        limits.name(name, "event name")
-        limits.optional_identifier(id, "event id", field="id")
-        limits.subject(subject)
+        name = limits.name(name, "event name")
+        id = limits.optional_identifier(id, "event id", field="id")
+        subject = limits.subject(subject)
         result: PublishResult = await PublishCmd(name, payload, id, subject)
         return result
 
@@ -628,7 +636,7 @@ class WorkflowContext:
     ) -> ChildHandle:
         """Start a child run (exactly once); ``await handle.result()`` waits for it."""
         name = _workflow_name(workflow)
-        limits.optional_identifier(id, "child run id", field="id")
+        id = limits.optional_identifier(id, "child run id", field="id")
         child_id: str = await StartChildCmd(name, input, id)
         return ChildHandle(child_id)
 
@@ -666,7 +674,8 @@ class WorkflowContext:
                 _close_all(branches)
                 raise InvalidArgumentError(
                     f"ctx.gather argument {index} must be an unawaited ctx operation or a "
-                    f"coroutine (call it without await), got {type(branch).__name__} {branch!r}",
+                    f"coroutine (call it without await), got {type(branch).__name__} "
+                    f"{shown(branch)}",
                     field=f"aws[{index}]",
                 )
         coros = tuple(cast(Coroutine[Any, Any, Any], branch) for branch in branches)
@@ -726,7 +735,7 @@ def _wait_command(name: str, wait: Any) -> Command:
     if not inspect.iscoroutine(wait):
         raise InvalidArgumentError(
             f"ctx.first({name}=...) must be an unawaited wait such as "
-            f"ctx.wait_for_signal(...), got {type(wait).__name__} {wait!r}",
+            f"ctx.wait_for_signal(...), got {type(wait).__name__} {shown(wait)}",
             field=name,
         )
     command = wait.send(None)
@@ -766,7 +775,7 @@ def _task_result(model: Any) -> Callable[[Any], Any]:
 def _check_change_id(change_id: Any) -> None:
     if not isinstance(change_id, str) or not change_id.strip():
         raise InvalidArgumentError(
-            f"a patch's change id must be a non-empty string, got {change_id!r}",
+            f"a patch's change id must be a non-empty string, got {shown(change_id)}",
             field="change_id",
         )
 
@@ -784,6 +793,6 @@ def _workflow_name(workflow: str | Callable[..., Any]) -> str:
     name = getattr(workflow, "__parkway_workflow__", None)
     if not isinstance(name, str):
         raise InvalidArgumentError(
-            f"{workflow!r} is not a registered workflow (nor a workflow name)"
+            f"{shown(workflow)} is not a registered workflow (nor a workflow name)"
         )
     return name

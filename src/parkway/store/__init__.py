@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from parkway.errors import shown
 from parkway.store.base import Store
 
 
@@ -38,7 +39,7 @@ def open_store(url: str) -> Store:
 
         return PostgresStore.from_url(url)
     raise ParkwayError(
-        f"unsupported store url {url!r}: use memory://, sqlite:///path/to.db "
+        f"unsupported store url {shown(url)}: use memory://, sqlite:///path/to.db "
         "or postgresql://user@host/db"
     )
 

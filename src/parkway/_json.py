@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import json
 import math
 import re
 import uuid
@@ -92,6 +93,57 @@ def loads(data: bytes | str | None) -> Any:
     if data is None:
         return None
     return orjson.loads(data)
+
+
+# The fewest digits an integer outside [-2**63, 2**64 - 1] is written with.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_MIN_INT, _MAX_INT = -(2**63), 2**64 - 1
+
+
+class _Wide:
+    """An integer literal outside 64 bits, as the document wrote it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _integer(text: str) -> int | _Wide:
+    # (Over 20 digits it cannot fit: int() is not even tried, it refuses 4,300 digits.)
+    if len(text.lstrip("-")) > 20:
+        return _Wide(text)
+    number = int(text)
+    return number if _MIN_INT <= number <= _MAX_INT else _Wide(text)
+
+
+def wide_integer(raw: bytes | str) -> tuple[list[str | int], str] | None:
+    """Where the JSON document ``raw`` (one :func:`loads` took) writes an integer
+    outside 64 bits, and that integer (cut short past 40 digits); ``None``: nowhere.
+
+    orjson reads such an integer as a float, which would change the value
+    silently; the standard library's parser keeps each integer's text, so it
+    tells such an integer from a float written as one. Only a document with 19
+    digits in a row can hold one: most are not parsed twice.
+    """
+    data = raw.encode() if isinstance(raw, str) else raw
+    if _LONG_DIGITS.search(data) is None:
+        return None
+    try:
+        document = json.loads(data, parse_int=_integer)
+    except (RecursionError, ValueError):
+        # Deeper than any payload may be (or not JSON at all): refused as such later.
+        return None
+    stack: list[tuple[list[str | int], Any]] = [([], document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Wide):
+            digits = len(value.text.lstrip("-"))
+            text = value.text if digits <= 40 else f"{value.text[:20]}... ({digits} digits)"
+            return path, text
+        if isinstance(value, dict):
+            stack.extend(([*path, key], item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend(([*path, index], item) for index, item in enumerate(value))
+    return None
 
 
 def _too_deep(value: Any) -> bool:

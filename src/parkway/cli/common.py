@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import orjson
 
-from parkway import limits
+from parkway import _json, limits
 from parkway.durations import to_seconds
 from parkway.engine import Engine
 from parkway.errors import (
@@ -23,6 +23,7 @@ from parkway.errors import (
     ParkwayError,
     ResultTimeoutError,
     RunNotFoundError,
+    shown,
 )
 from parkway.models import RunStatus
 
@@ -59,13 +60,24 @@ class JSONType(_ParamType):
         if not isinstance(value, str):
             return value
         try:
-            return orjson.loads(value)
+            document = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             self.fail(
-                f"{value!r} is not valid JSON ({exc}); a string needs quotes: '\"text\"'",
+                f"{shown(value)} is not valid JSON ({exc}); a string needs quotes: '\"text\"'",
                 param,
                 ctx,
             )
+        wide = _json.wide_integer(value)
+        if wide is not None:  # (orjson would have made it a float: a silent change)
+            path, text = wide
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+            self.fail(
+                f"the integer {text} at ${where} is outside the 64-bit range parkway stores "
+                "(-2**63 to 2**64 - 1); give it as a string",
+                param,
+                ctx,
+            )
+        return document
 
 
 class DurationType(_ParamType):

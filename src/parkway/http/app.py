@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -599,6 +599,7 @@ def create_app(
             Invalid: _on_invalid,
             ParkwayError: _on_parkway_error,
             HTTPException: _on_http_exception,
+            ClientDisconnect: _on_client_gone,
             # Starlette answers with this, then re-raises so that the server logs the traceback.
             Exception: _on_unexpected,
         },
@@ -653,6 +654,12 @@ async def _on_parkway_error(request: Request, exc: Exception) -> Response:
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return problem_response(exc.status_code, exc.detail, None, dict(exc.headers or {}))
+
+
+async def _on_client_gone(request: Request, exc: Exception) -> Response:
+    # The client went away before its body was all sent (less than its
+    # Content-Length): nobody reads this answer, and it is no server error.
+    return problem_response(400, "the client disconnected before its request body was sent")
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> Response:

@@ -1,4 +1,4 @@
-"""What every request passes before a route sees it: the body drained before an
+"""What every request passes before a route sees it: the body drained after an
 early answer, the ``Host`` header, the bearer token, the media type.
 
 Each is a small ASGI middleware (or, for the media type, a check the body
@@ -8,7 +8,9 @@ routes call), so that it holds for every route, the refusals of the router
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import hmac
 import ipaddress
 import math
@@ -19,8 +21,6 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from parkway.limits import MAX_BODY_BYTES
-
 TOKEN_ENV = "PARKWAY_API_TOKEN"
 # The only route open without the token or a known Host: load balancers and
 # orchestrators probe it, by whatever name they know the server.
@@ -29,11 +29,11 @@ PUBLIC_PATHS = frozenset({"/healthz"})
 # completes that one callback, so a third party (a payment provider) needs no API
 # token, and calls by the public name it was given (cb.url), whatever the Host.
 CALLBACKS = "/callbacks/"
-# How much of a body the server reads (and drops) before answering early (401,
-# 404, 413...): a client that sends its whole body before it reads the answer
-# (urllib, requests) then sees the answer, not a connection reset. Past this the
-# connection is closed instead.
-DRAIN_BYTES = 16 * MAX_BODY_BYTES
+# How long the server goes on reading (and dropping) a body it answered early
+# (401, 404, 413...), whatever its size: a client that sends its whole body
+# before it reads the answer (urllib, requests) then sees the answer, not a
+# connection reset. Past this the connection is closed.
+DRAIN_SECONDS = 60.0
 
 
 def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> Any:
@@ -107,13 +107,18 @@ class CallbackRateLimit:
 
 
 class DrainBody:
-    """Read the rest of a request's body before its response starts.
+    """Answer at once, then read the rest of a request's body before the answer ends.
 
     An answer given before the body is read (a 413 once the limit is passed, a
     401 without the token, a 404) would otherwise close the connection under a
     client still sending, which then sees a broken pipe instead of the answer.
-    The rest is read and dropped, up to :data:`DRAIN_BYTES`; past that (or
-    announced past it) the answer goes out with ``Connection: close``.
+    So the answer goes out first, all of it but its end (a client that reads
+    while it sends, as curl does, stops sending there), with ``Connection:
+    close``; then what is left of the body is read and dropped, up to
+    :data:`DRAIN_SECONDS`, so that a client that sends all before it reads
+    gets to read it; then the answer ends and the connection closes. Nothing
+    is drained for a client that asked ``Expect: 100-continue`` (it sends no
+    body unless told to).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -127,39 +132,50 @@ class DrainBody:
         length = headers.get(b"content-length", b"0")
         chunked = b"transfer-encoding" in headers
         done = not chunked and length.strip() in (b"", b"0")
+        # Told to wait for a 100 Continue it never got: the client sends no body.
+        waits = headers.get(b"expect", b"").lower() == b"100-continue"
+        received = False
+        answered_early = False
 
         async def receive_tracked() -> Message:
-            nonlocal done
+            nonlocal done, received
+            received = True
             message = await receive()
             if message["type"] == "http.disconnect" or not message.get("more_body", False):
                 done = True
             return message
 
         async def send_drained(message: Message) -> None:
-            nonlocal done
+            nonlocal answered_early
             if message["type"] == "http.response.start" and not done:
-                done = True
-                if not await _drain(receive, length):
-                    extra = [(b"connection", b"close")]
-                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+                answered_early = True
+                extra = [(b"connection", b"close")]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            elif (
+                answered_early
+                and message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+                and not (waits and not received)
+            ):
+                await send({**message, "more_body": True})
+                await _drain(receive)
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
         await self.app(scope, receive_tracked, send_drained)
 
 
-async def _drain(receive: Receive, length: bytes) -> bool:
-    """Read and drop what is left of the body; ``False``: too much, left unread."""
-    if length.isdigit() and int(length) > DRAIN_BYTES:
-        return False
-    read = 0
-    while read <= DRAIN_BYTES:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return True
-        read += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            return True
-    return False
+async def _drain(receive: Receive) -> None:
+    """Read and drop what is left of the body, for :data:`DRAIN_SECONDS` at most."""
+
+    async def read_all() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(read_all(), DRAIN_SECONDS)
 
 
 class HostGuard:

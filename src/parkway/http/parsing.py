@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parkway import limits
+from parkway import _json, limits
 from parkway.errors import (
     CallbackNotFoundError,
     ConcurrencyLimitError,
@@ -196,9 +196,18 @@ def json_value(raw: bytes, *, required: bool) -> Any:
             raise Invalid([field_error(["body"], "a JSON object body is required", "missing")])
         return None
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Invalid([field_error(["body"], f"not valid JSON: {exc}", "json_invalid")]) from None
+    wide = _json.wide_integer(raw)
+    if wide is not None:
+        path, text = wide
+        message = (
+            f"the integer {text} is outside the 64-bit range parkway stores "
+            "(-2**63 to 2**64 - 1); send it as a string"
+        )
+        raise Invalid([field_error(["body", *path], message, "int_range")])
+    return value
 
 
 async def parse_body(request: Request, model: type[M]) -> M:

@@ -8,6 +8,7 @@ models mirror the ``to_dict()`` of the engine's records; they feed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -116,6 +117,41 @@ def _iso_text(value: Any) -> Any:
 
 
 IsoTime = Annotated[datetime, BeforeValidator(_iso_text)]
+
+# What the document promises: an RFC 3339 date-time (pydantic alone also reads
+# "0.5" as seconds since 1970), an integer, a number, each as JSON writes it
+# (pydantic alone also reads "5_0" as 50).
+_DATE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}.*", re.DOTALL)
+_INTEGER = re.compile(r"-?[0-9]+")
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+
+
+def _written(pattern: re.Pattern[str], what: str) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if not isinstance(value, str) or pattern.fullmatch(value) is None:
+            raise ValueError(f"must be {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+QueryTime = Annotated[
+    AwareDatetime,
+    _written(_DATE_TIME, "an ISO 8601 date-time with its zone, e.g. 2026-01-31T12:00:00Z"),
+]
+QueryInt = Annotated[int, _written(_INTEGER, "a whole number in ASCII digits")]
+QueryNumber = Annotated[float, _written(_NUMBER, "a number such as 1 or 0.5")]
+
+
+def _json_number(value: Any) -> Any:
+    # A number in a body is a JSON number, as the schema says: pydantic alone also
+    # takes true (as 1) and "5".
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    return value
+
+
+BodyNumber = Annotated[float, BeforeValidator(_json_number)]
 # One validator for the whole union, so that a bad ttl is one error at ["body", "ttl"].
 Seconds = Annotated[
     float | None,
@@ -207,7 +243,7 @@ class UpdateRequest(_Request):
     id: Id | None = Field(
         default=None, description="The update's id (default: random); a repeat gives its answer."
     )
-    timeout: float = Field(
+    timeout: BodyNumber = Field(
         default=30, ge=0, le=MAX_WAIT, description="Seconds to wait for the answer (504 after)."
     )
 
@@ -240,7 +276,7 @@ class BulkRequest(_Request):
 class ValueQuery(_Request):
     """``GET /runs/{id}/values/{key}``: how long to wait for the value to be set."""
 
-    timeout: float = Field(
+    timeout: QueryNumber = Field(
         default=0, ge=0, le=MAX_WAIT, description="Seconds to wait for it (0: do not wait)."
     )
 
@@ -270,15 +306,15 @@ class RunsQuery(_Request):
     status: RunStatus | None = Field(default=None, description="Only runs in this status.")
     subject: Filter | None = Field(default=None, description="Only runs about this subject.")
     domain: Filter | None = Field(default=None, description="Only runs in this domain.")
-    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many runs.")
+    limit: QueryInt = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many runs.")
     search: Filter | None = Field(
         default=None, description="Only runs whose id or subject starts with this text."
     )
     parent_id: Filter | None = Field(default=None, description="Only this run's children.")
-    created_after: AwareDatetime | None = Field(
+    created_after: QueryTime | None = Field(
         default=None, description="Only runs created at or after this time (ISO 8601, with zone)."
     )
-    created_before: AwareDatetime | None = Field(
+    created_before: QueryTime | None = Field(
         default=None, description="Only runs created before this time (ISO 8601, with zone)."
     )
     before: Filter | None = Field(

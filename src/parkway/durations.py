@@ -39,6 +39,8 @@ def to_seconds(value: Duration, field: str = "duration") -> float:
         # Compared as an int: float() of a huge one raises OverflowError.
         if value > MAX_DURATION_SECONDS:
             raise _too_long(value, field)
+        if value < 0:  # (-10**400 too: float() of it would raise OverflowError)
+            raise InvalidDurationError(value, field)
         seconds = float(value)
     elif isinstance(value, float):
         seconds = value

@@ -242,7 +242,7 @@ class MessageInfo:
         return out
 
 
-def check_message(name: Any, key: Any) -> None:
-    """Validate a message name and key at the edge (see :mod:`parkway.limits`)."""
-    limits.name(name, "message name")
-    limits.key(key)
+def check_message(name: Any, key: Any) -> tuple[str, str]:
+    """Validate a message name and key at the edge (see :mod:`parkway.limits`);
+    they come back as plain strings."""
+    return limits.name(name, "message name"), limits.key(key)

@@ -95,7 +95,7 @@ class IntakeOperations(Facade):
             InvalidDurationError: ``ttl`` is malformed.
         """
         self._require_open()
-        check_message(name, key)
+        name, key = check_message(name, key)
         message_id = limits.optional_identifier(message_id, "message_id", field="message_id")
         seconds = self._rt.settings.message_ttl if ttl is None else to_seconds(ttl, "ttl")
         data = _json.dumps(payload, f"the payload of message {shown(name)}")

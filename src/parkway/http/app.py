@@ -59,6 +59,7 @@ from parkway.http.parsing import (
     path_param,
     problem_response,
     read_body,
+    refuse_wide_integers,
     run_id_param,
 )
 from parkway.http.routes import ROUTES
@@ -275,11 +276,12 @@ class Api:
     async def retry_message(self, request: Request) -> Response:
         message_id = message_id_param(request)
         raw = await read_body(request)
-        data = json_value(raw, required=False)
+        data = json_value(raw, required=False, exact=False)
         try:
             body = schemas.RetryMessageRequest.model_validate({} if data is None else data)
         except ValidationError as exc:
             raise from_validation("body", exc) from None
+        refuse_wide_integers(raw)
         self._require_open()
         result = await self.engine.retry_message(message_id, ttl=body.ttl)
         return json_response(result.to_dict())

@@ -190,7 +190,9 @@ def too_large() -> Problem:
     return Problem(413, f"the request body is larger than {MAX_BODY_BYTES} bytes (1 MiB)")
 
 
-def json_value(raw: bytes, *, required: bool) -> Any:
+def json_value(raw: bytes, *, required: bool, exact: bool = True) -> Any:
+    """The JSON document ``raw`` (422 if it is none); ``exact``: and 422 at an integer
+    in it that the parser could not keep (see :func:`refuse_wide_integers`)."""
     if not raw.strip():
         if required:
             raise Invalid([field_error(["body"], "a JSON object body is required", "missing")])
@@ -198,7 +200,16 @@ def json_value(raw: bytes, *, required: bool) -> Any:
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        refuse_wide_integers(raw)  # (one past a double's range fails the parse: name it)
         raise Invalid([field_error(["body"], f"not valid JSON: {exc}", "json_invalid")]) from None
+    if exact:
+        refuse_wide_integers(raw)
+    return value
+
+
+def refuse_wide_integers(raw: bytes) -> None:
+    """422 at an integer of the JSON document ``raw`` outside 64 bits: orjson reads
+    one as a float, which would change a payload silently."""
     wide = _json.wide_integer(raw)
     if wide is not None:
         path, text = wide
@@ -207,16 +218,20 @@ def json_value(raw: bytes, *, required: bool) -> Any:
             "(-2**63 to 2**64 - 1); send it as a string"
         )
         raise Invalid([field_error(["body", *path], message, "int_range")])
-    return value
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
     """Read and validate a JSON body as ``model`` (422 naming the fields at fault)."""
-    data = json_value(await read_body(request), required=True)
+    raw = await read_body(request)
+    data = json_value(raw, required=True, exact=False)
     try:
-        return model.model_validate(data)
+        parsed = model.model_validate(data)
     except ValidationError as exc:
+        # (A field's own check says more than "outside 64 bits": a ttl of 10**30
+        # is longer than 100 years.)
         raise from_validation("body", exc) from None
+    refuse_wide_integers(raw)
+    return parsed
 
 
 def parse_query(request: Request, model: type[M]) -> M:

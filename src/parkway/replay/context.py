@@ -16,6 +16,7 @@ from parkway.errors import (
     CompensationFailedError,
     InvalidArgumentError,
     InvalidDurationError,
+    InvalidInputError,
     shown,
 )
 from parkway.events import Event, PublishResult, check_message
@@ -283,9 +284,15 @@ class WorkflowContext:
             name = qualname if isinstance(qualname, str) and qualname else type(fn).__name__
         # Checked here, in the run, the same on every store (PostgreSQL's text takes
         # no NUL): the workflow sees the error at its call and the run says why.
-        step_name = limits.text(
-            name, "step name", field="name", max_length=limits.MAX_STEP_NAME_LENGTH, blank=False
-        )
+        try:
+            step_name = limits.text(
+                name, "step name", field="name", max_length=limits.MAX_STEP_NAME_LENGTH,
+                blank=False,
+            )  # fmt: skip
+        except InvalidInputError as exc:  # (it is not the run's input that is at fault)
+            raise InvalidArgumentError(
+                str(exc).removeprefix("invalid input: "), field="name"
+            ) from None
         result = await StepCmd(fn, args, kwargs, step_name, retry, seconds)
         if compensate is not None:
             self._sides.register_compensation(step_name, compensate, result, retry)
@@ -603,7 +610,7 @@ class WorkflowContext:
             DuplicateSubscriptionError: Another run already waits for ``(name, key)``.
             WaitTimeoutError: ``timeout`` passed first.
         """
-        check_message(name, key)
+        name, key = check_message(name, key)
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         return await MessageCmd(name, key, seconds)
 

@@ -5,12 +5,12 @@ its writes) or in one statement with its commit (deliver_event).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from parkway.ids import new_mark
 from parkway.matching import payload_digest
 from parkway.store.base import EventDelivery, EventRecord, SubscriptionRecord
 from parkway.store.postgres.connections import Step
@@ -115,7 +115,7 @@ class EventOps(RunOps):
             domain=event.domain, name=event.name, known=orjson.dumps(known).decode(), id=event.id,
             cancels=CANCEL_PREFIX + event.name,
             subject=event.subject, subject_or_any=event.subject or "*", payload=event.payload,
-            now=now, fresh=fresh_after, envelope=envelope, mark=random.getrandbits(63),
+            now=now, fresh=fresh_after, envelope=envelope, mark=new_mark(),
             token=token,
         )  # fmt: skip
         for i, (shape, digest) in enumerate(digested):

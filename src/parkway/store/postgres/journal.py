@@ -5,10 +5,10 @@ signal.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any
 
+from parkway.ids import new_mark
 from parkway.store.base import ENDED, JournalEntry, NewTask, Sent, SignalRecord, TaskRecord
 from parkway.store.postgres.connections import Step
 from parkway.store.postgres.runs import RunOps
@@ -141,7 +141,7 @@ class JournalOps(RunOps):
         token, unannounce = self._announce_maybe(at)
         params: dict[str, Any] = dict(
             run=run_id, name=name, payload=payload, at=at, token=token,
-            mark=random.getrandbits(63), quiet=False, task_payload=task_payload,
+            mark=new_mark(), quiet=False, task_payload=task_payload,
         )  # fmt: skip
         self._signal = (run_id, params)
         self._task_runs.add(run_id)

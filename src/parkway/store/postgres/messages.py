@@ -5,9 +5,9 @@ statement with its commit (deliver_message).
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+from parkway.ids import new_mark
 from parkway.store.base import MessageDelivery, MessageRecord, SubscriptionRecord
 from parkway.store.postgres.runs import RunOps
 from parkway.store.postgres.statements import Q, lock_key, subject_lock
@@ -52,7 +52,7 @@ class MessageOps(RunOps):
         token, unannounce = self._announce_maybe(now)
         params: dict[str, Any] = dict(
             mid=message_id, fresh=fresh_after, name=name, key=key, now=now, body=body,
-            mark=random.getrandbits(63), token=token,
+            mark=new_mark(), token=token,
         )  # fmt: skip
 
         def found(result: str | None) -> None:

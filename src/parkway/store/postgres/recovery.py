@@ -17,11 +17,11 @@ place.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable
 from typing import Any
 
 from parkway.errors import StoreConnectionError
+from parkway.ids import new_mark
 from parkway.store.postgres import wire
 from parkway.store.postgres.connections import Connections, Step
 from parkway.store.postgres.statements import BEGIN_WRITE, Q
@@ -103,7 +103,7 @@ class Recovery:
         committed, result = await self._store._mark_outcome(params["mark"])
         if not committed:
             for params, _ in self._marks:
-                params["mark"] = random.getrandbits(63)  # the first one is taken now
+                params["mark"] = new_mark()  # the first one is taken now
             return False
         found(result)
         for params, found in self._marks[1:]:

@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 
 from parkway.errors import StoreConnectionError
+from parkway.ids import new_mark
 from parkway.store.postgres.connections import Connections, Row, Step
 from parkway.store.postgres.failures import connection_lost, first_line
 from parkway.store.postgres.recovery import Recovery, xid_of
@@ -183,9 +184,8 @@ class Transport(Recovery):
         """Queue the lease-fenced update of a worker's commit (see update_leased)."""
         # Queued, not asked: parkway.lease_held fails the transaction if the lease
         # is gone, so the writes queued behind it never commit (see _commit).
-        # Unique, not secret: the process's own generator (seeded from os.urandom)
-        # spares a system call per commit.
-        token = random.getrandbits(63)
+        # Unique, not secret (see new_mark).
+        token = new_mark()
         if self._token is None:
             self._token = (run_id, token)
         columns = tuple(changes)

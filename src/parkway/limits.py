@@ -3,8 +3,8 @@
 Every value a caller hands the engine (a run id, a name, a key, a subject, a
 domain, a payload, a duration) is checked here before anything is written, so
 that each backend takes and refuses the same values and a bad one is an error
-naming the field, never a driver's error or a bare Python one. The README's
-table of limits is this module's constants.
+naming the field, never a driver's error or a bare Python one. The table of
+limits in ``docs/reference/limits.md`` is this module's constants.
 
 Why these numbers:
 

@@ -58,6 +58,7 @@ from parkway.limits import (
 )
 from parkway.testing import ManualClock
 
+from ..conftest import MakeEngine
 from .test_hostile import works
 from .test_hostile_http import serving  # noqa: F401  (a fixture)
 from .test_http_errors import refused
@@ -338,6 +339,62 @@ async def test_a_bad_step_name_fails_at_the_call_the_same_on_every_backend(
         assert failed.value.type == "InvalidArgumentError"
         assert "step name" in failed.value.error_message
     assert ran == []
+    await healthy(engine)
+
+
+async def test_hostile_values_given_to_ctx_are_parkway_errors_in_the_run(
+    make_engine: MakeEngine,
+) -> None:
+    engine = await make_engine(clock=None)  # (real time: its few valid waits end by themselves)
+
+    @engine.workflow()
+    async def leaf(ctx, input):
+        return input
+
+    # (Module-level values, not the run's input: most could be no run's input.)
+    @engine.workflow()
+    async def inside(ctx, input):
+        others = []
+        for value in [*WIDE_INTS, *ODD_OBJECTS, "a\x00b", "\ud800", -(10**400)]:
+            # (None waits for ever, a float like 1.5 is a fine wait: each kept short.)
+            short = value is None or (isinstance(value, float) and math.isfinite(value))
+            timeout = 0.001 if short else value
+            for label, call in [
+                ("sleep", lambda v=timeout: ctx.sleep(v)),
+                ("sleep_until", lambda v=value: ctx.sleep_until(v)),
+                ("signal", lambda v=value: ctx.wait_for_signal(v, timeout=0.001)),
+                ("signal timeout", lambda v=timeout: ctx.wait_for_signal("s", timeout=v)),
+                ("event", lambda v=value: ctx.wait_for_event(v, timeout=0.001)),
+                ("event subject", lambda v=value: ctx.wait_for_event("e", subject=v,
+                                                                     timeout=0.001)),
+                ("event match", lambda v=value: ctx.wait_for_event("e", match={"a": v},
+                                                                   timeout=0.001)),
+                ("message", lambda v=value: ctx.wait_for_message(v, "k", timeout=0.001)),
+                ("message key", lambda v=value: ctx.wait_for_message("m", v, timeout=0.001)),
+                ("publish", lambda v=value: ctx.publish(v)),
+                ("publish id", lambda v=value: ctx.publish("e", id=v)),
+                ("child id", lambda v=value: ctx.start_child("leaf", id=v)),
+                ("step retry", lambda v=value: ctx.step(len, "x", retry=v)),
+            ]:  # fmt: skip
+                try:
+                    await call()
+                except ParkwayError:
+                    pass
+                except Exception as exc:
+                    others.append(f"{label}: {type(exc).__name__}")
+            for label, plain in [
+                ("set_value", lambda v=value: ctx.set_value(v, 1)),
+                ("on_update", lambda v=value: ctx.on_update(v, len)),
+            ]:
+                try:
+                    plain()
+                except ParkwayError:
+                    pass
+                except Exception as exc:
+                    others.append(f"{label}: {type(exc).__name__}")
+        return others
+
+    assert await (await engine.start("inside")).result(timeout=60) == []
     await healthy(engine)
 
 

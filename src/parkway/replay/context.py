@@ -494,7 +494,7 @@ class WorkflowContext:
             InvalidArgumentError: ``name`` is not a name, or ``handler`` (or
                 ``validate``) is not callable.
         """
-        check_handler(name, handler, validate)
+        name = check_handler(name, handler, validate)
         self._sides.on_update(name, handler, validate)
 
     def patched(self, change_id: str) -> bool:

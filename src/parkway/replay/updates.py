@@ -25,8 +25,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from parkway import _json
-from parkway.errors import InvalidArgumentError, NonDeterminismError, SerializationError
+from parkway import _json, limits
+from parkway.errors import (
+    InvalidArgumentError,
+    InvalidInputError,
+    NonDeterminismError,
+    SerializationError,
+    shown,
+)
 from parkway.models import error_dict
 from parkway.replay.branch import Branch
 from parkway.replay.state import MachineState
@@ -195,19 +201,21 @@ class Updates(MachineState):
         raise NotImplementedError
 
 
-def check_handler(name: Any, handler: Any, validate: Any) -> None:
-    """Validate ``ctx.on_update``'s arguments at the edge."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidArgumentError(
-            f"an update name must be a non-empty string, got {name!r}", field="name"
-        )
+def check_handler(name: Any, handler: Any, validate: Any) -> str:
+    """Validate ``ctx.on_update``'s arguments at the edge; the name, as a plain string."""
+    try:
+        checked = limits.name(name, "update name")
+    except InvalidInputError as exc:
+        raise InvalidArgumentError(str(exc).removeprefix("invalid input: "), field="name") from None
     if not callable(handler):
         raise InvalidArgumentError(
-            f"ctx.on_update({name!r}) needs a handler function, got {handler!r}",
+            f"ctx.on_update({shown(checked)}) needs a handler function, got {shown(handler)}",
             field="handler",
         )
     if validate is not None and not callable(validate):
         raise InvalidArgumentError(
-            f"ctx.on_update({name!r}, validate=...) must be a function or None, got {validate!r}",
+            f"ctx.on_update({shown(checked)}, validate=...) must be a function or None, "
+            f"got {shown(validate)}",
             field="validate",
         )
+    return checked

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any
 
-from parkway.errors import InvalidArgumentError, InvalidInputError
+from parkway.errors import InvalidArgumentError, InvalidInputError, shown
 
 _TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 
@@ -51,13 +51,13 @@ def schema_of(form: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(form, dict):
         raise InvalidArgumentError(
             "form must be a pydantic model class, a JSON Schema (a dict) or None, "
-            f"got {type(form).__name__} {form!r:.80}",
+            f"got {type(form).__name__} {shown(form)}",
             field="form",
         )
     if form.get("type") != "object":
         raise InvalidArgumentError(
             'form: a JSON Schema form describes an object ({"type": "object", '
-            f'"properties": ...}}), got type {form.get("type")!r}',
+            f'"properties": ...}}), got type {shown(form.get("type"))}',
             field="form",
         )
     _check_schema(form, form, "form")
@@ -74,7 +74,7 @@ def _check_schema(schema: Any, root: dict[str, Any], where: str) -> None:
     for kind in kinds if isinstance(kinds, list) else [] if kinds is None else [kinds]:
         if kind not in _TYPES:
             raise InvalidArgumentError(
-                f"{where}: unknown type {kind!r}; use one of {', '.join(_TYPES)}", field="form"
+                f"{where}: unknown type {shown(kind)}; use one of {', '.join(_TYPES)}", field="form"
             )
     if "$ref" in schema:
         _resolve(schema["$ref"], root, where)
@@ -100,7 +100,7 @@ def _resolve(ref: Any, root: dict[str, Any], where: str) -> Any:
                 if found is not None:
                     return found
     raise InvalidArgumentError(
-        f"{where}: $ref {ref!r} is not one of the schema's own $defs", field="form"
+        f"{where}: $ref {shown(ref)} is not one of the schema's own $defs", field="form"
     )
 
 

@@ -251,6 +251,15 @@ def name_calls(engine: Engine, value: Any) -> list[Callable[[], Awaitable[Any]]]
         lambda: engine.add_schedule("s", "parked", value),
         lambda: engine.add_schedule("s", "parked", "0 0 1 1 *", timezone=value),
         lambda: engine.pause_schedule(value),
+        lambda: engine.complete_callback(value, 1),
+        lambda: engine.fail_callback("no-such-token", value),
+        lambda: engine.tasks(status=value),
+        lambda: engine.tasks(assignee=value),
+        lambda: engine.tasks(workflow=value),
+        lambda: engine.tasks(limit=value),
+        lambda: engine.get_task(value),
+        lambda: engine.complete_task(value, 1),
+        lambda: engine.complete_task("no-such-task", 1, by=value),
     ]
 
 
@@ -375,6 +384,13 @@ async def test_hostile_values_given_to_ctx_are_parkway_errors_in_the_run(
                 ("publish id", lambda v=value: ctx.publish("e", id=v)),
                 ("child id", lambda v=value: ctx.start_child("leaf", id=v)),
                 ("step retry", lambda v=value: ctx.step(len, "x", retry=v)),
+                ("human task", lambda v=value: ctx.human_task(v, timeout=0.001)),
+                ("human task title", lambda v=value: ctx.human_task("t", title=v,
+                                                                    timeout=0.001)),
+                ("human task form", lambda v=value: ctx.human_task("t", form=v, timeout=0.001)),
+                ("human task assignees", lambda v=value: ctx.human_task("t", assignees=[v],
+                                                                        timeout=0.001)),
+                ("human task timeout", lambda v=timeout: ctx.human_task("t", timeout=v)),
             ]:  # fmt: skip
                 try:
                     await call()
@@ -385,6 +401,7 @@ async def test_hostile_values_given_to_ctx_are_parkway_errors_in_the_run(
             for label, plain in [
                 ("set_value", lambda v=value: ctx.set_value(v, 1)),
                 ("on_update", lambda v=value: ctx.on_update(v, len)),
+                ("callback", lambda v=timeout: ctx.callback(timeout=v)),
             ]:
                 try:
                     plain()

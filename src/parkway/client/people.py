@@ -7,7 +7,7 @@ from typing import Any
 from parkway import _json, limits
 from parkway.client.base import Facade
 from parkway.core import people
-from parkway.errors import CallbackNotFoundError, InvalidArgumentError
+from parkway.errors import CallbackNotFoundError, InvalidArgumentError, shown
 from parkway.models import CallbackResult, HumanTask
 from parkway.store.people import TASK_STATUSES
 
@@ -55,7 +55,7 @@ class PeopleOperations(Facade):
         """
         self._require_open()
         _check_token(token)
-        limits.text(message, "message", field="message", max_length=10_000)
+        message = limits.text(message, "message", field="message", max_length=10_000)
         return await people.settle_callback(self._rt, token, people.FAILED, message)
 
     async def tasks(
@@ -82,16 +82,16 @@ class PeopleOperations(Facade):
         self._require_open()
         if status is not None and status not in TASK_STATUSES:
             raise InvalidArgumentError(
-                f"unknown task status {status!r}; use one of: {', '.join(TASK_STATUSES)}",
+                f"unknown task status {shown(status)}; use one of: {', '.join(TASK_STATUSES)}",
                 field="status",
             )
         if assignee is not None:
-            limits.name(assignee, "assignee", field="assignee")
+            assignee = limits.name(assignee, "assignee", field="assignee")
         if workflow is not None:
-            limits.name(workflow, "workflow name", field="workflow")
+            workflow = limits.name(workflow, "workflow name", field="workflow")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
             raise InvalidArgumentError(
-                f"limit must be a whole number from 1 to 1000, got {limit!r}", field="limit"
+                f"limit must be a whole number from 1 to 1000, got {shown(limit)}", field="limit"
             )
         return await people.list_tasks(
             self._rt, status=status, assignee=assignee, workflow=workflow, limit=limit
@@ -104,7 +104,7 @@ class PeopleOperations(Facade):
             TaskNotFoundError: No task has that id.
         """
         self._require_open()
-        limits.reference(task_id, "task id", field="task_id")
+        task_id = limits.reference(task_id, "task id", field="task_id")
         return await people.get_task(self._rt, task_id)
 
     async def complete_task(self, task_id: str, result: Any, *, by: str | None = None) -> HumanTask:
@@ -125,9 +125,9 @@ class PeopleOperations(Facade):
             InvalidInputError: ``result`` does not fit the form; ``field`` names where.
         """
         self._require_open()
-        limits.reference(task_id, "task id", field="task_id")
+        task_id = limits.reference(task_id, "task id", field="task_id")
         if by is not None:
-            limits.name(by, "by", field="by")
+            by = limits.name(by, "by", field="by")
         _json.dumps(result, "the result of a human task")
         return await people.complete_task(self._rt, task_id, result, by)
 

@@ -387,9 +387,9 @@ class WorkflowContext:
             WaitTimeoutError: ``timeout`` passed first (the task is ``expired``).
             InvalidArgumentError: A malformed argument (the message names it).
         """
-        limits.name(name, "human task name")
+        name = limits.name(name, "human task name")
         if title is not None:
-            limits.text(title, "human task title", field="title", max_length=1000)
+            title = limits.text(title, "human task title", field="title", max_length=1000)
         schema, model = forms.schema_of(form)
         people = _assignees(assignees)
         _json.dumps(data, "the data of a human task")
@@ -401,7 +401,7 @@ class WorkflowContext:
         made = self._sides.open_task(spec)
         convert = _task_result(form if forms.is_model(form) else None)
         command = PersonCmd(
-            made["signal"], seconds, what=f"human_task({name!r})", task=made["id"],
+            made["signal"], seconds, what=f"human_task({shown(name)})", task=made["id"],
             convert=convert,
         )  # fmt: skip
         return convert(await command)
@@ -760,7 +760,7 @@ def _assignees(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
         raise InvalidArgumentError(
             f"assignees must be a list or tuple of names, got {type(value).__name__} "
-            f"{value!r:.80}; one assignee is assignees=({value!r:.40},)",
+            f"{shown(value)}; one assignee is assignees=({shown(value)},)",
             field="assignees",
         )
     return tuple(

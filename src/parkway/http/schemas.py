@@ -363,7 +363,7 @@ class TasksQuery(_Request):
         "nobody in particular).",
     )
     workflow: Filter | None = Field(default=None, description="Only tasks of this workflow.")
-    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many tasks.")
+    limit: QueryInt = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many tasks.")
 
 
 class CompleteTaskRequest(_Request):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from parkway import _json
 from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError
+from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError, shown
 from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
 from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
 
@@ -38,7 +38,9 @@ def check_timeout(value: Duration | None, field: str = "timeout") -> float | Non
         return None
     seconds = to_seconds(value, field)
     if seconds <= 0:
-        raise InvalidArgumentError(f"{field} must be longer than zero, got {value!r}", field=field)
+        raise InvalidArgumentError(
+            f"{field} must be longer than zero, got {shown(value)}", field=field
+        )
     return seconds
 
 

@@ -340,10 +340,6 @@ class Retry:
         except OverflowError:  # (grown past any float: the cap, long before)
             return cap
 
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
     def retries(self, exc: BaseException) -> bool:
         """Whether a failure raising ``exc`` may be tried again (attempts allowing)."""
         if isinstance(exc, NonRetryableError):
@@ -357,12 +353,17 @@ def _whole(value: object) -> bool:
         return True
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _exception_kinds(value: object) -> tuple[type[BaseException] | str, ...]:
     """``Retry.non_retryable`` checked: a tuple of exception classes and names."""
     items = (value,) if isinstance(value, str | type) else value
     if not isinstance(items, tuple | list | frozenset | set):
         raise InvalidArgumentError(
-            f"Retry.non_retryable must be a tuple of exception classes or names, got {value!r}",
+            "Retry.non_retryable must be a tuple of exception classes or names, "
+            f"got {shown(value)}",
             field="Retry.non_retryable",
         )
     for item in items:
@@ -373,7 +374,8 @@ def _exception_kinds(value: object) -> tuple[type[BaseException] | str, ...]:
                 )
         elif not (isinstance(item, type) and issubclass(item, BaseException)):
             raise InvalidArgumentError(
-                f"Retry.non_retryable must hold exception classes or their names, got {item!r}",
+                "Retry.non_retryable must hold exception classes or their names, "
+                f"got {shown(item)}",
                 field="Retry.non_retryable",
             )
     return tuple(items)

@@ -137,7 +137,7 @@ hostile_durations = st.one_of(
             RaisingRepr(),
             RaisingReprText("1s"),
             [],
-            None,
+            # (Not None: it is "no limit", and result() would wait for the parked run.)
         ]
     ),
     st.floats(max_value=-1e-300) | st.floats(min_value=MAX_DURATION_SECONDS * 1.01),

@@ -66,9 +66,12 @@ from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
 from parkway.models import (
+    UNSET,
     ErrorInfo,
     HistoryEntry,
     HumanTask,
+    ReplayDivergence,
+    ReplayReport,
     Retry,
     RunInfo,
     RunStatus,
@@ -81,6 +84,7 @@ from parkway.worker.step_context import StepContext, step_context
 __version__ = "0.1.0"
 
 __all__ = [
+    "UNSET",
     "Batch",
     "Callback",
     "CallbackFailedError",
@@ -119,6 +123,8 @@ __all__ = [
     "ParkwayError",
     "PublishResult",
     "RateLimit",
+    "ReplayDivergence",
+    "ReplayReport",
     "ResultTimeoutError",
     "Retry",
     "RoutingError",

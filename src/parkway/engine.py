@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from parkway import flows, limits
 from parkway.client.intake import IntakeOperations
 from parkway.client.people import PeopleOperations
+from parkway.client.repairs import RepairOperations
 from parkway.client.runs import RunOperations
 from parkway.client.schedules import ScheduleOperations
 from parkway.clock import Clock, SystemClock
@@ -48,7 +49,9 @@ DEFAULT_URL = "sqlite:///parkway.db"
 _ENGINE_RETENTION: Any = object()
 
 
-class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperations):
+class Engine(
+    RunOperations, IntakeOperations, ScheduleOperations, PeopleOperations, RepairOperations
+):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
 
     Args:
@@ -470,7 +473,8 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the store (creating or migrating its schema) and start the worker."""
+        """Open the store (creating or migrating its schema) and start the worker, which
+        first retries the held runs of the workflows this engine registers."""
         if self._open:
             return
         if self.url != self._store_url:  # the url was set before opening (CLI --url)
@@ -490,6 +494,7 @@ class Engine(RunOperations, IntakeOperations, ScheduleOperations, PeopleOperatio
             self._worker = Worker(self._rt)
             self._rt.worker = self._worker
             self._worker.start()
+            await self._worker.retry_held()
 
     async def close(self, *, grace: float = 30.0) -> None:
         """Stop the worker gracefully (in-flight runs finish or are released), close the store."""

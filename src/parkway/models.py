@@ -65,6 +65,9 @@ class RunStatus(enum.StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     PARKED = "parked"
+    # Its code no longer replays its journal: no worker advances it until a retry
+    # (or a worker that opens with the workflow) finds that it replays again.
+    HELD = "held"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -149,6 +152,9 @@ class RunInfo(_Subscriptable):
     datetime or ``None``). A step waiting to be retried is ``{"kind": "retry",
     "name": step, "attempt": n, "max_attempts": m, "at": when, "error": {...}}``
     (``n``: the attempt it will make next; ``error``: the last attempt's).
+
+    ``forked_from``: for a run made by ``engine.fork``, ``{"run_id": source, "at":
+    entries copied}``; else ``None``.
     """
 
     id: str
@@ -166,6 +172,7 @@ class RunInfo(_Subscriptable):
     values: dict[str, Any] = field(default_factory=dict)
     paused: bool = False
     waiting: list[dict[str, Any]] = field(default_factory=list)
+    forked_from: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -406,6 +413,54 @@ def _encodable(text: str) -> str:
     if _SURROGATES.search(text) is None:
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Unset(enum.Enum):
+    """An argument not given, where ``None`` is a value: ``engine.fork(run_id,
+    input=UNSET)`` keeps the source's input, ``input=None`` makes it ``None``."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset.UNSET
+"""An argument not given, where ``None`` is a value (``engine.fork``'s ``input``)."""
+
+
+@dataclass(frozen=True)
+class ReplayDivergence(_Subscriptable):
+    """A run whose journal the registered code no longer replays.
+
+    ``position``: the journal position where the code went elsewhere; ``expected``:
+    what the journal holds there; ``got``: what the code did instead.
+    """
+
+    run_id: str
+    workflow: str
+    version: str
+    position: int
+    expected: str
+    got: str
+
+
+@dataclass(frozen=True)
+class ReplayReport(_Subscriptable):
+    """What ``engine.check_replay`` found: how many runs it replayed (``checked``)
+    and those whose code diverged from their journal (``diverged``)."""
+
+    checked: int
+    diverged: list[ReplayDivergence] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every run checked replays."""
+        return not self.diverged
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-friendly data."""
+        return {"checked": self.checked, "diverged": [d.to_dict() for d in self.diverged]}
 
 
 def error_dict(exc: BaseException, *, with_traceback: bool = False) -> dict[str, Any]:

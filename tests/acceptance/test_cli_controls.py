@@ -114,7 +114,8 @@ def test_bulk_cancel_and_retry_with_filters(app: Path) -> None:
     failed(parkway("cancel", "--before", "yesterday", "--app", APP, cwd=app),
            "not an ISO 8601 time")  # fmt: skip
     failed(
-        parkway("retry", "--status", "parked", "--app", APP, cwd=app), "'parked' is not 'failed'"
+        parkway("retry", "--status", "parked", "--app", APP, cwd=app),
+        "'parked' is not one of 'failed', 'held'",
     )
     assert ok_json(parkway("cancel", "--before", "2000-01-01", "--app", APP, cwd=app)) == {
         "cancelled": 0

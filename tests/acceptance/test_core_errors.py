@@ -360,9 +360,11 @@ async def test_held_run_resumes_once_the_code_replays_again(engine: Engine) -> N
     with pytest.raises(NonDeterminismError):
         await h.result(timeout=5)
 
-    order.reverse()  # the fix is deployed; the next input replays the run again
-    await h.signal("go", 2)
+    await h.signal("go", 2)  # kept while it is held
     await engine.idle()
+    assert (await h.info()).status is RunStatus.HELD
+    order.reverse()  # the fix is deployed; a retry replays the run again
+    await h.retry()
     # Held, not corrupted: the signal sent while held was kept.
     assert await h.result(timeout=5) == [1, 2]
     info = await h.info()

@@ -67,6 +67,8 @@ EXPECTED_ALL = {
     "PublishResult",
     "RateLimit",
     "ResultTimeoutError",
+    "ReplayDivergence",
+    "ReplayReport",
     "Retry",
     "RoutingError",
     "RunCancelledError",
@@ -96,6 +98,7 @@ EXPECTED_ALL = {
     "__version__",
     "default_node_models",
     "step_context",
+    "UNSET",
 }
 
 # Plain values: they cannot carry a docstring of their own.
@@ -181,15 +184,17 @@ def test_run_status_values() -> None:
         "pending",
         "running",
         "parked",
+        "held",
         "completed",
         "failed",
         "cancelled",
     }
     assert RunStatus.PARKED == "parked"
+    assert RunStatus.HELD == "held" and not RunStatus.HELD.is_terminal
 
 
 def test_testing_module_exports_manual_clock() -> None:
-    assert parkway.testing.__all__ == ["ManualClock"]
+    assert parkway.testing.__all__ == ["ManualClock", "check_replay"]
     clock_cls = parkway.testing.ManualClock
     assert (clock_cls.__doc__ or "").strip()
     assert (clock_cls.advance.__doc__ or "").strip()

@@ -81,7 +81,7 @@ def _info(info: RunInfo) -> dict[str, Any]:
 
 @cli.command()
 @click.argument("run_id", metavar="[RUN]", required=False)
-@_filters(["pending", "running", "parked"])
+@_filters(["pending", "running", "parked", "held"])
 @click.option("--app", type=APP, help=_APP_HELP)
 @click.pass_context
 def cancel(
@@ -112,7 +112,7 @@ def cancel(
 
 @cli.command()
 @click.argument("run_id", metavar="[RUN]", required=False)
-@_filters(["failed"])
+@_filters(["failed", "held"])
 @click.option("--app", type=APP, help=_APP_HELP)
 @click.pass_context
 def retry(
@@ -126,8 +126,9 @@ def retry(
     app: Engine | None,
 ) -> None:
     """Retry failed run RUN from its last committed step (the failed step runs again),
-    or every failed run the filters select; print the run, or how many were retried.
-    A worker with the (fixed) workflow runs them."""
+    or held run RUN where it was, or every failed or held run the filters select;
+    print the run, or how many were retried. A worker with the (fixed) workflow
+    runs them."""
     filters: dict[str, Any] = dict(
         workflow=workflow, status=status, subject=subject, created_before=before
     )

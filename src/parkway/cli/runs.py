@@ -19,7 +19,7 @@ from parkway.cli.common import (
 from parkway.cli.group import cli
 from parkway.engine import Engine
 from parkway.errors import ParkwayError, UnknownWorkflowError
-from parkway.models import RunInfo
+from parkway.models import RunInfo, RunStatus
 
 
 @cli.command()
@@ -168,8 +168,9 @@ def runs(
     as_json: bool,
     app: Engine | None,
 ) -> None:
-    """List runs, newest first: a table (WAITING FOR: what a parked run waits for),
-    or JSON with --json."""
+    """List runs, newest first: a table (WAITING FOR: what a parked run waits for; a
+    held run, whose code no longer replays its journal, waits for a fix), or JSON
+    with --json."""
 
     async def action(engine: Engine) -> Any:
         found = await engine.list_runs(
@@ -177,7 +178,7 @@ def runs(
         )
         if as_json:
             return [r.to_dict() for r in found]
-        return [_row(info, waiting_for(info.waiting)) for info in found]
+        return [_row(info, _waits(info)) for info in found]
 
     def show(rows: Any) -> None:
         if as_json:
@@ -202,6 +203,14 @@ def waiting_for(waits: list[dict[str, Any]]) -> str:
         else:
             parts.append(f"{wait['kind']} {wait['name']!r}")
     return ", ".join(parts)
+
+
+def _waits(info: RunInfo) -> str:
+    """The WAITING FOR column: what the run waits for; a held run waits for a fix (where
+    its code left its journal)."""
+    if info.status is RunStatus.HELD and info.error is not None:
+        return f"a fix: {info.error.message}"
+    return waiting_for(info.waiting)
 
 
 def _row(info: RunInfo, waits: str) -> list[str]:

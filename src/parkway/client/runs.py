@@ -389,12 +389,17 @@ class RunOperations(Facade):
         again with fresh attempts (deploy the fix first), and the steps before it
         are replayed from the journal, not run again.
 
+        A held run (status ``held``: its code no longer replayed its journal) is
+        due again where it was, with the inputs sent to it meanwhile: a worker
+        replays it with the code it has now, and it goes on if that replays its
+        journal (else it is held again).
+
         A parent that already saw the run fail, and a message key that an ended
         message-started run handed on, are not taken back.
 
         Raises:
             RunNotFoundError: No run has that id.
-            RunStateError: The run has not failed.
+            RunStateError: The run has neither failed nor is held.
         """
         self._require_open()
         run_id = limits.reference(run_id)
@@ -417,7 +422,8 @@ class RunOperations(Facade):
 
         Args:
             workflow: Runs of this workflow only.
-            status: Runs in this status only (``pending``, ``running``, ``parked``).
+            status: Runs in this status only (``pending``, ``running``, ``parked``,
+                ``held``).
             subject: Runs about this subject only.
             created_before: Runs created before this time only (a datetime, or an
                 ISO 8601 string; one without a time zone is UTC).
@@ -434,17 +440,17 @@ class RunOperations(Facade):
         subject: str | None = None,
         created_before: datetime | str | None = None,
     ) -> int:
-        """Retry every failed run the filters select, as :meth:`retry` would; the number
-        retried (in batches, as :meth:`cancel_runs`).
+        """Retry every failed or held run the filters select, as :meth:`retry` would;
+        the number retried (in batches, as :meth:`cancel_runs`).
 
         Raises:
-            InvalidArgumentError: ``status`` is given and is not ``failed``.
+            InvalidArgumentError: ``status`` is given and is neither ``failed`` nor ``held``.
         """
         self._require_open()
         filters = self._bulk_filters(workflow, status, subject, created_before)
-        if filters.status not in (None, RunStatus.FAILED.value):
+        if filters.status not in (None, *controls.RETRYABLE):
             raise InvalidArgumentError(
-                f"retry_runs retries failed runs; status {shown(filters.status)} has none",
+                f"retry_runs retries failed and held runs; status {shown(filters.status)} has none",
                 field="status",
             )
         return await controls.retry_runs(self._rt, filters)

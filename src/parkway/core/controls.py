@@ -1,5 +1,5 @@
-"""Operator controls: pausing and resuming a run, retrying a failed one, and doing
-either (or a cancel) to every run a filter selects, in bounded batches.
+"""Operator controls: pausing and resuming a run, retrying a failed or held one, and
+doing either (or a cancel) to every run a filter selects, in bounded batches.
 
 A pause is a flag on the run's row (``RunRecord.paused``) beside its status, so a
 paused parked run still shows what it waits for. No claim leases a paused run,
@@ -7,7 +7,10 @@ on any backend or process; what reaches it meanwhile (signals, events, messages,
 timers, updates) is stored as for any run, as tasks that wait, and is acted on
 after the resume. A retry takes the failed run back to its last committed step:
 the journal entries of the step that failed go, so that step runs again with
-fresh attempts, and everything before it is replayed from the journal.
+fresh attempts, and everything before it is replayed from the journal. A retry
+of a held run (its code no longer replayed its journal) changes no journal: the
+run is due again, with the inputs that reached it while held, and a worker
+replays it with the code it has now (held again if that still diverges).
 
 Both write the run's row (and a retry its journal) outside any advance of it,
 so both clear ``advanced_by``: no worker's cached machine of the run is used
@@ -33,6 +36,9 @@ BULK_BATCH = 500
 
 FAILED = RunStatus.FAILED.value
 RETRIED = frozenset({"step", "compensation"})
+HELD = RunStatus.HELD.value
+# The statuses a retry takes a run out of.
+RETRYABLE = (FAILED, HELD)
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,11 @@ def _outermost(branch: str) -> str:
 
 
 async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
-    """Retry the failed ``run`` in ``tx``: its failed step goes, it is running and due."""
+    """Retry the failed or held ``run`` in ``tx``: a failed run's failed step goes; it
+    is running and due."""
+    if run.status == HELD:
+        await _retry_held(tx, run, now)
+        return
     journal = await tx.journal(run.id)
     kept = retried_journal(journal)
     if len(kept) != len(journal):
@@ -149,18 +159,33 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
     await cancel_on.register(rt.registry, tx, run, now)
 
 
+async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
+    """The held ``run`` is due again, as it was (its journal, its subscriptions and the
+    tasks its inputs left are all still there): replayed by whichever worker claims
+    it, with the code that worker has."""
+    changes = {
+        "status": RunStatus.RUNNING.value, "error": None, "updated_at": now,
+        "advanced_by": None, "paused": False,
+    }  # fmt: skip
+    await tx.update_run(run.id, changes)
+    await tx.add_tasks([NewTask(run.id, now, "wake")])
+
+
 async def retry(rt: Runtime, run_id: str) -> RunRecord:
-    """Retry a failed run from its last committed step (see :func:`retried_journal`).
+    """Retry a failed run from its last committed step (see :func:`retried_journal`),
+    or a held run where it was.
 
     Raises:
         RunNotFoundError: No run has that id.
-        RunStateError: The run has not failed.
+        RunStateError: The run has neither failed nor is held.
     """
     now = rt.now()
     async with rt.store.transaction() as tx:
         run = await _locked(tx, run_id)
-        if run.status != FAILED:
-            raise RunStateError(run_id, run.status, "retry", "only a failed run can be retried")
+        if run.status not in RETRYABLE:
+            raise RunStateError(
+                run_id, run.status, "retry", "only a failed run (or a held one) can be retried"
+            )
         await _retry_in(rt, tx, run, now)
     rt.results.forget(run_id)
     rt.after_commit()
@@ -217,11 +242,32 @@ async def cancel_runs(rt: Runtime, filters: Filters) -> int:
 
 
 async def retry_runs(rt: Runtime, filters: Filters) -> int:
-    """Retry every failed run ``filters`` select; the number retried."""
+    """Retry every failed or held run ``filters`` select; the number retried."""
 
     async def act(tx: Tx, run: RunRecord, now: float) -> bool:
         await _retry_in(rt, tx, run, now)
         rt.results.forget(run.id)
         return True
 
-    return await _in_batches(rt, [FAILED], filters, act)
+    return await _in_batches(rt, list(RETRYABLE), filters, act)
+
+
+async def retry_held(rt: Runtime) -> int:
+    """Retry the held runs this process's registry has the code of (their workflow
+    at their version), in batches; the number retried.
+
+    A worker that opens does this: a deploy with fixed code frees the runs the old
+    code held, and a run whose code still diverges is held again by its advance.
+    """
+
+    async def act(tx: Tx, run: RunRecord, now: float) -> bool:
+        if rt.registry.get(run.workflow, run.version) is None:
+            return False  # (a worker that has its version will retry it)
+        await _retry_in(rt, tx, run, now)
+        rt.results.forget(run.id)
+        return True
+
+    count = 0
+    for name in rt.registry.names(internal=True):
+        count += await _in_batches(rt, [HELD], Filters(workflow=name), act)
+    return count

@@ -163,9 +163,17 @@ class StoreGauges(Collector):
         )
         for workflow, count in sorted(stats.parked.items()):
             parked.add_metric([workflow], count)
+        # Runs by status, of the statuses an operator must see at once: a held run's
+        # code no longer replays its journal (it waits for a fix and a retry).
+        runs = GaugeMetricFamily(
+            "parkway_runs", "Runs parked or held now, by status.", labels=["status"]
+        )
+        runs.add_metric(["parked"], sum(stats.parked.values()))
+        runs.add_metric(["held"], sum(stats.held.values()))
         oldest = stats.oldest_due_at
         return [
             parked,
+            runs,
             GaugeMetricFamily(
                 "parkway_tasks_due", "Tasks due now and not yet taken (the backlog).", stats.due
             ),

@@ -300,7 +300,10 @@ def info(
         # (A run that ended while paused, its advance in flight then, is not paused.)
         paused=bool(run.paused) and run.status not in ENDED,
         waiting=waits or [],
-    )
+        forked_from=None if run.forked_from is None else {
+            "run_id": run.forked_from, "at": run.forked_at,
+        },
+    )  # fmt: skip
 
 
 async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:

@@ -408,6 +408,14 @@ class WaitOut(_Response):
     error: ErrorInfoOut | None = Field(default=None, description="A retry: the last failure.")
 
 
+class ForkedFromOut(_Response):
+    """Where a forked run came from: the source run and how many of its journal
+    entries the fork started with."""
+
+    run_id: str
+    at: int
+
+
 class RunInfoOut(_Response):
     """A snapshot of one run."""
 
@@ -430,6 +438,9 @@ class RunInfoOut(_Response):
     waiting: list[WaitOut] = Field(
         default_factory=list,
         description="What the run waits for now, one item per wait (empty: nothing).",
+    )
+    forked_from: ForkedFromOut | None = Field(
+        default=None, description="The run it was forked from (engine.fork), else null."
     )
 
 

@@ -51,7 +51,7 @@ from parkway.store.streams import StreamTx
 RUN_MUTABLE = frozenset(
     {
         "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
-        "advanced_by", "paused",
+        "advanced_by", "paused", "forked_from", "forked_at",
     }
 )  # fmt: skip
 
@@ -122,7 +122,8 @@ class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, Protocol):
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
         """Lease the run to ``owner``, as a claim would, if no one holds its lease, it
-        has not ended and it is not paused: the worker of the process that gives a run a task can
+        has not ended and it is neither paused nor held: the worker of the process that gives
+        a run a task can
         then advance it without a claim. What it needs (its tasks due at ``now``,
         this transaction's among them) comes with the lease.
         """
@@ -428,7 +429,8 @@ class Store(Protocol):
         self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
     ) -> list[str]:
         """Lease up to ``limit`` runs that have a task due at ``now``, no live lease and
-        are not paused (``RunRecord.paused``).
+        are neither paused (``RunRecord.paused``) nor held (status ``held``: their
+        inputs wait, as tasks, for a retry).
 
         A store with the ``"push"`` capability leases fewer than ``limit`` only
         when no other run is claimable: its worker does not claim again until
@@ -460,8 +462,9 @@ class Store(Protocol):
         ...
 
     async def has_due(self, now: float) -> bool:
-        """Whether any task is due at ``now`` for a run that exists and is not paused
-        (a paused run's inputs wait for its resume; a deleted run's are no one's)."""
+        """Whether any task is due at ``now`` for a run that exists and is neither paused
+        nor held (a paused run's inputs wait for its resume, a held run's for its retry;
+        a deleted run's are no one's)."""
         ...
 
     async def stats(self, now: float) -> StoreStats:

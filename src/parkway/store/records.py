@@ -38,6 +38,10 @@ class RunRecord:
     # Set by ``engine.pause``: no claim leases the run (its inputs wait as tasks)
     # until ``engine.resume`` clears it.
     paused: bool = False
+    # Set by ``engine.fork`` on the run it makes: the run it was forked from, and how
+    # many of that run's journal entries it started with.
+    forked_from: str | None = None
+    forked_at: int | None = None
 
 
 @dataclass
@@ -311,7 +315,8 @@ class EventDelivery:
 class StoreStats:
     """What :meth:`Store.stats` read: the gauges an operator watches.
 
-    ``parked``: parked runs, by workflow. ``due``: tasks due now and not yet
+    ``parked``: parked runs, by workflow (``held``: held runs, whose code no longer
+    replays their journal). ``due``: tasks due now and not yet
     done (the backlog; a paused run's are left out), the oldest due at
     ``oldest_due_at`` (``None``: none is due). ``dead_letters``: messages that
     expired unconsumed. ``takeovers``: runs
@@ -325,6 +330,7 @@ class StoreStats:
     oldest_due_at: float | None
     dead_letters: int
     takeovers: int = 0
+    held: dict[str, int] = field(default_factory=dict)
 
 
 # The kind of a task that carries a message to the run waiting for it: its own,
@@ -336,7 +342,9 @@ MESSAGE_TASK = "message"
 ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
 
 # Statuses of a run that has not ended.
-ACTIVE = frozenset({RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value})
+ACTIVE = frozenset(
+    {RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value, RunStatus.HELD.value}
+)
 
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.

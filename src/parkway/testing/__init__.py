@@ -1,4 +1,5 @@
-"""Helpers for testing your own workflows: a clock you move by hand.
+"""Helpers for testing your own workflows: a clock you move by hand, and a check of
+your code against a run exported from production.
 
 Example::
 
@@ -7,16 +8,55 @@ Example::
         handle = await engine.start("reminder")
         await clock.advance("1d")      # the run's one-day sleep fires now
         assert await handle.result(timeout=5) == "reminded"
+
+    # A run exported with `parkway export RUN > run.json`, replayed by the code:
+    check_replay(engine, json.loads(Path("run.json").read_text()))
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from parkway.clock import ClockUser
+from parkway.core import repairs
 from parkway.durations import Duration, to_seconds
 
-__all__ = ["ManualClock"]
+if TYPE_CHECKING:
+    from parkway.engine import Engine
+
+__all__ = ["ManualClock", "check_replay"]
+
+
+class Replayed:
+    """What :func:`check_replay` returns when the run replays: nothing to look at, but
+    it may be awaited (``await check_replay(...)`` reads as well in an async test)."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return None
+        yield  # (a generator: awaiting it finishes at once)
+
+
+def check_replay(engine: Engine, exported: Mapping[str, Any]) -> Replayed:
+    """Replay one exported run (``engine.export_run``, ``parkway export RUN``) against
+    the code ``engine`` registers: its workflow at the run's version (else the latest
+    one). Nothing runs but the workflow's own code up to the end of the journal;
+    the engine need not be open, and no store is used.
+
+    Raises:
+        NonDeterminismError: The code no longer replays the run's journal (its
+            ``position``, ``expected`` and ``got`` say where and how).
+        UnknownWorkflowError: The engine does not register the run's workflow.
+        InvalidArgumentError: ``exported`` is not an exported run.
+    """
+    run, journal = repairs.imported(exported)
+    rt = engine._rt  # (the engine's runtime: its registry, clock and settings)
+    wf = rt.registry.get(run.workflow, run.version) or rt.registry.latest(run.workflow)
+    held = repairs.divergence(rt, wf, run, journal)
+    if held is not None:
+        raise held
+    return Replayed()
 
 
 class ManualClock:

@@ -461,7 +461,11 @@ class Advancer:
             "updated_at": now, "advanced_by": self.owner if keep else None, **(pin or {}),
         }  # fmt: skip
         status = outcome.status
-        if status == "held":
+        held = status == RunStatus.HELD.value
+        if held:
+            # Held unchanged: its journal, and every task it was given (the inputs sent
+            # to it, which no claim takes while it is held), wait for a retry.
+            changes["status"] = status
             changes["error"] = _json.dumps(outcome.error)
         elif status == "continued":
             changes.update(
@@ -489,6 +493,10 @@ class Advancer:
 
         async def job(tx: Tx) -> None:
             await tx.update_leased(run.id, changes, owner=self.owner)
+            if held:
+                if evicted:
+                    await tx.drop_cache_marks(evicted, self.owner)
+                return
             consumed = frozenset(writes.consumed_tasks)
             await apply_writes(rt, tx, writes, ending=status in ENDED)
             claimed = frozenset(t.id for t in tasks)
@@ -526,7 +534,7 @@ class Advancer:
         ) else ""  # fmt: skip
         await self._committed(run, rt.telemetry.bind(job), order=order)
         rt.telemetry.committed(run, outcome, machine)
-        if status in ENDED or status == "held":
+        if status in ENDED or held:
             final: dict[str, Any] = {k: v for k, v in changes.items() if k in _RUN_FIELDS}
             rt.results.notify(run.id, dataclasses.replace(run, **final))
         elif writes.tells_callers:  # a value set, an update answered: wake their callers

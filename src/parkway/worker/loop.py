@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-from parkway.core import schedules
+from parkway.core import controls, schedules
 from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
@@ -115,6 +115,19 @@ class Worker:
         schedules.started(self.rt)  # (ticks from now on are on time; earlier ones caught up)
         self._loop_task = asyncio.create_task(self._loop(), name=f"parkway-worker-{self.owner}")
         self._beat_task = asyncio.create_task(self._heartbeat(), name="parkway-heartbeat")
+
+    async def retry_held(self) -> None:
+        """Retry the held runs of the workflows this worker registers: opened with
+        fixed code, it frees the runs the old code held (in batches; the claim loop
+        takes them as they become due). The engine awaits it as it opens, so that a
+        held run's ``result()`` asked after the open waits for the retried run."""
+        try:
+            retried = await controls.retry_held(self.rt)
+        except Exception:  # the store is down: a later open, or engine.retry, will do it
+            log.warning("could not retry the held runs", exc_info=True)
+            return
+        if retried:
+            log.info("retried %d held run(s) with the code this worker has", retried)
 
     def poke(self) -> None:
         """Something was committed in this process: look for work now."""

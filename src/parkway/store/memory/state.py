@@ -101,3 +101,9 @@ def _restore(book: dict[int, JournalEntry], pos: int, previous: JournalEntry | N
             book[pos] = previous
 
     return undo
+
+
+def claimable(run: RunRecord, kind: str = "") -> bool:
+    """Whether a claim (for a task of ``kind``) or a lease may take ``run``: a paused
+    run waits for its resume (but for its deadline), a held one for its retry."""
+    return run.status != "held" and (not run.paused or kind == "deadline")

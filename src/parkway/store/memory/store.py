@@ -13,7 +13,7 @@ from parkway.store.base import (
     StoreStats,
     load_in_transaction,
 )
-from parkway.store.memory.state import _State
+from parkway.store.memory.state import _State, claimable
 from parkway.store.memory.tx import MemoryTx
 
 
@@ -60,7 +60,7 @@ class MemoryStore:
                 run = state.runs.get(task.run_id)
                 if run is None or task.run_id in claimed:
                     continue
-                if run.paused and task.kind != "deadline":  # (paused: only for its deadline)
+                if not claimable(run, task.kind):  # (paused: only for its deadline)
                     continue
                 if run.lease_owner is not None:
                     if (run.lease_until or 0) >= wall_now:
@@ -108,17 +108,13 @@ class MemoryStore:
             return False
         head = tasks[heap[0][1]]
         first = runs.get(head.run_id)
-        if first is not None and (not first.paused or head.kind == "deadline"):
+        if first is not None and claimable(first, head.kind):
             return True
         # The first due task's run is paused (or gone): look further, the slow way
         # (only while some paused run has due tasks).
         for task in tasks.values():
             run = runs.get(task.run_id)
-            if (
-                task.due_at <= now
-                and run is not None
-                and (not run.paused or task.kind == "deadline")
-            ):
+            if task.due_at <= now and run is not None and claimable(run, task.kind):
                 return True
         return False
 
@@ -133,7 +129,13 @@ class MemoryStore:
             )
             due = [
                 t.due_at for t in state.tasks.values()
-                if t.due_at <= now and t.run_id in state.runs and not state.runs[t.run_id].paused
+                if t.due_at <= now and t.run_id in state.runs and claimable(state.runs[t.run_id])
             ]  # fmt: skip
             dead = sum(1 for m in state.messages.values() if m.status == "expired")
-            return StoreStats(dict(parked), len(due), min(due, default=None), dead, state.takeovers)
+            held = collections.Counter(
+                r.workflow for r in state.runs.values() if r.status == "held"
+            )
+            return StoreStats(
+                dict(parked), len(due), min(due, default=None), dead, state.takeovers,
+                held=dict(held),
+            )  # fmt: skip

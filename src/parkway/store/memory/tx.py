@@ -28,7 +28,7 @@ from parkway.store.base import (
 from parkway.store.memory.flow import _FlowControl
 from parkway.store.memory.people import MemoryPeople
 from parkway.store.memory.schedules import MemorySchedules
-from parkway.store.memory.state import _copy, _internal, _restore, _State
+from parkway.store.memory.state import _copy, _internal, _restore, _State, claimable
 from parkway.store.memory.streams import _Streams
 from parkway.store.memory.values import _ValuesAndUpdates
 
@@ -88,7 +88,7 @@ class MemoryTx(
         self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
     ) -> Lease:
         run = self._s.runs.get(run_id)
-        if run is None or run.status in ENDED or run.paused:
+        if run is None or run.status in ENDED or not claimable(run):
             return Lease(run_id, taken=False)
         if run.lease_owner is not None and (run.lease_until or 0) >= wall_now:
             return Lease(run_id, taken=False)

@@ -66,19 +66,19 @@ SELECT pg_advisory_xact_lock_shared(%s)
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM parkway.runs WHERE id = %s
 
 -- name: get_run_locked
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM parkway.runs WHERE id = %s FOR NO KEY UPDATE
 
 -- name: list_runs
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM parkway.runs
 
 -- name: runs_search
@@ -110,7 +110,7 @@ ORDER BY workflow, status
 -- the first); internal runs (parkway.*) only by their own name.
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM parkway.runs
 WHERE status = ANY(%(statuses)s::text[])
   AND (CASE WHEN %(workflow)s::text IS NULL THEN workflow NOT LIKE 'parkway.%%'
@@ -355,6 +355,7 @@ WITH due AS (
     FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
     WHERE t.due_at <= %(now)s AND (r.lease_owner IS NULL OR r.lease_until < %(wall)s)
       AND (NOT r.paused OR t.kind = 'deadline')  -- (paused: only for its deadline)
+      AND r.status <> 'held'  -- (held: for its retry)
     ORDER BY t.due_at, t.id
     LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
@@ -384,30 +385,32 @@ WITH due AS (
         status = CASE status WHEN 'pending' THEN 'running' ELSE status END
     WHERE id = coalesce(%(run)s::text, current_setting('parkway.delivered', true))
       AND (lease_owner IS NULL OR lease_until < %(wall)s)
-      AND status NOT IN ('completed', 'failed', 'cancelled') AND NOT paused
+      AND status NOT IN ('held', 'completed', 'failed', 'cancelled') AND NOT paused
     RETURNING id, workflow, version, status, input, output, error, domain, subject,
               parent_id, trigger, generation, created_at, updated_at, lease_owner,
               lease_until, advanced_by
 )
 
 -- name: stats_parked
--- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the
--- next workflow name after the last, then the count of its parked runs; so the
--- read grows with the workflows and their parked runs, not with all the runs.
+-- Parked and held runs by workflow, in steps along runs_by_workflow (workflow,
+-- status): the next workflow name after the last, then the counts of its parked
+-- and held runs; so the read grows with the workflows and those runs, not with
+-- all the runs.
 WITH RECURSIVE names(name) AS (
     SELECT min(workflow) FROM parkway.runs
     UNION ALL
     SELECT (SELECT min(workflow) FROM parkway.runs WHERE workflow > names.name)
     FROM names WHERE names.name IS NOT NULL
 )
-SELECT name, (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND status = 'parked')
+SELECT name, (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND status = 'parked'),
+       (SELECT count(*) FROM parkway.runs WHERE workflow = names.name AND status = 'held')
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
 -- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
--- but a paused run's (they wait for its resume, not for a worker).
+-- but a paused or held run's (they wait for its resume or retry, not for a worker).
 SELECT count(*), min(t.due_at) FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
-WHERE t.due_at <= %s AND NOT r.paused
+WHERE t.due_at <= %s AND NOT r.paused AND r.status <> 'held'
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.
@@ -507,10 +510,11 @@ SELECT min(due_at) FROM parkway.tasks
 SELECT min(due_at) FROM parkway.tasks WHERE due_at > %s
 
 -- name: has_due
--- (A paused run's tasks wait for its resume: they are not due work; but its deadline.)
+-- (A paused run's tasks wait for its resume, but its deadline; a held run's for its
+-- retry: they are not due work.)
 SELECT EXISTS (
     SELECT 1 FROM parkway.tasks AS t JOIN parkway.runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= %s AND (NOT r.paused OR t.kind = 'deadline')
+    WHERE t.due_at <= %s AND (NOT r.paused OR t.kind = 'deadline') AND r.status <> 'held'
 )
 
 -- == events ==

@@ -230,12 +230,14 @@ class PostgresStore(Connections):
             [(Q["stats_parked"], ()), (Q["stats_due"], (now,)), (Q["stats_dead_letters"], ())]
         )
         count, oldest = (due.rows or [(0, None)])[0]
+        by_workflow = parked.rows or []
         return StoreStats(
-            {str(name): int(n) for name, n in parked.rows or [] if n},
+            {str(name): int(n) for name, n, _ in by_workflow if n},
             int(count),
             None if oldest is None else float(oldest),
             int((dead.rows or [(0,)])[0][0]),
             self._takeovers,
+            held={str(name): int(n) for name, _, n in by_workflow if n},
         )
 
     async def has_due(self, now: float) -> bool:

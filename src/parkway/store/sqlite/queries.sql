@@ -5,14 +5,14 @@
 -- name: get_run
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM runs WHERE id = ?
 
 -- name: list_runs
 -- Completed by statements.listing: the filters given, the order and the limit.
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM runs
 
 -- name: runs_search
@@ -44,7 +44,7 @@ ORDER BY workflow, status
 -- ?5 (NULL: from the first); internal runs (parkway.*) only by their own name.
 SELECT id, workflow, version, status, input, output, error, domain, subject, parent_id,
        trigger, generation, created_at, updated_at, lease_owner, lease_until, advanced_by,
-       paused
+       paused, forked_from, forked_at
 FROM runs
 WHERE status IN (SELECT value FROM json_each(?1))
   AND (CASE WHEN ?2 IS NULL THEN workflow NOT LIKE 'parkway.%' ELSE workflow = ?2 END)
@@ -142,7 +142,7 @@ UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
     WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4)
-      AND (r.paused = 0 OR t.kind = 'deadline')
+      AND (r.paused = 0 OR t.kind = 'deadline') AND r.status <> 'held'
     ORDER BY t.due_at, t.id LIMIT ?5)
 
 -- name: claim_started
@@ -171,7 +171,7 @@ WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, id
 -- Returns the run's row (statements.LEASE): what the lease hands over starts from it.
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id = ?3 AND (lease_owner IS NULL OR lease_until < ?4)
-  AND status NOT IN ('pending', 'completed', 'failed', 'cancelled') AND paused = 0
+  AND status NOT IN ('pending', 'held', 'completed', 'failed', 'cancelled') AND paused = 0
 
 -- name: lease_pending_run
 -- lease_run of a run not yet started (one this transaction inserted, mostly).
@@ -195,28 +195,31 @@ SELECT min(due_at) FROM tasks
 SELECT min(due_at) FROM tasks WHERE due_at > ?
 
 -- name: has_due
--- (A paused run's tasks wait for its resume: they are not due work; but its deadline.)
+-- (A paused run's tasks wait for its resume, but its deadline; a held run's for its
+-- retry: they are not due work.)
 SELECT 1 FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-WHERE t.due_at <= ? AND (r.paused = 0 OR t.kind = 'deadline') LIMIT 1
+WHERE t.due_at <= ? AND (r.paused = 0 OR t.kind = 'deadline') AND r.status <> 'held' LIMIT 1
 
 -- name: stats_parked
--- Parked runs by workflow, in steps along runs_by_workflow (workflow, status): the
--- next workflow name after the last, then the count of its parked runs; so the
--- read grows with the workflows and their parked runs, not with all the runs.
+-- Parked and held runs by workflow, in steps along runs_by_workflow (workflow,
+-- status): the next workflow name after the last, then the counts of its parked
+-- and held runs; so the read grows with the workflows and those runs, not with
+-- all the runs.
 WITH RECURSIVE names(name) AS (
     SELECT min(workflow) FROM runs
     UNION ALL
     SELECT (SELECT min(workflow) FROM runs WHERE workflow > names.name)
     FROM names WHERE names.name IS NOT NULL
 )
-SELECT name, (SELECT count(*) FROM runs WHERE workflow = names.name AND status = 'parked')
+SELECT name, (SELECT count(*) FROM runs WHERE workflow = names.name AND status = 'parked'),
+       (SELECT count(*) FROM runs WHERE workflow = names.name AND status = 'held')
 FROM names WHERE name IS NOT NULL
 
 -- name: stats_due
 -- The backlog: tasks due now, and the oldest due time among them (tasks_by_due),
--- but a paused run's (they wait for its resume, not for a worker).
+-- but a paused or held run's (they wait for its resume or retry, not for a worker).
 SELECT count(*), min(t.due_at) FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-WHERE t.due_at <= ? AND r.paused = 0
+WHERE t.due_at <= ? AND r.paused = 0 AND r.status <> 'held'
 
 -- name: stats_dead_letters
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.
@@ -314,7 +317,7 @@ DELETE FROM subscription_shapes WHERE NOT EXISTS (
 -- name: active_run
 -- The live statuses named, not the ended ones excluded: runs_by_workflow (workflow,
 -- status, domain, subject) is then three seeks, not a walk of the workflow's runs.
-SELECT id FROM runs WHERE workflow = ?1 AND status IN ('pending', 'running', 'parked')
+SELECT id FROM runs WHERE workflow = ?1 AND status IN ('pending', 'running', 'parked', 'held')
   AND domain = ?2 AND subject IS ?3 LIMIT 1
 
 -- name: message_wait

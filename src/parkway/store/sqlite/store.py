@@ -256,10 +256,12 @@ class SQLiteStore:
     async def stats(self, now: float) -> StoreStats:
         async with self._reading():
             conn = self.conn
-            parked = {name: count for name, count in conn.execute(Q["stats_parked"]) if count}
+            by_workflow = conn.execute(Q["stats_parked"]).fetchall()
             due, oldest = conn.execute(Q["stats_due"], (now,)).fetchone()
             (dead,) = conn.execute(Q["stats_dead_letters"]).fetchone()
-        return StoreStats(parked, due, oldest, dead, self._takeovers)
+        parked = {name: count for name, count, _ in by_workflow if count}
+        held = {name: count for name, _, count in by_workflow if count}
+        return StoreStats(parked, due, oldest, dead, self._takeovers, held=held)
 
     async def extend_leases(self, owner: str, run_ids: Sequence[str], lease_until: float) -> None:
         async with self.transaction():

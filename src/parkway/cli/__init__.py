@@ -11,7 +11,16 @@ from __future__ import annotations
 import click
 
 # Each module adds its commands to the group.
-from parkway.cli import controls, intake, runs, schedules, serving, tasks, tools  # noqa: F401
+from parkway.cli import (  # noqa: F401
+    controls,
+    intake,
+    repairs,
+    runs,
+    schedules,
+    serving,
+    tasks,
+    tools,
+)
 from parkway.cli.common import load_app, url_option
 from parkway.cli.group import cli
 

@@ -63,7 +63,7 @@ from parkway.http.parsing import (
     run_id_param,
 )
 from parkway.http.routes import ROUTES
-from parkway.models import CallbackResult, RunStatus, StreamItem
+from parkway.models import UNSET, CallbackResult, RunStatus, StreamItem
 from parkway.schedules import ScheduleInfo
 
 __all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
@@ -242,6 +242,21 @@ class Api:
         await read_body(request)
         self._require_open()
         return json_response((await self.engine.retry(run_id)).to_dict())
+
+    async def fork(self, request: Request) -> Response:
+        run_id = run_id_param(request)
+        data = json_value(await read_body(request), required=False)
+        try:
+            body = schemas.ForkRequest.model_validate({} if data is None else data)
+        except ValidationError as exc:
+            raise from_validation("body", exc) from None
+        self._require_open()
+        given = "input" in body.model_fields_set
+        with json_at("input"):
+            handle = await self.engine.fork(
+                run_id, at=body.at, input=body.input if given else UNSET, id=body.id
+            )
+        return json_response((await handle.info()).to_dict(), 201)
 
     async def cancel_runs(self, request: Request) -> Response:
         body = await parse_body(request, schemas.BulkRequest)
@@ -434,6 +449,7 @@ register_url_convertor("parkway_run_path", _AnyPath())
 # POST /runs/{id}/<action>, and the bulk POST /runs/<action>.
 _ACTIONS: dict[str, Handler] = {
     "cancel": Api.cancel, "pause": Api.pause, "resume": Api.resume, "retry": Api.retry,
+    "fork": Api.fork,
 }  # fmt: skip
 _BULK: dict[str, Handler] = {"cancel": Api.cancel_runs, "retry": Api.retry_runs}
 

@@ -110,8 +110,13 @@ ROUTES: list[RouteSpec] = [
               "Resume a paused run: what reached it meanwhile is acted on now",
               {200: _RUN}, errors=(404, 409), tags=("runs",)),
     RouteSpec("POST", "/runs/{id}/retry", "retry",
-              "Retry a failed run from its last committed step (the failed step runs again)",
-              {200: _RUN}, errors=(404, 409), tags=("runs",)),
+              "Retry a failed run from its last committed step (the failed step runs again), "
+              "or a held run where it was", {200: _RUN}, errors=(404, 409), tags=("runs",)),
+    RouteSpec("POST", "/runs/{id}/fork", "fork",
+              "Fork a run: a new run that replays the first entries of its journal, then "
+              "goes on with the code registered now",
+              {201: Doc("The fork.", schemas.RunInfoOut)}, body=schemas.ForkRequest,
+              errors=(404,), tags=("runs",)),
     RouteSpec("POST", "/runs/cancel", "cancel_runs",
               "Cancel every active run the filters select (in batches)",
               {200: Doc("How many runs were cancelled.", schemas.CountOut)},

@@ -248,6 +248,18 @@ class UpdateRequest(_Request):
     )
 
 
+class ForkRequest(_Request):
+    """``POST /runs/{id}/fork``: a new run from the first entries of the run's journal."""
+
+    at: StrictInt | None = Field(
+        default=None, ge=0,
+        description="How many of the run's journal entries the fork starts with (default: "
+        "those before its first failed one, or all).",
+    )  # fmt: skip
+    input: Any = Field(default=None, description="The fork's input (absent: the run's): " + PAYLOAD)
+    id: Id | None = Field(default=None, description="The fork's id (default: random).")
+
+
 class BulkRequest(_Request):
     """``POST /runs/cancel``, ``POST /runs/retry``: which runs (every filter given
     must hold). An empty filter is refused unless ``all`` is true."""

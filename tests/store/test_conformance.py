@@ -2888,3 +2888,80 @@ async def test_a_runs_end_cancels_only_its_open_tasks_and_deletion_removes_all(
         assert await tx.get_human_task("done1") is None
         assert await tx.get_callback(token_digest("t")) is None
         assert await tx.get_human_task("other") is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Held runs and forks (deploys and repairs)
+
+
+async def test_a_held_run_is_neither_claimed_nor_leased_nor_due_nor_backlog(store: Store) -> None:
+    await _runs_with_tasks(store, {"held": [NOW - 1], "free": [NOW]})
+    assert await one(store, lambda tx: tx.update_run("held", {"status": "held"}))
+    claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert claimed == ["free"]  # the held run's task is older, and stays (its input is kept)
+    await store.release_leases("w")
+    async with store.transaction() as tx:
+        lease = await tx.lease_run("held", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+    assert lease.taken is False  # (PostgreSQL: known once committed)
+    async with store.transaction() as tx:
+        free = await tx.due_tasks("free", NOW)
+        await tx.delete_tasks([t.id for t in free])
+    assert not await store.has_due(NOW)
+    stats = await store.stats(NOW)
+    assert (stats.due, stats.held, stats.parked) == (0, {"wf": 1}, {})
+    assert [t.kind for t in await one(store, lambda tx: tx.due_tasks("held", NOW))] == ["start"]
+    # A retry makes it running again: claimable, its kept task with it.
+    assert await one(store, lambda tx: tx.update_run("held", {"status": "running"}))
+    assert await store.has_due(NOW)
+    assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == [
+        "held"
+    ]
+
+
+async def test_a_held_run_is_a_live_run_of_its_subject(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("h", status="held", subject="s1"))
+        assert await tx.active_run("wf", "default", "s1") == "h"
+
+
+async def test_a_journal_is_outlined_and_copied_in_the_store(store: Store) -> None:
+    source = [
+        entry(0), entry(1, value=b'{"big": [1, 2, 3]}', branch="0.1", seq=4),
+        entry(2, "error", b'{"type": "X", "message": "m"}'), entry(3, "pending", None),
+        entry(5, deadline=NOW + 9),
+    ]  # fmt: skip
+    async with store.transaction() as tx:
+        await tx.put_journal("src", source)
+        assert await tx.journal_outline("src") == [
+            (0, "done"), (1, "done"), (2, "error"), (3, "pending"), (5, "done"),
+        ]  # fmt: skip
+        assert await tx.journal_outline("nothing") == []
+        await tx.copy_journal("src", "two", 2)
+        await tx.copy_journal("src", "all", None)
+        await tx.copy_journal("src", "none", 0)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.journal("two") == source[:2]
+        assert await tx.journal("all") == [source[0], source[1], source[2], source[4]]
+        assert await tx.journal("none") == []
+        assert await tx.journal("src") == source  # the source is left as it is
+
+
+async def test_a_fork_records_where_it_came_from(store: Store) -> None:
+    async with store.transaction() as tx:
+        await tx.insert_run(run("fork"))
+        assert await tx.update_run("fork", {"forked_from": "src", "forked_at": 3})
+        await tx.insert_run(run("plain"))
+    async with store.transaction(readonly=True) as tx:
+        got = await tx.get_run("fork")
+        plain = await tx.get_run("plain")
+        listed = await tx.list_runs(
+            workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=10
+        )
+        found = await tx.find_runs(
+            statuses=["pending"], workflow=None, subject=None, created_before=None, after=None,
+            limit=10,
+        )  # fmt: skip
+    assert got is not None and (got.forked_from, got.forked_at) == ("src", 3)
+    assert plain is not None and (plain.forked_from, plain.forked_at) == (None, None)
+    assert {r.id: r.forked_from for r in listed} == {"fork": "src", "plain": None}
+    assert {r.id: r.forked_at for r in found} == {"fork": 3, "plain": None}

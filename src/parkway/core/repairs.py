@@ -247,20 +247,14 @@ def imported(exported: Any) -> tuple[RunRecord, list[JournalEntry]]:
 # -- forking -------------------------------------------------------------------------------------
 
 
-def default_at(journal: Sequence[JournalEntry]) -> int:
+def default_at(outline: Sequence[tuple[int, str]]) -> int:
     """How many entries a fork copies when not told: those before the first failed one
-    (a step or wait that raised), else all of them."""
-    for index, entry in enumerate(journal):
-        if entry.state == "error":
+    (a step or wait that raised), else all of them (``outline``: ``(pos, state)``
+    pairs in position order)."""
+    for index, (_, state) in enumerate(outline):
+        if state == "error":
             return index
-    return len(journal)
-
-
-def copied(journal: Sequence[JournalEntry], at: int) -> list[JournalEntry]:
-    """The first ``at`` entries (in position order), but the waits still pending there:
-    the fork waits again, live (its own subscriptions and timers), where the source
-    was waiting."""
-    return [entry for entry in journal[:at] if entry.state != "pending"]
+    return len(outline)
 
 
 def check_at(at: Any, entries: int) -> int:
@@ -316,8 +310,10 @@ async def _fork_in(
     source = await tx.get_run(source_id)
     if source is None:
         raise RunNotFoundError(source_id)
-    journal = sorted(await tx.journal(source_id), key=lambda e: e.pos)
-    at = default_at(journal) if at is None else check_at(at, len(journal))
+    # Only positions and states are read: the entries are copied in the store, their
+    # values never decoded (a journal of thousands of entries forks in one statement).
+    outline = await tx.journal_outline(source_id)
+    at = default_at(outline) if at is None else check_at(at, len(outline))
     existing = await tx.get_run(run_id)
     if existing is not None:
         if existing.forked_from == source_id:
@@ -334,9 +330,10 @@ async def _fork_in(
         rt, tx, source.workflow, version, run_id, data or b"null",
         domain=source.domain, subject=source.subject, trigger=source.trigger,
     )  # fmt: skip
-    prefix = copied(journal, at)
-    if prefix:
-        await tx.put_journal(run_id, prefix)
+    # The first ``at`` entries, but the waits still pending there: the fork waits again,
+    # live (its own subscriptions and timers), where the source was waiting.
+    if at:
+        await tx.copy_journal(source_id, run_id, None if at == len(outline) else outline[at][0])
     await tx.update_run(run_id, {"forked_from": source_id, "forked_at": at})
     record = await tx.get_run(run_id)
     assert record is not None  # (inserted above, in this transaction)

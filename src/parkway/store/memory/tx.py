@@ -211,6 +211,19 @@ class MemoryTx(
             book[entry.pos] = _copy(entry)
             self._undo.append(_restore(book, entry.pos, previous))
 
+    async def journal_outline(self, run_id: str) -> list[tuple[int, str]]:
+        entries = self._s.journal.get(run_id, {})
+        return [(p, entries[p].state) for p in sorted(entries)]
+
+    async def copy_journal(self, source_id: str, run_id: str, before: int | None) -> None:
+        await self.put_journal(
+            run_id,
+            [
+                e for e in await self.journal(source_id)
+                if (before is None or e.pos < before) and e.state != "pending"
+            ],
+        )  # fmt: skip
+
     async def clear_journal(self, run_id: str) -> None:
         old = self._s.journal.pop(run_id, None)
         if old is not None:

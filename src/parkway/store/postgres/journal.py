@@ -24,6 +24,15 @@ class JournalOps(RunOps):
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in await self._all(Q["journal"], (run_id,))]
 
+    async def journal_outline(self, run_id: str) -> list[tuple[int, str]]:
+        return [
+            (int(pos), str(state))
+            for pos, state in await self._all(Q["journal_outline"], (run_id,))
+        ]
+
+    async def copy_journal(self, source_id: str, run_id: str, before: int | None) -> None:
+        await self._exec(Q["copy_journal"], {"run": run_id, "source": source_id, "before": before})
+
     async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         # One statement for all; the last entry for a position wins, as on SQLite.
         latest = list({e.pos: e for e in entries}.values())

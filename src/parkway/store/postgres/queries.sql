@@ -211,6 +211,18 @@ SELECT id FROM parkway.runs WHERE workflow = %s AND domain = %s AND subject IS N
 SELECT pos, kind, name, state, value, deadline, at, branch, seq FROM parkway.journal
 WHERE run_id = %s ORDER BY pos
 
+-- name: journal_outline
+SELECT pos, state FROM parkway.journal WHERE run_id = %s ORDER BY pos
+
+-- name: copy_journal
+-- engine.fork: the source's entries below ``before`` (NULL: all) as the fork's,
+-- copied in the server, values untouched; pending waits are waited for anew.
+INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
+SELECT %(run)s::text, pos, kind, name, state, value, deadline, at, branch, seq
+FROM parkway.journal
+WHERE run_id = %(source)s::text AND (%(before)s::int4 IS NULL OR pos < %(before)s::int4)
+  AND state <> 'pending'
+
 -- name: put_journal
 INSERT INTO parkway.journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
 SELECT %s::text, * FROM unnest(%s::int4[], %s::text[], %s::text[], %s::text[], %s::bytea[],

@@ -92,6 +92,16 @@ FROM journal WHERE run_id = ? ORDER BY pos
 INSERT OR REPLACE INTO journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
+-- name: journal_outline
+SELECT pos, state FROM journal WHERE run_id = ? ORDER BY pos
+
+-- name: copy_journal
+-- engine.fork: the source's (?2) entries below position ?3 (NULL: all) as the fork's
+-- (?1), copied in the store, values untouched; pending waits are waited for anew.
+INSERT INTO journal (run_id, pos, kind, name, state, value, deadline, at, branch, seq)
+SELECT ?1, pos, kind, name, state, value, deadline, at, branch, seq FROM journal
+WHERE run_id = ?2 AND (?3 IS NULL OR pos < ?3) AND state <> 'pending'
+
 -- name: clear_journal
 DELETE FROM journal WHERE run_id = ?
 

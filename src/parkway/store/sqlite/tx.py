@@ -240,6 +240,12 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
             ],
         )
 
+    async def journal_outline(self, run_id: str) -> list[tuple[int, str]]:
+        return [(pos, state) for pos, state in self._c.execute(Q["journal_outline"], (run_id,))]
+
+    async def copy_journal(self, source_id: str, run_id: str, before: int | None) -> None:
+        self._c.execute(Q["copy_journal"], (run_id, source_id, before))
+
     async def clear_journal(self, run_id: str) -> None:
         self._c.execute(Q["clear_journal"], (run_id,))
         self._c.execute(Q["delete_run_attempts"], (run_id,))

@@ -409,6 +409,7 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
         ("POST", "/runs/{id}/pause"),
         ("POST", "/runs/{id}/resume"),
         ("POST", "/runs/{id}/retry"),
+        ("POST", "/runs/{id}/fork"),
         ("POST", "/runs/cancel"),
         ("POST", "/runs/retry"),
         ("GET", "/runs/{id}/values"),

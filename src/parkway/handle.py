@@ -84,7 +84,8 @@ class RunHandle:
         return await self._engine.resume(self.id)
 
     async def retry(self) -> RunInfo:
-        """Retry the failed run from its last committed step (see ``Engine.retry``)."""
+        """Retry the failed run from its last committed step, or the held run where it was
+        (see ``Engine.retry``)."""
         return await self._engine.retry(self.id)
 
     async def update(

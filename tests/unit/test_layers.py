@@ -40,7 +40,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("flows", ["parkway.flows"]),
     ("face", ["parkway.client", "parkway.handle", "parkway.engine", "parkway.testing"]),
     ("package", ["parkway"]),
-    ("tools", ["parkway.cli", "parkway.http", "parkway.demo", "parkway.__main__"]),
+    (
+        "tools",
+        ["parkway.cli", "parkway.http", "parkway.demo", "parkway.__main__", "parkway.integrations"],
+    ),
 ]
 
 

@@ -1,0 +1,368 @@
+"""Durable pydantic-ai agents: every model request and tool call a journaled step.
+
+Needs the ``pydantic-ai`` extra (``pip install 'parkway[pydantic-ai]'``)::
+
+    from pydantic_ai import Agent
+    from parkway.integrations.pydantic_ai import ParkwayAgent
+
+    support = ParkwayAgent(Agent("openai:gpt-5", name="support"))
+
+    @engine.workflow()
+    async def answer(ctx, question):
+        result = await support.run(ctx, question)
+        return result.output
+
+It is built on pydantic-ai's own durable-execution surface
+(:class:`pydantic_ai.durable_exec.BaseDurabilityCapability`), as its Temporal,
+DBOS and Prefect integrations are: pydantic-ai wraps the model and the leaf
+toolsets and hands each model request and each tool call to an operation
+backend; parkway's backend runs it as ``ctx.step``. The step's result is the
+operation's JSON encoding (pydantic-ai's codec: a ``ModelResponse`` as its type
+adapter dumps it), so a replay rebuilds the very response the model gave.
+
+pydantic-ai runs its graph in asyncio tasks of its own, where a workflow may not
+await ctx operations (they would not be ordered by the run's journal). So the
+agent runs in one task, beside the workflow's code, and sends each operation to
+it; the workflow runs them one at a time, in the order the agent asked, which is
+the same on every replay because every answer the agent gets comes from the
+journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from parkway.errors import InvalidArgumentError, MissingExtraError
+from parkway.models import Retry
+
+try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep inside)
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
+    from pydantic_ai.agent import AbstractAgent, AgentRunResult
+    from pydantic_ai.durable_exec import (
+        JSON_CODEC,
+        BaseDurabilityCapability,
+        DurabilityEngineSpec,
+        DurableOperationBackend,
+        DurableOperationId,
+        JournalCallableOperationBackend,
+        RoleBasedOperationConfig,
+    )
+    from pydantic_ai.messages import ModelMessage
+except ImportError as exc:
+    raise MissingExtraError(
+        "pydantic-ai", "parkway.integrations.pydantic_ai", exc.name or str(exc)
+    ) from exc
+
+__all__ = ["APPROVAL_FORM", "ParkwayAgent", "ParkwayDurability"]
+
+DepsT = TypeVar("DepsT")
+OutputT = TypeVar("OutputT")
+
+#: The form of an approval's human task: ``{"approved": true}`` lets the tool run;
+#: ``{"approved": false, "message": "..."}`` denies it, and the model reads the message.
+APPROVAL_FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean", "description": "Let the agent make this tool call?"},
+        "message": {
+            "type": "string",
+            "description": "Why not (the agent reads it when the call is denied)",
+        },
+    },
+    "required": ["approved"],
+}
+
+
+@dataclass
+class _Operation:
+    """One durable operation the agent asked for, waiting for the workflow to run it."""
+
+    name: str
+    body: Callable[[], Awaitable[object]]
+    retry: Retry | None
+    answer: asyncio.Future[object]
+
+
+class _Bridge:
+    """Carries the agent's operations from its task to the workflow's code, in order."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.operations: deque[_Operation] = deque()
+        self.task: asyncio.Future[Any] | None = None
+        self._wakeup: asyncio.Future[None] | None = None
+
+    def send(self, operation: _Operation) -> None:
+        self.operations.append(operation)
+        self.wake()
+
+    def wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def next(self) -> None:
+        """Until the agent asks for an operation, or ends."""
+        assert self.task is not None
+        while not self.operations and not self.task.done():
+            # A plain future: the workflow awaits it without journaling anything (what
+            # follows is decided by the operations' journaled results, not by this wait).
+            self._wakeup = asyncio.get_running_loop().create_future()
+            await self._wakeup
+
+
+# The bridge of the agent run in progress: set in the agent's task only (asyncio copies
+# the context into a task when it is created), so a step's own body is not "in" the run.
+_BRIDGE: contextvars.ContextVar[_Bridge | None] = contextvars.ContextVar(
+    "parkway_agent_bridge", default=None
+)
+
+
+class _ParkwayBackend(JournalCallableOperationBackend[Retry | None]):
+    """Runs each of pydantic-ai's durable operations as one ``ctx.step`` of the run."""
+
+    async def execute(
+        self,
+        *,
+        operation_id: DurableOperationId,
+        name: str,
+        body: Callable[[], Awaitable[object]],
+        cache_key: tuple[object, ...],
+        config: Retry | None,
+    ) -> object:
+        bridge = _BRIDGE.get()
+        if bridge is None:  # (in_durable_context said no: pydantic-ai calls the body itself)
+            return await body()
+        answer: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        bridge.send(_Operation(name, body, config, answer))
+        return await answer
+
+
+@dataclass(init=False, kw_only=True)
+class ParkwayDurability(BaseDurabilityCapability[Any]):
+    """pydantic-ai's durability capability for parkway (what :class:`ParkwayAgent` attaches).
+
+    Args:
+        name: The agent's name in its steps' names (``"<name>__model.request"``).
+        model_retry: The retry of model-request steps (``None``: the step default).
+        tool_retry: The retry of tool-call steps.
+    """
+
+    engine_spec = DurabilityEngineSpec(
+        engine_name="parkway",
+        durable_unit_noun="step",
+        durable_container_noun="workflow",
+        # parkway journals JSON: pydantic-ai reduces each result to JSON through its
+        # type adapters, and rebuilds it from the journal on a replay.
+        codec=JSON_CODEC,
+        wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        toolset_lifecycles={
+            "function": "enter-always",
+            "mcp": "enter-in-durable-unit",
+            "dynamic": "enter-never",
+        },
+        # The run's steps are taken one at a time, in the order the agent asks for them.
+        sequential_tools_in_durable_context=True,
+        tool_config_key="parkway",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        model_retry: Retry | None = None,
+        tool_retry: Retry | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self._model_retry = model_retry
+        self._tool_retry = tool_retry
+
+    @property
+    def in_durable_context(self) -> bool:
+        return _BRIDGE.get() is not None
+
+    def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
+        config: RoleBasedOperationConfig[Retry | None] = RoleBasedOperationConfig(
+            model=self._model_retry,
+            event=self._model_retry,
+            capability=self._tool_retry,
+            tool=self._tool_retry,
+        )
+        return _ParkwayBackend(agent_name=self.name or "agent", config=config)
+
+
+def _check_retry(value: Any, field: str) -> Retry | None:
+    if value is not None and not isinstance(value, Retry):
+        raise InvalidArgumentError(
+            f"{field} must be a parkway.Retry or None, not {type(value).__name__}", field=field
+        )
+    return value
+
+
+class ParkwayAgent(Generic[DepsT, OutputT]):
+    """A pydantic-ai agent whose model requests and tool calls are journaled steps.
+
+    Args:
+        agent: The ``pydantic_ai.Agent`` to run.
+        name: The name in its steps' names; defaults to the agent's ``name``. It
+            must stay the same across deploys while runs are in flight (a replay
+            finds each step by it).
+        model_retry: How each model request is retried (a :class:`parkway.Retry`).
+        tool_retry: How each tool call is retried.
+        stream_key: The run's stream the agent's events are written to.
+
+    Raises:
+        InvalidArgumentError: An argument is malformed, or neither ``name`` nor
+            the agent's own name is given.
+    """
+
+    def __init__(
+        self,
+        agent: AbstractAgent[DepsT, OutputT],
+        *,
+        name: str | None = None,
+        model_retry: Retry | None = None,
+        tool_retry: Retry | None = None,
+        stream_key: str = "agent",
+    ) -> None:
+        if not isinstance(agent, AbstractAgent):
+            raise InvalidArgumentError(
+                f"agent must be a pydantic_ai.Agent, not {type(agent).__name__}", field="agent"
+            )
+        name = agent.name if name is None else name
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidArgumentError(
+                "name must be a non-empty string (give ParkwayAgent(name=...) or "
+                "Agent(name=...)): it names the agent's steps in the journal",
+                field="name",
+            )
+        if not isinstance(stream_key, str) or not stream_key:
+            raise InvalidArgumentError("stream_key must be a non-empty string", field="stream_key")
+        self.agent = agent
+        self.name = name
+        self.stream_key = stream_key
+        self.durability = ParkwayDurability(
+            name=name,
+            model_retry=_check_retry(model_retry, "model_retry"),
+            tool_retry=_check_retry(tool_retry, "tool_retry"),
+        )
+
+    async def run(
+        self,
+        ctx: Any,
+        user_prompt: str | Sequence[Any] | None = None,
+        *,
+        deps: DepsT | None = None,
+        message_history: Sequence[ModelMessage] | None = None,
+    ) -> AgentRunResult[Any]:
+        """Run the agent inside a workflow, durably.
+
+        Every model request and tool call is a step of the run. A tool that needs
+        approval (``requires_approval=True``) becomes a human task named after the
+        tool (form :data:`APPROVAL_FORM`); once a person completes it, the agent
+        goes on with the call approved or denied.
+
+        Args:
+            ctx: The workflow's context.
+            user_prompt: The user's prompt.
+            deps: The agent's dependencies for this run.
+            message_history: Earlier messages of the conversation.
+
+        Returns:
+            pydantic-ai's ``AgentRunResult`` of the run (``result.output``).
+        """
+        deferred: DeferredToolResults | None = None
+        history = list(message_history) if message_history is not None else None
+        prompt = user_prompt
+        while True:
+            result = await self._run_once(ctx, prompt, deps, history, deferred)
+            requests = result.output
+            if not isinstance(requests, DeferredToolRequests) or not requests.approvals:
+                return result
+            deferred = await self._ask_approvals(ctx, requests)
+            history, prompt = result.all_messages(), None
+
+    async def _run_once(
+        self,
+        ctx: Any,
+        prompt: str | Sequence[Any] | None,
+        deps: Any,
+        history: list[ModelMessage] | None,
+        deferred: DeferredToolResults | None,
+    ) -> AgentRunResult[Any]:
+        output_type: Any = self.agent.output_type
+        if not _allows_deferred(output_type):
+            output_type = [output_type, DeferredToolRequests]
+        bridge = _Bridge(ctx)
+        token = _BRIDGE.set(bridge)
+        try:
+            bridge.task = asyncio.ensure_future(
+                self.agent.run(
+                    prompt,
+                    deps=deps,
+                    message_history=history,
+                    deferred_tool_results=deferred,
+                    output_type=output_type,
+                    # The same on every replay (ctx.uuid() is journaled).
+                    run_id=str(ctx.uuid()),
+                    capabilities=[self.durability],
+                )
+            )
+        finally:
+            _BRIDGE.reset(token)
+        bridge.task.add_done_callback(lambda _task: bridge.wake())
+        try:
+            while True:
+                await bridge.next()
+                if not bridge.operations:
+                    result: AgentRunResult[Any] = bridge.task.result()
+                    return result
+                op = bridge.operations.popleft()
+                try:
+                    value = await ctx.step(op.body, name=op.name, retry=op.retry)
+                except Exception as exc:  # the agent decides (it fails the run, as a rule)
+                    op.answer.set_exception(exc)
+                else:
+                    op.answer.set_result(value)
+        finally:
+            if not bridge.task.done():  # (the run stopped here: cancelled, or evicted)
+                bridge.task.cancel()
+
+    async def _ask_approvals(self, ctx: Any, requests: DeferredToolRequests) -> DeferredToolResults:
+        """One human task per call needing approval (all open at once); their answers."""
+        tasks = [
+            ctx.human_task(
+                call.tool_name,
+                title=f"Approve {call.tool_name}?",
+                form=APPROVAL_FORM,
+                data={
+                    "agent": self.name,
+                    "tool": call.tool_name,
+                    "args": call.args_as_dict(),
+                    "tool_call_id": call.tool_call_id,
+                },
+            )
+            for call in requests.approvals
+        ]
+        answers = await ctx.gather(*tasks)
+        approvals: dict[str, Any] = {}
+        for call, answer in zip(requests.approvals, answers, strict=True):
+            if answer.get("approved"):
+                approvals[call.tool_call_id] = True
+            else:
+                approvals[call.tool_call_id] = ToolDenied(
+                    answer.get("message") or "The tool call was denied."
+                )
+        return DeferredToolResults(approvals=approvals)
+
+
+def _allows_deferred(output_type: Any) -> bool:
+    if output_type is DeferredToolRequests:
+        return True
+    if isinstance(output_type, Sequence) and not isinstance(output_type, str):
+        return any(_allows_deferred(t) for t in output_type)
+    return False

@@ -1,0 +1,68 @@
+"""A support agent for the agent integration's tests: a scripted model, two tools.
+
+The model is pydantic-ai's ``FunctionModel`` (no network): it looks the order up,
+asks to refund it (a tool that needs approval), then answers with what the tools
+returned. Each model request and tool call appends a line to the file named by
+``AGENT_LOG`` when it is set, so a test counts what really ran (across processes).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+
+def record(line: str) -> None:
+    log = os.environ.get("AGENT_LOG")
+    if log:
+        with Path(log).open("a") as f:
+            f.write(line + "\n")
+
+
+def _returns(messages: list[ModelMessage]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    found[part.tool_name] = str(part.content)
+    return found
+
+
+def support_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    record(f"model {len(returns)}")
+    if "lookup_order" not in returns:
+        return ModelResponse(parts=[ToolCallPart("lookup_order", {"order": 42})])
+    if "refund" not in returns:
+        return ModelResponse(parts=[ToolCallPart("refund", {"order": 42, "cents": 1250})])
+    return ModelResponse(parts=[TextPart(f"{returns['lookup_order']}; {returns['refund']}")])
+
+
+def make_agent(name: str | None = "support", *, approval: bool = True) -> Agent[None, str]:
+    agent = Agent(FunctionModel(support_model), name=name)
+
+    @agent.tool_plain
+    def lookup_order(order: int) -> str:
+        """Look an order up."""
+        record(f"tool lookup_order {order}")
+        return f"order {order}: a kettle, delivered damaged"
+
+    @agent.tool_plain(requires_approval=approval)
+    def refund(order: int, cents: int) -> str:
+        """Refund an order (needs a person's approval)."""
+        record(f"tool refund {order}")
+        return f"refunded {cents} cents on order {order}"
+
+    return agent

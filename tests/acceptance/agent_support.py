@@ -9,7 +9,7 @@ returned. Each model request and tool call appends a line to the file named by
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import time
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -26,8 +26,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 def record(line: str) -> None:
     log = os.environ.get("AGENT_LOG")
     if log:
-        with Path(log).open("a") as f:
-            f.write(line + "\n")
+        # One write on an O_APPEND descriptor, then fsync: the line survives a SIGKILL.
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{line}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _returns(messages: list[ModelMessage]) -> dict[str, str]:
@@ -63,6 +68,8 @@ def make_agent(name: str | None = "support", *, approval: bool = True) -> Agent[
     def refund(order: int, cents: int) -> str:
         """Refund an order (needs a person's approval)."""
         record(f"tool refund {order}")
+        if os.environ.get("AGENT_HANG_IN_REFUND"):  # (the crash test kills the worker here)
+            time.sleep(120)
         return f"refunded {cents} cents on order {order}"
 
     return agent

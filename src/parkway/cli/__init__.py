@@ -14,6 +14,7 @@ import click
 from parkway.cli import (  # noqa: F401
     controls,
     intake,
+    mcp_server,
     repairs,
     runs,
     schedules,

@@ -21,23 +21,19 @@ operation's JSON encoding (pydantic-ai's codec: a ``ModelResponse`` as its type
 adapter dumps it), so a replay rebuilds the very response the model gave.
 
 pydantic-ai runs its graph in asyncio tasks of its own, where a workflow may not
-await ctx operations (they would not be ordered by the run's journal). So the
-agent runs in one task, beside the workflow's code, and sends each operation to
-it; the workflow runs them one at a time, in the order the agent asked, which is
-the same on every replay because every answer the agent gets comes from the
-journal.
+await ctx operations, so the agent runs beside the workflow's code and hands it
+each operation to run as a step, in the order asked (see
+``parkway.integrations._bridge``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from parkway.errors import InvalidArgumentError, MissingExtraError
+from parkway.integrations import _bridge
 from parkway.models import Retry
 
 try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep inside)
@@ -78,50 +74,6 @@ APPROVAL_FORM: dict[str, Any] = {
 }
 
 
-@dataclass
-class _Operation:
-    """One durable operation the agent asked for, waiting for the workflow to run it."""
-
-    name: str
-    body: Callable[[], Awaitable[object]]
-    retry: Retry | None
-    answer: asyncio.Future[object]
-
-
-class _Bridge:
-    """Carries the agent's operations from its task to the workflow's code, in order."""
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
-        self.operations: deque[_Operation] = deque()
-        self.task: asyncio.Future[Any] | None = None
-        self._wakeup: asyncio.Future[None] | None = None
-
-    def send(self, operation: _Operation) -> None:
-        self.operations.append(operation)
-        self.wake()
-
-    def wake(self) -> None:
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
-
-    async def next(self) -> None:
-        """Until the agent asks for an operation, or ends."""
-        assert self.task is not None
-        while not self.operations and not self.task.done():
-            # A plain future: the workflow awaits it without journaling anything (what
-            # follows is decided by the operations' journaled results, not by this wait).
-            self._wakeup = asyncio.get_running_loop().create_future()
-            await self._wakeup
-
-
-# The bridge of the agent run in progress: set in the agent's task only (asyncio copies
-# the context into a task when it is created), so a step's own body is not "in" the run.
-_BRIDGE: contextvars.ContextVar[_Bridge | None] = contextvars.ContextVar(
-    "parkway_agent_bridge", default=None
-)
-
-
 class _ParkwayBackend(JournalCallableOperationBackend[Retry | None]):
     """Runs each of pydantic-ai's durable operations as one ``ctx.step`` of the run."""
 
@@ -134,12 +86,7 @@ class _ParkwayBackend(JournalCallableOperationBackend[Retry | None]):
         cache_key: tuple[object, ...],
         config: Retry | None,
     ) -> object:
-        bridge = _BRIDGE.get()
-        if bridge is None:  # (in_durable_context said no: pydantic-ai calls the body itself)
-            return await body()
-        answer: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        bridge.send(_Operation(name, body, config, answer))
-        return await answer
+        return await _bridge.call(name, body, config)
 
 
 @dataclass(init=False, kw_only=True)
@@ -183,7 +130,7 @@ class ParkwayDurability(BaseDurabilityCapability[Any]):
 
     @property
     def in_durable_context(self) -> bool:
-        return _BRIDGE.get() is not None
+        return _bridge.in_workflow()
 
     def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
         config: RoleBasedOperationConfig[Retry | None] = RoleBasedOperationConfig(
@@ -297,40 +244,20 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
         output_type: Any = self.agent.output_type
         if not _allows_deferred(output_type):
             output_type = [output_type, DeferredToolRequests]
-        bridge = _Bridge(ctx)
-        token = _BRIDGE.set(bridge)
-        try:
-            bridge.task = asyncio.ensure_future(
-                self.agent.run(
-                    prompt,
-                    deps=deps,
-                    message_history=history,
-                    deferred_tool_results=deferred,
-                    output_type=output_type,
-                    # The same on every replay (ctx.uuid() is journaled).
-                    run_id=str(ctx.uuid()),
-                    capabilities=[self.durability],
-                )
-            )
-        finally:
-            _BRIDGE.reset(token)
-        bridge.task.add_done_callback(lambda _task: bridge.wake())
-        try:
-            while True:
-                await bridge.next()
-                if not bridge.operations:
-                    result: AgentRunResult[Any] = bridge.task.result()
-                    return result
-                op = bridge.operations.popleft()
-                try:
-                    value = await ctx.step(op.body, name=op.name, retry=op.retry)
-                except Exception as exc:  # the agent decides (it fails the run, as a rule)
-                    op.answer.set_exception(exc)
-                else:
-                    op.answer.set_result(value)
-        finally:
-            if not bridge.task.done():  # (the run stopped here: cancelled, or evicted)
-                bridge.task.cancel()
+        agent, durability = self.agent, self.durability
+        run_id = str(ctx.uuid())  # (the same on every replay: ctx.uuid() is journaled)
+        return await _bridge.drive(
+            ctx,
+            lambda: agent.run(
+                prompt,
+                deps=deps,
+                message_history=history,
+                deferred_tool_results=deferred,
+                output_type=output_type,
+                run_id=run_id,
+                capabilities=[durability],
+            ),
+        )
 
     async def _ask_approvals(self, ctx: Any, requests: DeferredToolRequests) -> DeferredToolResults:
         """One human task per call needing approval (all open at once); their answers."""

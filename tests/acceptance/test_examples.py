@@ -10,10 +10,10 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run_example(name: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
+def run_example(name: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_AGENT_MODEL")}
     return subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, str(EXAMPLES / name), *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -54,4 +54,23 @@ def test_back_in_stock(tmp_path: Path) -> None:
     )
     assert lines[-1] == "subscriptions left: 0"
     # The example keeps its database in a temporary folder: nothing lands in the cwd.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_agent_demo_runs_offline(tmp_path: Path) -> None:
+    result = run_example("agent/app.py", tmp_path, "--demo")
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "approval asked: refund {'order': 42, 'cents': 3900}"
+    assert lines[1:] == [
+        "{'status': 'completed'}",
+        "model: The agent thought.",
+        "tool: lookup_order: order 42: a kettle, delivered damaged",
+        "model: The agent thought.",
+        "tool: refund: Refunded 39.00 EUR on order 42",
+        "model: The agent thought.",
+        "answer: I looked your order up: order 42: a kettle, delivered damaged. "
+        "Refunded 39.00 EUR on order 42.",
+    ]
     assert list(tmp_path.iterdir()) == []

@@ -105,7 +105,10 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
         plain = make_agents("plain", add)
         # parkway
         engine = bench.engine()
-        durable = {s: ParkwayAgent(a) for s, a in make_agents("parkway", add).items()}
+        # No event stream, as DBOSAgent has none by default: both make plain requests.
+        durable = {
+            s: ParkwayAgent(a, stream_key=None) for s, a in make_agents("parkway", add).items()
+        }
         for shape, agent in durable.items():
             engine.workflow(name=f"conversation{shape}")(_workflow(agent))
         # DBOS, its system database on the same backend

@@ -36,7 +36,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
@@ -72,8 +72,22 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(answer)])
 
 
+async def scripted_stream(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
+    """The offline model, streaming: its answer a word at a time, as a real one would."""
+    for index, part in enumerate(scripted(messages, info).parts):
+        if isinstance(part, ToolCallPart):
+            yield {index: DeltaToolCall(part.tool_name, json.dumps(part.args))}
+        elif isinstance(part, TextPart):
+            words = part.content.split(" ")
+            for i, word in enumerate(words):
+                yield word if i == len(words) - 1 else word + " "
+
+
 agent = Agent(
-    os.environ.get("PARKWAY_AGENT_MODEL") or FunctionModel(scripted),
+    os.environ.get("PARKWAY_AGENT_MODEL")
+    or FunctionModel(scripted, stream_function=scripted_stream),
     name="support",
     instructions=(
         "You are a shop's support agent. Look the customer's order up; refund an "
@@ -123,6 +137,7 @@ document.getElementById("ask").onsubmit = async (e) => {
   const r = await fetch("ask", {method: "POST", body: JSON.stringify({question})});
   const {run_id} = await r.json();
   const events = new EventSource(`runs/${run_id}/events`);
+  say(""); const words = log.lastChild;
   events.onmessage = (m) => {
     const ev = JSON.parse(m.data);
     if (ev.kind === "approval") {
@@ -130,6 +145,7 @@ document.getElementById("ask").onsubmit = async (e) => {
           `<button onclick="decide('${ev.task_id}', true)">Approve</button> ` +
           `<button onclick="decide('${ev.task_id}', false)">Deny</button>`);
     } else if (ev.kind === "answer") { say(`<b>${ev.text}</b>`); events.close(); }
+    else if (ev.kind === "words") { words.textContent += ev.text; }
     else { say(ev.text); }
   };
 };
@@ -154,17 +170,31 @@ async def ask(request: Request) -> JSONResponse:
 
 async def progress(run_id: str) -> AsyncIterator[dict[str, Any]]:
     """The conversation as it goes: its steps, its approvals, then its answer."""
-    seen, asked = 0, set()
+    seen, asked, offset = 0, set(), 0
+    handle = engine.handle(run_id)
     while True:
         info = await engine.get_run(run_id)
-        history = [e for e in await engine.history(run_id) if e.kind == "step"]
+        history = [
+            e
+            for e in await engine.history(run_id)
+            if e.kind == "step" and ("model.request" in e.name or ".call_tool:" in e.name)
+        ]
         for entry in history[seen:]:
-            if entry.name.endswith("model.request"):
+            if "model.request" in entry.name:
                 yield {"kind": "model", "text": "The agent thought."}
             else:
                 tool = entry.name.rpartition(":")[2]
                 yield {"kind": "tool", "text": f"{tool}: {entry.result.get('result')}"}
         seen = len(history)
+        # The answer's words, as the model writes them (the agent's stream, see ParkwayAgent).
+        for item in await handle.read_stream("agent", offset=offset, limit=1000):
+            offset = item.offset + 1
+            event = item.value
+            part, delta = event.get("part") or {}, event.get("delta") or {}
+            if event["event_kind"] == "part_start" and part.get("part_kind") == "text":
+                yield {"kind": "words", "text": part["content"]}
+            elif event["event_kind"] == "part_delta" and "content_delta" in delta:
+                yield {"kind": "words", "text": delta["content_delta"]}
         for task in await engine.tasks(workflow="conversation"):
             if task.run_id == run_id and task.id not in asked:
                 asked.add(task.id)
@@ -226,9 +256,16 @@ async def demo() -> None:
         print((await http.post(f"/tasks/{task.id}", json={"approved": True})).json())
         # (httpx's in-process transport hands the stream over once it has ended.)
         stream = await http.get(f"/runs/{run_id}/events")
+        words = ""
         for line in stream.text.splitlines():
             if line.startswith("data: "):
                 event = json.loads(line[6:])
+                if event["kind"] == "words":
+                    words += event["text"]
+                    continue
+                if words:
+                    print(f"words: {words}")
+                    words = ""
                 print(f"{event['kind']}: {event.get('text', event.get('tool'))}")
 
 

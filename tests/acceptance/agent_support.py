@@ -8,8 +8,10 @@ returned. Each model request and tool call appends a line to the file named by
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import AsyncIterator
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -20,7 +22,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 
 def record(line: str) -> None:
@@ -55,8 +57,21 @@ def support_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart(f"{returns['lookup_order']}; {returns['refund']}")])
 
 
+async def stream_support_model(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
+    """``support_model``'s response, streamed: text a word at a time, tool calls whole."""
+    response = support_model(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, ToolCallPart):
+            yield {index: DeltaToolCall(part.tool_name, json.dumps(part.args))}
+        elif isinstance(part, TextPart):
+            for word in part.content.split(" "):
+                yield word + " " if word != part.content.split(" ")[-1] else word
+
+
 def make_agent(name: str | None = "support", *, approval: bool = True) -> Agent[None, str]:
-    agent = Agent(FunctionModel(support_model), name=name)
+    agent = Agent(FunctionModel(support_model, stream_function=stream_support_model), name=name)
 
     @agent.tool_plain
     def lookup_order(order: int) -> str:

@@ -56,18 +56,59 @@ async def test_the_output_is_the_plain_agents_and_every_call_is_a_step(
     handle = await engine.start(support, "My kettle arrived broken")
     assert await handle.result(timeout=30) == plain
     history = await engine.history(handle.id)
-    steps = [(e.kind, e.name, e.status) for e in history if e.kind == "step"]
+    # (The steps that write tool calls' events to the stream aside: see the stream test.)
+    steps = [
+        (e.kind, e.name, e.status)
+        for e in history
+        if e.kind == "step" and e.name != "support__event_stream_handler"
+    ]
     assert steps == [
-        ("step", "support__model.request", "done"),
+        ("step", "support__model.request_stream", "done"),
         ("step", "support__function_toolset__<agent>.call_tool:lookup_order", "done"),
-        ("step", "support__model.request", "done"),
+        ("step", "support__model.request_stream", "done"),
         ("step", "support__function_toolset__<agent>.call_tool:refund", "done"),
-        ("step", "support__model.request", "done"),
+        ("step", "support__model.request_stream", "done"),
     ]
     # Each ran once, though every step's commit was followed by a replay (cached_runs=0).
     assert lines(log) == [
         "model 0", "tool lookup_order 42", "model 1", "tool refund 42", "model 2",
     ]  # fmt: skip
+
+
+@pytest.mark.replays
+async def test_the_agents_events_are_in_the_runs_stream_in_order(engine: Engine) -> None:
+    durable = ParkwayAgent(make_agent(approval=False), stream_key="events")
+
+    @engine.workflow()
+    async def support(ctx, question):
+        return (await durable.run(ctx, question)).output
+
+    handle = await engine.start(support, "My kettle arrived broken")
+    answer = await handle.result(timeout=30)
+    items = await handle.read_stream("events", limit=1000)
+    assert [i.offset for i in items] == list(range(len(items)))
+    events = [i.value for i in items]
+    tools = [
+        (e["event_kind"], e["part"]["tool_name"] if "part" in e else e["result"]["tool_name"])
+        for e in events
+        if e["event_kind"] in ("function_tool_call", "function_tool_result")
+    ]
+    assert tools == [
+        ("function_tool_call", "lookup_order"), ("function_tool_result", "lookup_order"),
+        ("function_tool_call", "refund"), ("function_tool_result", "refund"),
+    ]  # fmt: skip
+    # The answer's text, as the model streamed it, word by word.
+    text = [e for e in events if e["event_kind"] in ("part_start", "part_delta")]
+    words = [
+        e["part"]["content"] if e["event_kind"] == "part_start" else e["delta"]["content_delta"]
+        for e in text
+        if e.get("part", {}).get("part_kind") == "text"
+        or e.get("delta", {}).get("part_delta_kind") == "text"
+    ]
+    assert "".join(words) == answer
+    assert len(words) > 1
+    # Each written once: no replay (cached_runs=0) wrote them again.
+    assert all(i.attempt == 1 for i in items)
 
 
 async def test_the_journal_holds_the_models_response_as_json(engine: Engine) -> None:
@@ -80,7 +121,7 @@ async def test_the_journal_holds_the_models_response_as_json(engine: Engine) -> 
     handle = await engine.start(greet)
     assert await handle.result(timeout=30) == "hello"
     [entry] = [e for e in await engine.history(handle.id) if e.kind == "step"]
-    assert entry.name == "greeter__model.request"
+    assert entry.name == "greeter__model.request_stream"
     assert entry.result["kind"] == "response"
     assert entry.result["parts"][0] == {**entry.result["parts"][0], "content": "hello"}
 
@@ -152,6 +193,7 @@ async def test_a_failing_model_request_is_retried_with_model_retry(
 
     durable = ParkwayAgent(
         Agent(FunctionModel(flaky), name="flaky"),
+        stream_key=None,  # (FunctionModel(flaky) makes no streamed responses)
         model_retry=Retry(max_attempts=2, backoff=1),
     )
 
@@ -250,7 +292,11 @@ async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
                 if proc.returncode is None:
                     proc.kill()
                     await proc.wait()
-        steps = [e.name for e in await client.history(handle.id) if e.kind == "step"]
+        steps = [
+            e.name
+            for e in await client.history(handle.id)
+            if e.kind == "step" and not e.name.endswith("event_stream_handler")
+        ]
     assert answer == "order 42: a kettle, delivered damaged; refunded 1250 cents on order 42"
     assert len(steps) == 5
     # What completed before the kill ran once; the refund, in flight at the kill, ran again.

@@ -70,6 +70,9 @@ def test_agent_demo_runs_offline(tmp_path: Path) -> None:
         "model: The agent thought.",
         "tool: refund: Refunded 39.00 EUR on order 42",
         "model: The agent thought.",
+        # The answer's words, streamed from the agent's stream as the model wrote them.
+        "words: I looked your order up: order 42: a kettle, delivered damaged. "
+        "Refunded 39.00 EUR on order 42.",
         "answer: I looked your order up: order 42: a kettle, delivered damaged. "
         "Refunded 39.00 EUR on order 42.",
     ]

@@ -28,15 +28,17 @@ each operation to run as a step, in the order asked (see
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from parkway.errors import InvalidArgumentError, MissingExtraError
 from parkway.integrations import _bridge
 from parkway.models import Retry
+from parkway.worker.step_context import step_context
 
 try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep inside)
+    from pydantic import TypeAdapter
     from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
     from pydantic_ai.agent import AbstractAgent, AgentRunResult
     from pydantic_ai.durable_exec import (
@@ -48,7 +50,8 @@ try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep 
         JournalCallableOperationBackend,
         RoleBasedOperationConfig,
     )
-    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.messages import AgentStreamEvent, ModelMessage
+    from pydantic_ai.tools import RunContext
 except ImportError as exc:
     raise MissingExtraError(
         "pydantic-ai", "parkway.integrations.pydantic_ai", exc.name or str(exc)
@@ -89,6 +92,27 @@ class _ParkwayBackend(JournalCallableOperationBackend[Retry | None]):
         return await _bridge.call(name, body, config)
 
 
+_EVENT: TypeAdapter[Any] = TypeAdapter(AgentStreamEvent)
+
+
+def _stream_writer(key: str) -> Callable[[RunContext[Any], AsyncIterable[Any]], Awaitable[None]]:
+    """pydantic-ai's event stream handler that appends each event to the run's stream ``key``.
+
+    pydantic-ai calls it inside steps: a model request's own (its events as the
+    model streams them) and, for a tool call's events, a step of their own. So
+    each event is written once its step runs, at least once (a retried attempt
+    writes its events again, each item carrying its ``attempt``), and never by a
+    replay, which takes the steps' results from the journal.
+    """
+
+    async def write(run_context: RunContext[Any], events: AsyncIterable[Any]) -> None:
+        writer = step_context()
+        async for event in events:
+            writer.write_stream(key, _EVENT.dump_python(event, mode="json"))
+
+    return write
+
+
 @dataclass(init=False, kw_only=True)
 class ParkwayDurability(BaseDurabilityCapability[Any]):
     """pydantic-ai's durability capability for parkway (what :class:`ParkwayAgent` attaches).
@@ -97,6 +121,8 @@ class ParkwayDurability(BaseDurabilityCapability[Any]):
         name: The agent's name in its steps' names (``"<name>__model.request"``).
         model_retry: The retry of model-request steps (``None``: the step default).
         tool_retry: The retry of tool-call steps.
+        stream_key: The run's stream the agent's events are written to (``None``:
+            none are).
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -123,8 +149,12 @@ class ParkwayDurability(BaseDurabilityCapability[Any]):
         name: str | None = None,
         model_retry: Retry | None = None,
         tool_retry: Retry | None = None,
+        stream_key: str | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(
+            name=name,
+            event_stream_handler=None if stream_key is None else _stream_writer(stream_key),
+        )
         self._model_retry = model_retry
         self._tool_retry = tool_retry
 
@@ -160,7 +190,11 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
             finds each step by it).
         model_retry: How each model request is retried (a :class:`parkway.Retry`).
         tool_retry: How each tool call is retried.
-        stream_key: The run's stream the agent's events are written to.
+        stream_key: The run's stream the agent's events are written to as they
+            happen (text deltas, tool calls and results; each a JSON dict as
+            pydantic-ai's ``AgentStreamEvent`` dumps it). Model requests are then
+            made streamed, so the model must support streaming; ``None`` writes no
+            events (and makes plain requests).
 
     Raises:
         InvalidArgumentError: An argument is malformed, or neither ``name`` nor
@@ -174,7 +208,7 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
         name: str | None = None,
         model_retry: Retry | None = None,
         tool_retry: Retry | None = None,
-        stream_key: str = "agent",
+        stream_key: str | None = "agent",
     ) -> None:
         if not isinstance(agent, AbstractAgent):
             raise InvalidArgumentError(
@@ -187,8 +221,10 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
                 "Agent(name=...)): it names the agent's steps in the journal",
                 field="name",
             )
-        if not isinstance(stream_key, str) or not stream_key:
-            raise InvalidArgumentError("stream_key must be a non-empty string", field="stream_key")
+        if stream_key is not None and (not isinstance(stream_key, str) or not stream_key):
+            raise InvalidArgumentError(
+                "stream_key must be a non-empty string, or None", field="stream_key"
+            )
         self.agent = agent
         self.name = name
         self.stream_key = stream_key
@@ -196,6 +232,7 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
             name=name,
             model_retry=_check_retry(model_retry, "model_retry"),
             tool_retry=_check_retry(tool_retry, "tool_retry"),
+            stream_key=stream_key,
         )
 
     async def run(

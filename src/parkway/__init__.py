@@ -68,6 +68,7 @@ from parkway.handle import RunHandle
 from parkway.models import (
     UNSET,
     ErrorInfo,
+    EventInfo,
     HistoryEntry,
     HumanTask,
     ReplayDivergence,
@@ -76,6 +77,7 @@ from parkway.models import (
     RunInfo,
     RunStatus,
     StreamItem,
+    WorkerInfo,
 )
 from parkway.replay.context import Callback, ChildHandle, WorkflowContext
 from parkway.schedules import Schedule, ScheduleInfo
@@ -105,6 +107,7 @@ __all__ = [
     "EngineClosedError",
     "ErrorInfo",
     "Event",
+    "EventInfo",
     "FlowDefinitionError",
     "HistoryEntry",
     "HumanTask",
@@ -156,6 +159,7 @@ __all__ = [
     "UpdateFailedError",
     "UpdateRejectedError",
     "WaitTimeoutError",
+    "WorkerInfo",
     "WorkflowContext",
     "WorkflowFailedError",
     "WorkflowUsageError",

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from parkway import flows, limits
+from parkway.client.fleet import FleetOperations
 from parkway.client.intake import IntakeOperations
 from parkway.client.people import PeopleOperations
 from parkway.client.repairs import RepairOperations
@@ -50,7 +51,12 @@ _ENGINE_RETENTION: Any = object()
 
 
 class Engine(
-    RunOperations, IntakeOperations, ScheduleOperations, PeopleOperations, RepairOperations
+    RunOperations,
+    IntakeOperations,
+    ScheduleOperations,
+    PeopleOperations,
+    RepairOperations,
+    FleetOperations,
 ):
     """A parkway engine: register workflows, start and steer runs, and (optionally) work.
 

@@ -282,6 +282,53 @@ class CallbackResult(_Subscriptable):
 
 
 @dataclass(frozen=True)
+class WorkerInfo(_Subscriptable):
+    """A worker process seen lately (see ``engine.workers``).
+
+    Attributes:
+        id: The worker's id (``host:pid:random``), the owner of the leases it holds.
+        host: The machine it runs on.
+        pid: Its process id there.
+        started_at: When it started.
+        last_seen: When it last renewed its row (with its lease heartbeat).
+        workflows: What it serves, ``{name: [versions]}``: it claims only runs of
+            those workflows and versions.
+    """
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+    workflows: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class EventInfo(_Subscriptable):
+    """A published event still kept for de-duplication (see ``engine.events``).
+
+    Attributes:
+        id: The event's id.
+        name: Its name.
+        domain: Its domain.
+        subject: Its subject (``None``: none).
+        payload: Its payload.
+        published_at: When it was published.
+        started: Ids of the runs it started.
+        resumed: Ids of the parked runs it resumed.
+    """
+
+    id: str
+    name: str
+    domain: str
+    subject: str | None
+    payload: Any
+    published_at: datetime
+    started: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Retry:
     """How often, and how patiently, a failing step is tried again.
 

@@ -177,6 +177,7 @@ class Registry:
         self._subscribers: dict[str, list[str]] = {}
         self._any_event: list[str] = []  # names of workflows with on_any_event
         self._rank: dict[str, int] = {}  # registration order of names
+        self.changes = 0  # registrations so far: what a worker serves changed
 
     def add(self, wf: WorkflowDef) -> None:
         if not isinstance(wf.name, str) or not wf.name:
@@ -204,6 +205,7 @@ class Registry:
             raise DuplicateWorkflowError(wf.name, wf.version)
         versions[wf.version] = wf
         self._latest[wf.name] = wf.version
+        self.changes += 1
         self._rank.setdefault(wf.name, len(self._rank))
         if wf.on_any_event and wf.name not in self._any_event:
             self._any_event.append(wf.name)
@@ -242,6 +244,11 @@ class Registry:
         if version == LATEST:
             return self.latest(name) if name in self._latest else None
         return self._by_name.get(name, {}).get(version)
+
+    def served(self) -> dict[str, list[str]]:
+        """Every registered workflow's versions, ``{name: [versions]}`` (what a worker
+        of this registry serves; parkway's own workflows included)."""
+        return {name: sorted(versions) for name, versions in self._by_name.items()}
 
     def names(self, *, internal: bool = False) -> list[str]:
         return [n for n in self._latest if internal or not self.latest(n).internal]

@@ -26,6 +26,8 @@ EXPECTED_ALL = {
     "CallbackNotFoundError",
     "HumanTask",
     "TaskAssignmentError",
+    "WorkerInfo",
+    "EventInfo",
     "CancelOn",
     "InvalidScheduleError",
     "Schedule",

@@ -15,7 +15,7 @@ from parkway.client.base import (
     name_of,
     status_value,
 )
-from parkway.core import controls, deadlines, runs, transitions
+from parkway.core import controls, deadlines, operators, runs, transitions
 from parkway.core import signals as core_signals
 from parkway.core import streams as core_streams
 from parkway.core import updates as core_updates
@@ -252,6 +252,7 @@ class RunOperations(Facade):
         *,
         id: str | None = None,
         timeout: Duration = 30,
+        by: str | None = None,
     ) -> Any:
         """Send the run a synchronous update; return its handler's answer.
 
@@ -266,6 +267,9 @@ class RunOperations(Facade):
             payload: A JSON value for the handler.
             id: The update's id (default: a new random one).
             timeout: Wall-clock seconds to wait for the answer.
+            by: Who asked, recorded in the run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
 
         Raises:
             RunNotFoundError: No run has that id.
@@ -281,8 +285,9 @@ class RunOperations(Facade):
         name = limits.name(name, "update name")
         update_id = check_id(id)
         seconds = to_seconds(timeout, "timeout")
+        by = operators.checked_by(by)
         data = _json.dumps(payload, f"the payload of update {shown(name)}")
-        updated = core_updates.update(self._rt, run_id, name, data, update_id, seconds)
+        updated = core_updates.update(self._rt, run_id, name, data, update_id, seconds, by)
         return await self._rt.telemetry.call("update", updated, name=name, run_id=run_id)
 
     async def value(self, run_id: str, key: str, *, timeout: Duration = 0) -> Any:
@@ -341,19 +346,25 @@ class RunOperations(Facade):
         core_streams.check_offset(offset)
         return core_streams.follow(self._rt, run_id, key, offset)
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, by: str | None = None) -> None:
         """Cancel a run and its active children; a finished run is left as it is.
+
+        Args:
+            run_id: The run.
+            by: Who asked, recorded in the run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
 
         Raises:
             RunNotFoundError: No run has that id.
         """
         self._require_open()
         run_id = limits.reference(run_id)
-        await transitions.cancel_run(self._rt, run_id)
+        await transitions.cancel_run(self._rt, run_id, operators.checked_by(by))
 
     # -- operator controls -------------------------------------------------------------------
 
-    async def pause(self, run_id: str) -> RunInfo:
+    async def pause(self, run_id: str, *, by: str | None = None) -> RunInfo:
         """Pause a run: no worker advances it until :meth:`resume`. Inputs sent to it
         meanwhile (signals, events, messages, updates, its timers firing) are kept
         and take effect after the resume. Pausing a paused run changes nothing.
@@ -362,29 +373,41 @@ class RunOperations(Facade):
         not saved (as if it had died there): a step in flight then runs again
         after the resume.
 
+        Args:
+            run_id: The run.
+            by: Who asked, recorded in the run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
+
         Raises:
             RunNotFoundError: No run has that id.
             RunStateError: The run has finished.
         """
         self._require_open()
         run_id = limits.reference(run_id)
-        record = await controls.pause(self._rt, run_id)
+        record = await controls.pause(self._rt, run_id, operators.checked_by(by))
         return await runs.describe(self._rt, record.id)
 
-    async def resume(self, run_id: str) -> RunInfo:
+    async def resume(self, run_id: str, *, by: str | None = None) -> RunInfo:
         """Resume a paused run: what reached it while paused is acted on now.
         Resuming a run that is not paused changes nothing.
 
+        Args:
+            run_id: The run.
+            by: Who asked, recorded in the run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
+
         Raises:
             RunNotFoundError: No run has that id.
             RunStateError: The run has finished.
         """
         self._require_open()
         run_id = limits.reference(run_id)
-        record = await controls.resume(self._rt, run_id)
+        record = await controls.resume(self._rt, run_id, operators.checked_by(by))
         return await runs.describe(self._rt, record.id)
 
-    async def retry(self, run_id: str) -> RunInfo:
+    async def retry(self, run_id: str, *, by: str | None = None) -> RunInfo:
         """Retry a failed run from its last committed step: the step that failed runs
         again with fresh attempts (deploy the fix first), and the steps before it
         are replayed from the journal, not run again.
@@ -397,13 +420,19 @@ class RunOperations(Facade):
         A parent that already saw the run fail, and a message key that an ended
         message-started run handed on, are not taken back.
 
+        Args:
+            run_id: The run.
+            by: Who asked, recorded in the run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
+
         Raises:
             RunNotFoundError: No run has that id.
             RunStateError: The run has neither failed nor is held.
         """
         self._require_open()
         run_id = limits.reference(run_id)
-        record = await controls.retry(self._rt, run_id)
+        record = await controls.retry(self._rt, run_id, operators.checked_by(by))
         return await runs.describe(self._rt, record.id)
 
     async def cancel_runs(
@@ -413,6 +442,7 @@ class RunOperations(Facade):
         status: RunStatus | str | None = None,
         subject: str | None = None,
         created_before: datetime | str | None = None,
+        by: str | None = None,
     ) -> int:
         """Cancel every active run the filters select (all of them given; none: every
         active run), as :meth:`cancel` would; the number cancelled.
@@ -427,10 +457,13 @@ class RunOperations(Facade):
             subject: Runs about this subject only.
             created_before: Runs created before this time only (a datetime, or an
                 ISO 8601 string; one without a time zone is UTC).
+            by: Who asked, recorded in each run's history as an ``operator`` entry
+                and logged (free-form; over HTTP the API token's name, from the
+                command line the OS user).
         """
         self._require_open()
         filters = self._bulk_filters(workflow, status, subject, created_before)
-        return await controls.cancel_runs(self._rt, filters)
+        return await controls.cancel_runs(self._rt, filters, operators.checked_by(by))
 
     async def retry_runs(
         self,
@@ -439,6 +472,7 @@ class RunOperations(Facade):
         status: RunStatus | str | None = None,
         subject: str | None = None,
         created_before: datetime | str | None = None,
+        by: str | None = None,
     ) -> int:
         """Retry every failed or held run the filters select, as :meth:`retry` would;
         the number retried (in batches, as :meth:`cancel_runs`).
@@ -453,7 +487,7 @@ class RunOperations(Facade):
                 f"retry_runs retries failed and held runs; status {shown(filters.status)} has none",
                 field="status",
             )
-        return await controls.retry_runs(self._rt, filters)
+        return await controls.retry_runs(self._rt, filters, operators.checked_by(by))
 
     def _bulk_filters(
         self,

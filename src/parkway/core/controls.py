@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from parkway.core import cancel_on
+from parkway.core import cancel_on, operators
 from parkway.core.runtime import Runtime
 from parkway.core.transitions import cancel
 from parkway.errors import RunNotFoundError, RunStateError
@@ -59,8 +59,9 @@ async def _locked(tx: Tx, run_id: str) -> RunRecord:
     return run
 
 
-async def pause(rt: Runtime, run_id: str) -> RunRecord:
-    """Pause an active run; pausing a paused run changes nothing.
+async def pause(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
+    """Pause an active run; pausing a paused run changes nothing. ``by``: who asked
+    (an operator entry in the run's history, see :mod:`parkway.core.operators`).
 
     A worker advancing the run at that moment loses its lease: its next commit
     fails and saves nothing, as if it had died there (a step in flight then runs
@@ -79,11 +80,12 @@ async def pause(rt: Runtime, run_id: str) -> RunRecord:
             await tx.update_run(
                 run_id, {"paused": True, "advanced_by": None}, owner=run.lease_owner
             )
+            await operators.record(rt, tx, run_id, "pause", by)
         run.paused, run.lease_owner, run.lease_until = True, None, None
     return run
 
 
-async def resume(rt: Runtime, run_id: str) -> RunRecord:
+async def resume(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
     """Resume a paused run: it becomes claimable again and, if inputs arrived while it
     was paused (or it was due), it is due now. Resuming a run that is not paused
     changes nothing.
@@ -99,6 +101,7 @@ async def resume(rt: Runtime, run_id: str) -> RunRecord:
             raise RunStateError(run_id, run.status, "resume", "it has finished")
         if run.paused:
             await tx.update_run(run_id, {"paused": False, "advanced_by": None})
+            await operators.record(rt, tx, run_id, "resume", by)
             if await tx.due_tasks(run_id, now):
                 # Its tasks are due already; this one is for the workers of stores that
                 # push (PostgreSQL's NOTIFY goes with added tasks), so that one claims
@@ -171,7 +174,7 @@ async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
     await tx.add_tasks([NewTask(run.id, now, "wake")])
 
 
-async def retry(rt: Runtime, run_id: str) -> RunRecord:
+async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
     """Retry a failed run from its last committed step (see :func:`retried_journal`),
     or a held run where it was.
 
@@ -187,6 +190,7 @@ async def retry(rt: Runtime, run_id: str) -> RunRecord:
                 run_id, run.status, "retry", "only a failed run (or a held one) can be retried"
             )
         await _retry_in(rt, tx, run, now)
+        await operators.record(rt, tx, run_id, "retry", by)
     rt.results.forget(run_id)
     rt.after_commit()
     run.status, run.error, run.updated_at, run.paused = RunStatus.RUNNING.value, None, now, False
@@ -232,20 +236,24 @@ async def _cancel_one(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> bool:
     return True
 
 
-async def cancel_runs(rt: Runtime, filters: Filters) -> int:
+async def cancel_runs(rt: Runtime, filters: Filters, by: str | None = None) -> int:
     """Cancel every active run ``filters`` select; the number cancelled."""
 
     async def act(tx: Tx, run: RunRecord, now: float) -> bool:
-        return await _cancel_one(rt, tx, run, now)
+        if not await _cancel_one(rt, tx, run, now):
+            return False
+        await operators.record(rt, tx, run.id, "cancel", by)
+        return True
 
     return await _in_batches(rt, sorted(ACTIVE), filters, act)
 
 
-async def retry_runs(rt: Runtime, filters: Filters) -> int:
+async def retry_runs(rt: Runtime, filters: Filters, by: str | None = None) -> int:
     """Retry every failed or held run ``filters`` select; the number retried."""
 
     async def act(tx: Tx, run: RunRecord, now: float) -> bool:
         await _retry_in(rt, tx, run, now)
+        await operators.record(rt, tx, run.id, "retry", by)
         rt.results.forget(run.id)
         return True
 

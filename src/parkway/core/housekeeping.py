@@ -1,7 +1,8 @@
 """Housekeeping: sweeping what expired, and telling when an engine is idle.
 
 The sweep drops subscriptions past their TTL (the safety net against
-orphans), forgets event and message ids past ``event_retention``, turns
+orphans), forgets event and message ids past ``event_retention`` (and the runs
+each event started and resumed), forgets workers not seen for three lease periods, turns
 buffered messages past their TTL into dead letters, and deletes the runs that
 finished longer ago than their retention (``Engine(retention=...)``, or the
 workflow's own ``@engine.workflow(retention=...)``) with everything kept for
@@ -15,7 +16,7 @@ import asyncio
 import logging
 import time
 
-from parkway.core import messages, schedules
+from parkway.core import fleet, messages, schedules
 from parkway.core.runtime import Runtime
 
 log = logging.getLogger("parkway")
@@ -54,6 +55,8 @@ async def sweep(rt: Runtime) -> int:
         await tx.prune_events(now - retention)
         await tx.prune_message_ids(now - retention)
         await messages.expire(tx, now)
+        # (Workers are seen by the wall clock, as leases are.)
+        await tx.prune_workers(fleet.seen_after(rt))
     if count:
         log.info("swept %d expired subscriptions", count)
     deleted = await sweep_finished(rt, now)

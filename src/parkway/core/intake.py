@@ -25,7 +25,7 @@ from typing import Any, cast
 import orjson
 
 from parkway import _json, limits
-from parkway.core import accumulate, cancel_on
+from parkway.core import accumulate, cancel_on, fleet
 from parkway.core.conflicts import again_on_conflict
 from parkway.core.handover import HandOver, handing_over
 from parkway.core.runs import insert_run
@@ -176,6 +176,10 @@ async def publish_in_tx(
         run_id = await start_event_run(rt, tx, wf, event, envelope)
         if run_id is not None:
             started.append(run_id)
+    if taken or started:
+        assert event.id is not None  # (given by prepare)
+        resumed = [run_id for run_id, _ in taken]
+        await fleet.link(tx, event.id, record.published_at, started, resumed[len(delivery.waits) :])
     return published(event, taken, started)
 
 
@@ -238,6 +242,8 @@ async def deliver_event(
     if await tx.record_event(record, fresh_after, digest=digest) is not None:
         return EventDelivery("duplicate", known=True)
     waits = await take_event_waits(tx, record, payload, envelope, paused)
+    if waits:  # (the fused statement links them itself)
+        await fleet.link(tx, record.id, record.published_at, (), [run_id for run_id, _ in waits])
     await cancel_on.take(tx, record, payload)
     lease = None
     if owner is not None and waits:

@@ -18,6 +18,7 @@ from parkway.core import cancel_on, flow
 from parkway.core.conflicts import again_on_conflict
 from parkway.core.deadlines import add_deadline
 from parkway.core.handover import handing_over
+from parkway.core.operators import OPERATOR
 from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
 from parkway.core.waiting import waiting
@@ -33,6 +34,7 @@ from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, reb
 from parkway.registry import WorkflowDef
 from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
+from parkway.store.fleet import OperatorRecord
 
 
 def new_run(
@@ -189,6 +191,7 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
             raise RunNotFoundError(run_id)
         entries = await tx.journal(run_id)
         attempts = await tx.attempts(run_id)
+        actions = await tx.operator_entries(run_id)
     by_pos: dict[int, list[AttemptRecord]] = {}
     for a in attempts:
         by_pos.setdefault(a.pos, []).append(a)
@@ -217,6 +220,8 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
         out.append(HistoryEntry(e.pos, kind, name, e.state, value, error, at, deadline, attempt))
     for pos in sorted(by_pos):  # (a step whose entry is not written yet)
         out.extend(_attempt_entry(a) for a in by_pos[pos])
+    if actions:
+        out = _with_operators(out, actions)
     return out
 
 
@@ -226,6 +231,29 @@ def _attempt_entry(a: AttemptRecord) -> HistoryEntry:
         _dt(a.ended_at), attempt=a.attempt, started_at=_dt(a.started_at),
         ended_at=_dt(a.ended_at),
     )  # fmt: skip
+
+
+def _with_operators(
+    journal: list[HistoryEntry], actions: list[OperatorRecord]
+) -> list[HistoryEntry]:
+    """The journal's entries with the operators' among them, each after the entries
+    journaled at or before its time (position -1: no operation of the run's own)."""
+    out: list[HistoryEntry] = []
+    pending = sorted(actions, key=lambda a: a.at)  # (stable: recorded order within a time)
+    i = 0
+    for entry in journal:
+        while i < len(pending) and _dt(pending[i].at) < entry.at:
+            out.append(_operator_entry(pending[i]))
+            i += 1
+        out.append(entry)
+    out += [_operator_entry(action) for action in pending[i:]]
+    return out
+
+
+def _operator_entry(action: OperatorRecord) -> HistoryEntry:
+    at = _dt(action.at)
+    result = {"action": action.action, "by": action.by, "at": at.isoformat()}
+    return HistoryEntry(-1, OPERATOR, action.action, "done", result, None, at)
 
 
 async def describe(rt: Runtime, run_id: str) -> RunInfo:

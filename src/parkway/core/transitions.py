@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parkway import _json
-from parkway.core import deadlines, flow
+from parkway.core import deadlines, flow, operators
 from parkway.core.messages import after_run_ends, rebuffer
 from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError, RunTimeoutError
@@ -97,8 +97,9 @@ async def cancel_children(tx: Tx, run: RunRecord, now: float) -> None:
     )
 
 
-async def cancel_run(rt: Runtime, run_id: str) -> None:
+async def cancel_run(rt: Runtime, run_id: str, by: str | None = None) -> None:
     """Cancel a run and its active children; a finished run is left as it is.
+    ``by``: who asked (see :mod:`parkway.core.operators`).
 
     Raises:
         RunNotFoundError: No run has that id.
@@ -114,5 +115,6 @@ async def cancel_run(rt: Runtime, run_id: str) -> None:
             await cancel(rt, tx, run, now)
         else:  # a worker is advancing it: it will see this task next
             await tx.add_tasks([NewTask(run_id, now, "cancel")])
+        await operators.record(rt, tx, run_id, "cancel", by)
     rt.results.notify(run_id)
     rt.after_commit()

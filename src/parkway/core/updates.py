@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from parkway import _json
+from parkway.core import operators
 from parkway.core.polling import Polls
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -30,9 +31,16 @@ from parkway.store.records import UPDATE_PENDING
 
 
 async def update(
-    rt: Runtime, run_id: str, name: str, payload: bytes, update_id: str, timeout: float
+    rt: Runtime,
+    run_id: str,
+    name: str,
+    payload: bytes,
+    update_id: str,
+    timeout: float,
+    by: str | None = None,
 ) -> Any:
-    """Send update ``name`` to the run and wait for its answer (see ``Engine.update``)."""
+    """Send update ``name`` to the run and wait for its answer (see ``Engine.update``);
+    ``by``: who sent it (see :mod:`parkway.core.operators`)."""
     now = rt.now()
     record = UpdateRecord(run_id, update_id, name, payload, UPDATE_PENDING, None, now)
     async with rt.store.transaction() as tx:
@@ -47,6 +55,7 @@ async def update(
             await tx.add_tasks(
                 [NewTask(run_id, now, "update", payload=rt.telemetry.task_payload())]
             )
+            await operators.record(rt, tx, run_id, "update", by)
     if existing is None:
         rt.after_commit()
     return await answer(rt, run_id, update_id, timeout)

@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, cast
 
 from parkway.errors import LeaseLostError
+from parkway.store.fleet import FleetTx
 from parkway.store.flow import FlowTx
 from parkway.store.people import PeopleTx
 from parkway.store.records import (
@@ -61,7 +62,7 @@ RUN_MUTABLE = frozenset(
 REPORTS_OWN = frozenset({"push", "reports_own"})
 
 
-class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, Protocol):
+class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, FleetTx, Protocol):
     """Primitive operations inside one atomic transaction (schedules' among them:
     :class:`parkway.store.schedules.ScheduleTx`; callbacks' and human tasks':
     :class:`parkway.store.people.PeopleTx`; streams':
@@ -436,11 +437,21 @@ class Store(Protocol):
         ...
 
     async def claim(
-        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+        self,
+        owner: str,
+        *,
+        now: float,
+        wall_now: float,
+        lease_until: float,
+        limit: int,
+        serves: Sequence[str] | None = None,
     ) -> list[str]:
         """Lease up to ``limit`` runs that have a task due at ``now``, no live lease and
         are neither paused (``RunRecord.paused``) nor held (status ``held``: their
-        inputs wait, as tasks, for a retry).
+        inputs wait, as tasks, for a retry); with ``serves``, only runs whose key
+        (:func:`parkway.store.fleet.run_key`) is among those (see
+        :func:`parkway.store.fleet.serve_keys`), others left for the workers that
+        serve them.
 
         A store with the ``"push"`` capability leases fewer than ``limit`` only
         when no other run is claimable: its worker does not claim again until

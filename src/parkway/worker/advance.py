@@ -163,11 +163,15 @@ class Advancer:
                 return
             wf = rt.registry.get(run.workflow, run.version)
             if wf is None:
-                log.warning(
-                    "run %s needs workflow %r version %r, which this worker does not have; "
-                    "retrying in %ss", run_id, run.workflow, run.version, RETRY_DELAY,
+                # Handed over by a publish or signal of this process (a claim takes
+                # only runs this worker serves): let it go at once, for a worker that
+                # serves its workflow and version to claim.
+                log.info(
+                    "run %s needs workflow %r version %r, which this worker does not serve; "
+                    "left to the workers that do", run_id, run.workflow, run.version,
                 )  # fmt: skip
-                await self._postpone(run, tasks)
+                async with store.transaction() as tx:
+                    await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner)
                 return
             if run.version == LATEST:
                 pinned = await self._pin(run, tasks, wf)

@@ -25,6 +25,7 @@ from parkway.core.committer import Committer, Job
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
+from parkway.store.fleet import WorkerRecord, serve_keys
 from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
@@ -52,7 +53,12 @@ class Worker:
         self.rt = rt
         self.concurrency = rt.settings.concurrency
         self.lease = rt.settings.lease
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.owner = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
+        self.started_at = time.time()
+        # The claim's keys of the workflows and versions this worker serves (see
+        # parkway.store.fleet), made again when a workflow is registered.
+        self._serves: tuple[int, list[str]] = (-1, [])
         self.inflight: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
@@ -177,6 +183,7 @@ class Worker:
         if self._gc_held:
             self._gc_held = False
             collector.release()
+        await self._beat(0.0)  # (gone from the list of workers at once)
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own
@@ -217,7 +224,7 @@ class Worker:
                     pokes = self._pokes  # a poke during the claim may not be in it
                     claimed = await store.claim(
                         self.owner, now=clock.now(), wall_now=wall,
-                        lease_until=wall + self.lease, limit=free,
+                        lease_until=wall + self.lease, limit=free, serves=self.serves(),
                     )  # fmt: skip
                 except Exception:
                     log.exception("claim failed; retrying")
@@ -358,9 +365,36 @@ class Worker:
         if self._wake_on_done or self._full or poked:
             self._wake.set()
 
+    def serves(self) -> list[str]:
+        """The keys of the runs this worker claims: those of the workflows and
+        versions it registers (see :func:`parkway.store.fleet.serve_keys`)."""
+        registry = self.rt.registry
+        changes, keys = self._serves
+        if changes != registry.changes:
+            keys = serve_keys(registry.served())
+            self._serves = (registry.changes, keys)
+        return keys
+
+    def record(self, last_seen: float) -> WorkerRecord:
+        """This worker's row in the store's list of workers, seen at ``last_seen``."""
+        return WorkerRecord(
+            self.owner, self.host, self.pid, self.started_at, last_seen, self.rt.registry.served()
+        )
+
+    async def _beat(self, last_seen: float) -> None:
+        """Say in the store that this worker lives (``last_seen`` 0: it stopped)."""
+        try:
+            async with self.rt.store.transaction() as tx:
+                await tx.beat_worker(self.record(last_seen))
+        except Exception:  # the next beat tries again; meanwhile it may look gone
+            log.warning("could not renew worker %s in the store", self.owner, exc_info=True)
+
     async def _heartbeat(self) -> None:
+        # The worker's row is renewed with the leases: once a third of a lease, so a
+        # worker that died drops out of engine.workers() within three lease periods.
         store = self.rt.store
         while True:
+            await self._beat(time.time())
             await asyncio.sleep(self.lease / 3)
             if self.inflight:
                 try:

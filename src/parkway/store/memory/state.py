@@ -15,6 +15,7 @@ from parkway.store.base import (
     TaskRecord,
     UpdateRecord,
 )
+from parkway.store.fleet import EventLink, OperatorRecord, WorkerRecord
 from parkway.store.people import CallbackRecord, HumanTaskRecord
 from parkway.store.records import AttemptRecord, FlowSlot, StreamRecord
 from parkway.store.schedules import ScheduleRecord
@@ -72,6 +73,11 @@ class _State:
         # Callbacks by the hash of their token, human tasks by id.
         self.callbacks: dict[str, CallbackRecord] = {}
         self.human_tasks: dict[str, HumanTaskRecord] = {}
+        # The fleet (see MemoryFleet): workers by id, operator entries by run,
+        # event links by event.
+        self.workers: dict[str, WorkerRecord] = {}
+        self.operator_entries: dict[str, list[OperatorRecord]] = {}
+        self.event_links: dict[str, list[EventLink]] = {}
 
 
 @dataclasses.dataclass

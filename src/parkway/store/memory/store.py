@@ -13,6 +13,7 @@ from parkway.store.base import (
     StoreStats,
     load_in_transaction,
 )
+from parkway.store.fleet import run_key
 from parkway.store.memory.state import _State, claimable
 from parkway.store.memory.tx import MemoryTx
 
@@ -45,8 +46,16 @@ class MemoryStore:
                 raise
 
     async def claim(
-        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+        self,
+        owner: str,
+        *,
+        now: float,
+        wall_now: float,
+        lease_until: float,
+        limit: int,
+        serves: Sequence[str] | None = None,
     ) -> list[str]:
+        served = None if serves is None else frozenset(serves)
         async with self._lock:
             state, heap = self._state, self._state.due_heap
             claimed: list[str] = []
@@ -62,6 +71,8 @@ class MemoryStore:
                     continue
                 if not claimable(run, task.kind):  # (paused: only for its deadline)
                     continue
+                if served is not None and run_key(run.workflow, run.version) not in served:
+                    continue  # (another worker's: see parkway.store.fleet)
                 if run.lease_owner is not None:
                     if (run.lease_until or 0) >= wall_now:
                         continue

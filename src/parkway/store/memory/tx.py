@@ -25,6 +25,7 @@ from parkway.store.base import (
     TaskRecord,
     load_in,
 )
+from parkway.store.memory.fleet import MemoryFleet
 from parkway.store.memory.flow import _FlowControl
 from parkway.store.memory.people import MemoryPeople
 from parkway.store.memory.schedules import MemorySchedules
@@ -34,7 +35,13 @@ from parkway.store.memory.values import _ValuesAndUpdates
 
 
 class MemoryTx(
-    _ValuesAndUpdates, _Streams, MemorySchedules, MemoryPeople, _FlowControl, ComposedTx
+    _ValuesAndUpdates,
+    _Streams,
+    MemorySchedules,
+    MemoryPeople,
+    MemoryFleet,
+    _FlowControl,
+    ComposedTx,
 ):
     """A transaction over :class:`_State` with an undo log."""
 
@@ -199,6 +206,7 @@ class MemoryTx(
                 update = state.updates.pop(key)
                 self._undo.append(functools.partial(state.updates.__setitem__, key, update))
             self._delete_people(run_id)
+            self._delete_operator_entries(run_id)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})
@@ -324,6 +332,7 @@ class MemoryTx(
         old = self._s.events.pop(event_id, None)
         if old is not None:
             self._undo.append(lambda: self._s.events.__setitem__(event_id, old))
+        self._delete_event_links(event_id)
 
     async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
         # dicts keep insertion order, which is publish order.

@@ -160,6 +160,8 @@ WITH gone AS (
     DELETE FROM parkway.stream_items WHERE run_id = ANY(%(ids)s::text[])
 ), attempts AS (
     DELETE FROM parkway.step_attempts WHERE run_id = ANY(%(ids)s::text[])
+), operator_entries AS (
+    DELETE FROM parkway.operator_entries WHERE run_id = ANY(%(ids)s::text[])
 )
 SELECT count(*) FROM gone
 
@@ -428,6 +430,12 @@ WHERE t.due_at <= %s AND NOT r.paused AND r.status <> 'held'
 -- messages_by_expiry (status, expires_at): the dead letters' range of it.
 SELECT count(*) FROM parkway.messages WHERE status = 'expired'
 
+-- name: claim_served
+-- claim_due's filter for a worker that serves some workflows and versions: only
+-- runs whose key (workflow, chr(31), version: see parkway.store.fleet.run_key)
+-- is among those it serves. Written into claim_due after its paused test.
+      AND r.workflow || chr(31) || r.version = ANY(%(serves)s::text[])
+
 -- name: claimed_columns
 -- The end of both claims (claim_due, lease_run): what advancing each leased run
 -- needs, a row per run (its tasks, journal and mailbox as arrays of columns),
@@ -545,14 +553,26 @@ VALUES (%s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING
 
 -- name: delete_event
-DELETE FROM parkway.events WHERE id = %s
+-- The event, and the runs it was linked to (see parkway.store.fleet).
+WITH gone AS (
+    DELETE FROM parkway.events WHERE id = %s RETURNING id
+), links AS (
+    DELETE FROM parkway.event_links WHERE event_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone
 
 -- name: events_since
 SELECT id, name, domain, subject, payload, published_at FROM parkway.events
 WHERE domain = %s AND name = %s AND published_at >= %s ORDER BY published_at, seq
 
 -- name: prune_events
-DELETE FROM parkway.events WHERE published_at < %s
+-- The events published before then, and their links (see parkway.store.fleet).
+WITH cut AS (
+    SELECT %s::float8 AS before
+), links AS (
+    DELETE FROM parkway.event_links WHERE at < (SELECT before FROM cut)
+)
+DELETE FROM parkway.events WHERE published_at < (SELECT before FROM cut)
 
 -- == subscriptions ==
 
@@ -758,6 +778,10 @@ SELECT NULL::text AS run_id, NULL::int4 AS pos, NULL::text AS wait, 0 AS ord,
         ELSE 'declined' END AS result
 ), marked AS (
     INSERT INTO parkway.commit_marks (mark, result) SELECT %(mark)s, result FROM outcome
+), linked AS (
+    -- (The runs the event resumed: see parkway.store.fleet.)
+    INSERT INTO parkway.event_links (event_id, how, run_id, at)
+    SELECT %(id)s, 'resumed', run_id, %(now)s FROM taken ORDER BY ord, created_at, run_id
 )
 SELECT result,
        (SELECT pg_notify('parkway_tasks', %(token)s) FROM (SELECT count(*) AS n FROM task) AS t

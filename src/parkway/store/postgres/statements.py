@@ -40,6 +40,11 @@ CLAIM_DUE = BinaryRows(_lines(
     Q["claim_due"], Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
     Q["claimed_loads"],
 ))  # fmt: skip
+# The same, of the runs whose workflow and version the worker serves.
+CLAIM_SERVED = BinaryRows(_lines(
+    Q["claim_due"].replace("AND NOT r.paused\n", f"AND NOT r.paused\n{Q['claim_served']}\n", 1),
+    Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"], Q["claimed_loads"],
+))  # fmt: skip
 # A lease of one run in the sender's transaction: of the run named (``run``), or
 # with ``run`` None of the run the delivery statement just before it delivered to.
 LEASE_RUN = BinaryRows(

@@ -32,7 +32,7 @@ from parkway.store.postgres.failures import connect_error, first_line, privilege
 from parkway.store.postgres.listener import Listener
 from parkway.store.postgres.pool import LifoPool
 from parkway.store.postgres.rows import claimed_run
-from parkway.store.postgres.statements import CLAIM_DUE, Q
+from parkway.store.postgres.statements import CLAIM_DUE, CLAIM_SERVED, Q
 from parkway.store.postgres.tx import PostgresTx
 from parkway.store.postgres.url import DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT, parse
 from parkway.store.postgres.wire import Conn
@@ -153,7 +153,14 @@ class PostgresStore(Connections):
     # -- the worker's calls ------------------------------------------------------------------
 
     async def claim(
-        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+        self,
+        owner: str,
+        *,
+        now: float,
+        wall_now: float,
+        lease_until: float,
+        limit: int,
+        serves: Sequence[str] | None = None,
     ) -> list[str]:
         # One statement leases the runs, without waiting for an fsync, and reads all
         # they need to be advanced (load_run hands it over): see claim_due and
@@ -162,7 +169,10 @@ class PostgresStore(Connections):
         while len(claimed) < limit:
             places = limit - len(claimed)
             params = dict(now=now, wall=wall_now, limit=places, owner=owner, until=lease_until)
-            _, claim = await self._pipeline([(Q["claim_settings"], ()), (CLAIM_DUE, params)])
+            statement = CLAIM_DUE
+            if serves is not None:
+                params["serves"], statement = list(serves), CLAIM_SERVED
+            _, claim = await self._pipeline([(Q["claim_settings"], ()), (statement, params)])
             rows = claim.rows or []
             for row in rows:
                 loaded = claimed_run(row, owner)

@@ -8,6 +8,7 @@ place that says which parts a transaction has.
 from __future__ import annotations
 
 from parkway.store.postgres.events import EventOps
+from parkway.store.postgres.fleet import FleetOps
 from parkway.store.postgres.flow import FlowOps
 from parkway.store.postgres.journal import JournalOps
 from parkway.store.postgres.messages import MessageOps
@@ -18,7 +19,15 @@ from parkway.store.postgres.updates import UpdateOps
 
 
 class PostgresTx(
-    FlowOps, EventOps, MessageOps, UpdateOps, StreamOps, ScheduleOps, PeopleOps, JournalOps
+    FlowOps,
+    EventOps,
+    MessageOps,
+    UpdateOps,
+    StreamOps,
+    ScheduleOps,
+    PeopleOps,
+    FleetOps,
+    JournalOps,
 ):
     """Primitive operations on an open PostgreSQL transaction (the ``Tx`` protocol).
 

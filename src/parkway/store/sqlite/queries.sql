@@ -155,6 +155,17 @@ WHERE id IN (
       AND (r.paused = 0 OR t.kind = 'deadline') AND r.status <> 'held'
     ORDER BY t.due_at, t.id LIMIT ?5)
 
+-- name: claim_served
+-- claim, of the runs whose key (workflow, char(31), version: see
+-- parkway.store.fleet.run_key) is among those the worker serves (?6, a JSON
+-- array; read once into a lookup table, not for each row).
+UPDATE runs SET lease_owner = ?1, lease_until = ?2
+WHERE id IN (
+    SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
+    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
+      AND (r.workflow || char(31) || r.version) IN (SELECT value FROM json_each(?6))
+    ORDER BY t.due_at, t.id LIMIT ?5)
+
 -- name: claim_started
 -- The pending runs a claim just took now run (their ids: a JSON array).
 UPDATE runs SET status = 'running'

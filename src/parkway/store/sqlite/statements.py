@@ -24,6 +24,7 @@ INSERT_NEW_RUN = Q["insert_run"].rstrip() + "\nON CONFLICT (id) DO NOTHING"
 # leases return the rows they lease with them (their reads of the runs start there).
 RUN_COLUMNS = Q["get_run"].split("SELECT", 1)[1].split("FROM runs", 1)[0].strip()
 CLAIM = f"{Q['claim'].rstrip()}\nRETURNING {RUN_COLUMNS}"
+CLAIM_SERVED = f"{Q['claim_served'].rstrip()}\nRETURNING {RUN_COLUMNS}"
 LEASE = {
     name: f"{Q[name].rstrip()}\nRETURNING {RUN_COLUMNS}"
     for name in ("lease_run", "lease_pending_run")

@@ -23,11 +23,13 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
+import orjson
+
 from parkway.errors import ParkwayError, StoreError
 from parkway.store.base import LoadedRun, StoreStats, load_in_transaction
 from parkway.store.sqlite.checkpoints import FOREGROUND_CHECKPOINT_PAGES, Checkpoints
 from parkway.store.sqlite.failures import Reserve, is_full, translate
-from parkway.store.sqlite.statements import CLAIM, MIGRATIONS, Q
+from parkway.store.sqlite.statements import CLAIM, CLAIM_SERVED, MIGRATIONS, Q
 from parkway.store.sqlite.tx import SQLiteTx
 from parkway.store.sqlite.wakeup import Wakeups
 
@@ -232,15 +234,25 @@ class SQLiteStore:
                 raise translate(self.path, exc) from exc
 
     async def claim(
-        self, owner: str, *, now: float, wall_now: float, lease_until: float, limit: int
+        self,
+        owner: str,
+        *,
+        now: float,
+        wall_now: float,
+        lease_until: float,
+        limit: int,
+        serves: Sequence[str] | None = None,
     ) -> list[str]:
         # The runs are read in the claim's transaction, all of them at once, and
         # load_run hands each over (see SQLiteTx.load_claimed).
+        params: tuple[object, ...] = (owner, lease_until, now, wall_now, limit)
+        if serves is not None:
+            params = (*params, orjson.dumps(list(serves)).decode())
         async with self.transaction() as tx:
             self._claiming = True
             try:
                 rows = self.conn.execute(
-                    CLAIM, (owner, lease_until, now, wall_now, limit)
+                    CLAIM if serves is None else CLAIM_SERVED, params
                 ).fetchall()
             finally:
                 self._claiming = False

@@ -33,6 +33,7 @@ from parkway.store.base import (
     load_with,
     reads_mailbox,
 )
+from parkway.store.sqlite.fleet import SQLiteFleet
 from parkway.store.sqlite.flow import FlowOps
 from parkway.store.sqlite.people import SQLitePeople
 from parkway.store.sqlite.schedules import SQLiteSchedules
@@ -50,7 +51,7 @@ from parkway.store.sqltext import run_conditions
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
+class SQLiteTx(SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, ComposedTx):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -227,6 +228,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
             self._c.executemany(Q[name], ids)
         self._delete_people(ids)
         self._delete_streams(ids)
+        self._delete_operator_entries(ids)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]
@@ -304,12 +306,14 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, FlowOps, StreamOps, ComposedTx):
 
     async def delete_event(self, event_id: str) -> None:
         self._c.execute(Q["delete_event"], (event_id,))
+        self._delete_event_links(event_id)
 
     async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]:
         rows = self._c.execute(Q["events_since"], (domain, name, since))
         return [EventRecord(*row) for row in rows]
 
     async def prune_events(self, before: float) -> int:
+        self._prune_event_links(before)
         return self._c.execute(Q["prune_events"], (before,)).rowcount
 
     async def add_subscription(self, sub: SubscriptionRecord) -> None:

@@ -22,7 +22,7 @@ from parkway.client.repairs import RepairOperations
 from parkway.client.runs import RunOperations
 from parkway.client.schedules import ScheduleOperations
 from parkway.clock import Clock, SystemClock
-from parkway.core import accumulate, deadlines, housekeeping
+from parkway.core import accumulate, deadlines, fleet, housekeeping
 from parkway.core import cancel_on as cancel_conditions
 from parkway.core import schedules as core_schedules
 from parkway.core.runtime import Runtime, Settings
@@ -543,13 +543,19 @@ class Engine(
         """This engine's metrics in Prometheus's text format, and its content type.
 
         The counters are this process's; the store's gauges (parked runs, the
-        due-task backlog, the oldest due task's age, dead letters) are read now.
+        due-task backlog, the oldest due task's age, dead letters, the runs no
+        live worker serves) are read now.
 
         Raises:
             MetricsDisabledError: The engine was not given ``metrics=``.
         """
         self._require_open()
-        return await self._rt.telemetry.render_metrics(self._rt.store, self._rt.now())
+        rt = self._rt
+
+        async def unserved() -> int:
+            return len(await fleet.unserved(rt))
+
+        return await rt.telemetry.render_metrics(rt.store, rt.now(), unserved)
 
     def poke(self) -> None:
         """Make this process's worker look for work now (a manual clock moved)."""

@@ -13,6 +13,7 @@ import click
 # Each module adds its commands to the group.
 from parkway.cli import (  # noqa: F401
     controls,
+    fleet,
     intake,
     mcp_server,
     repairs,

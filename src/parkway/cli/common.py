@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import importlib
 import os
 import re
@@ -199,6 +200,15 @@ def run(coro: Coroutine[Any, Any, T], *, wait_for_threads: bool = True) -> T:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()  # shuts the default executor down without waiting
+
+
+def os_user() -> str | None:
+    """Who runs this command: the OS user (the ``by`` of the operator actions it
+    records), ``None`` when the system cannot say (no such user, a bare container)."""
+    try:
+        return getpass.getuser() or None
+    except (KeyError, OSError):
+        return None
 
 
 def print_json(value: Any) -> None:

@@ -1,5 +1,6 @@
 """``parkway cancel``, ``pause``, ``resume`` and ``retry``: an operator's controls on
-one run, and (``cancel``, ``retry``) on every run a filter selects."""
+one run, and (``cancel``, ``retry``) on every run a filter selects. Each is recorded
+in the run's history as by the OS user who ran the command."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import click
 
-from parkway.cli.common import APP, STATUSES, _ParamType, as_client
+from parkway.cli.common import APP, STATUSES, _ParamType, as_client, os_user
 from parkway.cli.group import cli
 from parkway.engine import Engine
 from parkway.models import RunInfo
@@ -103,9 +104,9 @@ def cancel(
 
     async def action(engine: Engine) -> dict[str, Any]:
         if run_id is not None:
-            await engine.cancel(run_id)
+            await engine.cancel(run_id, by=os_user())
             return _info(await engine.get_run(run_id))
-        return {"cancelled": await engine.cancel_runs(**filters)}
+        return {"cancelled": await engine.cancel_runs(**filters, by=os_user())}
 
     as_client(ctx, app, action, existing_db=True)
 
@@ -136,8 +137,8 @@ def retry(
 
     async def action(engine: Engine) -> dict[str, Any]:
         if run_id is not None:
-            return _info(await engine.retry(run_id))
-        return {"retried": await engine.retry_runs(**filters)}
+            return _info(await engine.retry(run_id, by=os_user()))
+        return {"retried": await engine.retry_runs(**filters, by=os_user())}
 
     as_client(ctx, app, action, existing_db=True)
 
@@ -151,7 +152,7 @@ def pause(ctx: click.Context, run_id: str, app: Engine | None) -> None:
     meanwhile (signals, events, messages, timers, updates) is kept."""
 
     async def action(engine: Engine) -> dict[str, Any]:
-        return _info(await engine.pause(run_id))
+        return _info(await engine.pause(run_id, by=os_user()))
 
     as_client(ctx, app, action, existing_db=True)
 
@@ -164,7 +165,7 @@ def resume(ctx: click.Context, run_id: str, app: Engine | None) -> None:
     """Resume paused run RUN: what reached it while paused is acted on now."""
 
     async def action(engine: Engine) -> dict[str, Any]:
-        return _info(await engine.resume(run_id))
+        return _info(await engine.resume(run_id, by=os_user()))
 
     as_client(ctx, app, action, existing_db=True)
 

@@ -12,6 +12,7 @@ from parkway.cli.common import (
     JSON,
     STATUSES,
     as_client,
+    os_user,
     print_json,
     print_table,
     when,
@@ -143,7 +144,9 @@ def update(
     """
 
     async def action(engine: Engine) -> dict[str, Any]:
-        result = await engine.update(run_id, name, payload, id=update_id, timeout=timeout)
+        result = await engine.update(
+            run_id, name, payload, id=update_id, timeout=timeout, by=os_user()
+        )
         return {"run": run_id, "update": name, "result": result}
 
     as_client(ctx, app, action, existing_db=True)
@@ -170,15 +173,17 @@ def runs(
 ) -> None:
     """List runs, newest first: a table (WAITING FOR: what a parked run waits for; a
     held run, whose code no longer replays its journal, waits for a fix), or JSON
-    with --json."""
+    with --json. A run marked "unserved" is due, but no live worker serves its
+    workflow and version (see `parkway workers`)."""
 
     async def action(engine: Engine) -> Any:
         found = await engine.list_runs(
             workflow=workflow, status=status, subject=subject, domain=domain, limit=limit
         )
+        unserved = set(await engine.unserved_runs()) if found else set()
         if as_json:
-            return [r.to_dict() for r in found]
-        return [_row(info, _waits(info)) for info in found]
+            return [{**r.to_dict(), "unserved": r.id in unserved} for r in found]
+        return [_row(info, _waits(info), info.id in unserved) for info in found]
 
     def show(rows: Any) -> None:
         if as_json:
@@ -213,8 +218,10 @@ def _waits(info: RunInfo) -> str:
     return waiting_for(info.waiting)
 
 
-def _row(info: RunInfo, waits: str) -> list[str]:
+def _row(info: RunInfo, waits: str, unserved: bool = False) -> list[str]:
     status = info.status.value + (" (paused)" if info.paused else "")
+    if unserved:  # (due, but no live worker serves its workflow and version)
+        status += " (unserved)"
     return [
         info.id, info.workflow, status, info.subject or "-", waits or "-",
         when(info.updated_at.isoformat()),

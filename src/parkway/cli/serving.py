@@ -201,10 +201,12 @@ def serve(
 
     Routes are described at /openapi.json; the dashboard is at /. With
     PARKWAY_API_TOKEN set, every route but /healthz needs
-    `Authorization: Bearer <token>`. Requests must name this server in their Host
-    header (its address, an IP address, localhost, or an --allow-host name), a guard
-    against DNS rebinding. Prometheus metrics are at /metrics (with the metrics
-    extra). Needs the http extra: pip install 'parkway[http]'.
+    `Authorization: Bearer <token>`; PARKWAY_API_TOKENS="alice:tok1,bob:tok2" names
+    several, and each operator action is recorded as by its token's name. Requests
+    must name this server in their Host header (its address, an IP address,
+    localhost, or an --allow-host name), a guard against DNS rebinding. Prometheus
+    metrics are at /metrics (with the metrics extra). Needs the http extra: pip
+    install 'parkway[http]'.
     """
     missing = [m for m in ("starlette", "uvicorn", "pydantic") if not _importable(m)]
     if missing:
@@ -222,7 +224,7 @@ def serve(
         sock = bind(host, port)
     except ParkwayError as exc:
         raise click.ClickException(str(exc)) from exc
-    token = os.environ.get("PARKWAY_API_TOKEN")
+    token = os.environ.get("PARKWAY_API_TOKEN") or os.environ.get("PARKWAY_API_TOKENS")
     auth = "token required" if token else "no token required"
     warning = exposure_warning(host, token)
     if warning is not None:

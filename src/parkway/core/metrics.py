@@ -138,9 +138,12 @@ class Metrics:
 
     # -- the exposition ----------------------------------------------------------------------
 
-    async def render(self, store: Store, now: float) -> tuple[bytes, str]:
-        """The text exposition (and its content type), the store's gauges read now."""
-        self.store.update(await store.stats(now), now)
+    async def render(
+        self, store: Store, now: float, *, unserved: int | None = None
+    ) -> tuple[bytes, str]:
+        """The text exposition (and its content type), the store's gauges read now
+        (``unserved``: the runs no live worker serves, counted by the caller)."""
+        self.store.update(await store.stats(now), now, unserved)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
@@ -150,9 +153,10 @@ class StoreGauges(Collector):
     def __init__(self) -> None:
         self.stats: StoreStats | None = None
         self.at = 0.0
+        self.unserved: int | None = None
 
-    def update(self, stats: StoreStats, now: float) -> None:
-        self.stats, self.at = stats, now
+    def update(self, stats: StoreStats, now: float, unserved: int | None = None) -> None:
+        self.stats, self.at, self.unserved = stats, now, unserved
 
     def collect(self) -> list[Metric]:
         stats = self.stats
@@ -171,7 +175,18 @@ class StoreGauges(Collector):
         runs.add_metric(["parked"], sum(stats.parked.values()))
         runs.add_metric(["held"], sum(stats.held.values()))
         oldest = stats.oldest_due_at
+        unserved = []
+        if self.unserved is not None:
+            unserved.append(
+                GaugeMetricFamily(
+                    "parkway_runs_unserved",
+                    "Runs due whose workflow and version no live worker serves: nothing "
+                    "advances them until a worker that serves them starts.",
+                    self.unserved,
+                )
+            )
         return [
+            *unserved,
             parked,
             runs,
             GaugeMetricFamily(

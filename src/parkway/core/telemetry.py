@@ -129,15 +129,19 @@ class Telemetry:
 
                 self.tracing = tracing_for(None)
 
-    async def render_metrics(self, store: Store, now: float) -> tuple[bytes, str]:
-        """The Prometheus exposition (see ``Engine.render_metrics``).
+    async def render_metrics(
+        self, store: Store, now: float, unserved: Callable[[], Awaitable[int]] | None = None
+    ) -> tuple[bytes, str]:
+        """The Prometheus exposition (see ``Engine.render_metrics``); ``unserved``
+        counts the runs no live worker serves (see :mod:`parkway.core.fleet`).
 
         Raises:
             MetricsDisabledError: Metrics are off.
         """
         if self.metrics is None:
             raise MetricsDisabledError()
-        return await self.metrics.render(store, now)
+        count = None if unserved is None else await unserved()
+        return await self.metrics.render(store, now, unserved=count)
 
     # -- the sender's side -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -28,17 +28,28 @@ from starlette.routing import Route
 
 from parkway import _json, limits
 from parkway.engine import Engine
-from parkway.errors import InvalidInputError, MetricsDisabledError, ParkwayError, StoreError
+from parkway.errors import (
+    InvalidArgumentError,
+    InvalidInputError,
+    MetricsDisabledError,
+    ParkwayError,
+    StoreError,
+)
 from parkway.events import SubscriptionInfo
 from parkway.http import schemas
 from parkway.http.dashboard import dashboard_response
 from parkway.http.guards import (
+    BY_STATE,
     PUBLIC_PATHS,
+    SINGLE_TOKEN_NAME,
     TOKEN_ENV,
+    TOKENS_ENV,
     CallbackRateLimit,
     DrainBody,
     HostGuard,
     TokenGuard,
+    TokensError,
+    named_tokens,
     shown_path,
 )
 from parkway.http.openapi import openapi_document
@@ -77,9 +88,10 @@ Handler = Callable[["Api", Request], Awaitable[Response]]
 
 
 class Api:
-    """The route handlers, bound to one engine (``token``: the one required, if any)."""
+    """The route handlers, bound to one engine (``token``: the tokens required, if any,
+    ``{token: name}``)."""
 
-    def __init__(self, engine: Engine, token: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(self, engine: Engine, token: Callable[[], dict[str, str]] = dict) -> None:
         self.engine, self.token = engine, token
         # Whether this app's ASGI lifespan ran (None: never, as when it is mounted
         # inside another app, whose server sends lifespan events to that app only).
@@ -146,7 +158,22 @@ class Api:
             runs = runs[: query.limit]
             # (Percent-encoded: a header holds latin-1 only, a run id any text.)
             headers = {schemas.NEXT_PAGE_HEADER: quote(runs[-1].id, safe="")}
-        return json_response([r.to_dict() for r in runs], headers=headers)
+        unserved = set(await self.engine.unserved_runs()) if runs else set()
+        listed = [{**r.to_dict(), "unserved": r.id in unserved} for r in runs]
+        return json_response(listed, headers=headers)
+
+    async def events(self, request: Request) -> Response:
+        query = parse_query(request, schemas.EventsQuery)
+        self._require_open()
+        found = await self.engine.events(
+            name=query.name, subject=query.subject, since=query.since, limit=query.limit
+        )
+        return json_response([event.to_dict() for event in found])
+
+    async def workers(self, request: Request) -> Response:
+        parse_query(request, schemas.NoQuery)
+        self._require_open()
+        return json_response([worker.to_dict() for worker in await self.engine.workers()])
 
     async def run_counts(self, request: Request) -> Response:
         parse_query(request, schemas.NoQuery)
@@ -214,7 +241,7 @@ class Api:
         self._require_open()
         with json_at():
             result = await self.engine.update(
-                run_id, name, body.payload, id=body.id, timeout=body.timeout
+                run_id, name, body.payload, id=body.id, timeout=body.timeout, by=_by(request)
             )
         return json_response({"result": result})
 
@@ -222,26 +249,26 @@ class Api:
         run_id = run_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
-        await self.engine.cancel(run_id)
+        await self.engine.cancel(run_id, by=_by(request))
         return json_response({"id": run_id}, 202)
 
     async def pause(self, request: Request) -> Response:
         run_id = run_id_param(request)
         await read_body(request)  # ignored, but still held to the size limit
         self._require_open()
-        return json_response((await self.engine.pause(run_id)).to_dict())
+        return json_response((await self.engine.pause(run_id, by=_by(request))).to_dict())
 
     async def resume(self, request: Request) -> Response:
         run_id = run_id_param(request)
         await read_body(request)
         self._require_open()
-        return json_response((await self.engine.resume(run_id)).to_dict())
+        return json_response((await self.engine.resume(run_id, by=_by(request))).to_dict())
 
     async def retry(self, request: Request) -> Response:
         run_id = run_id_param(request)
         await read_body(request)
         self._require_open()
-        return json_response((await self.engine.retry(run_id)).to_dict())
+        return json_response((await self.engine.retry(run_id, by=_by(request))).to_dict())
 
     async def fork(self, request: Request) -> Response:
         run_id = run_id_param(request)
@@ -263,7 +290,7 @@ class Api:
         self._require_open()
         count = await self.engine.cancel_runs(
             workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before,
+            created_before=body.created_before, by=_by(request),
         )  # fmt: skip
         return json_response({"count": count})
 
@@ -272,7 +299,7 @@ class Api:
         self._require_open()
         count = await self.engine.retry_runs(
             workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before,
+            created_before=body.created_before, by=_by(request),
         )  # fmt: skip
         return json_response({"count": count})
 
@@ -396,6 +423,13 @@ class Api:
 
     async def dashboard(self, request: Request) -> Response:
         return dashboard_response()
+
+
+def _by(request: Request) -> str | None:
+    """Who asked: the name of the API token the request carried (``None``: the server
+    requires no token)."""
+    by = request.scope.get("state", {}).get(BY_STATE)
+    return by if isinstance(by, str) else None
 
 
 def _callback(done: CallbackResult) -> dict[str, Any]:
@@ -543,6 +577,7 @@ def create_app(
     engine: Engine,
     *,
     api_token: str | None = None,
+    api_tokens: Mapping[str, str] | None = None,
     allowed_hosts: Collection[str] | None = None,
     callback_rate: float = 10.0,
     callback_burst: int = 20,
@@ -554,7 +589,12 @@ def create_app(
             (ASGI lifespan), the app opens it and closes it at shutdown.
         api_token: Require ``Authorization: Bearer <api_token>`` on every route
             but ``/healthz``. ``None`` reads ``PARKWAY_API_TOKEN`` on each request;
-            an empty value means no token is required.
+            an empty value means no token is required. Its name (the ``by`` of
+            the operator actions its requests make) is ``api``.
+        api_tokens: Named tokens, ``{name: token}``: any of them is taken, and the
+            operator actions of a request (pause, cancel, retry...) are recorded
+            as by its token's name. ``None`` (and no ``api_token``) reads
+            ``PARKWAY_API_TOKENS`` (``"alice:tok1,bob:tok2"``) on each request.
         allowed_hosts: Answer only requests whose ``Host`` is one of these names,
             an IP address or ``localhost`` (400 otherwise; ``"*"``: any), a guard
             against DNS rebinding. ``None`` (the default): no check, for a server
@@ -564,8 +604,18 @@ def create_app(
             ``callback_burst``; past that, 429 with ``Retry-After``.
     """
 
-    def token() -> str | None:
-        return api_token if api_token is not None else os.environ.get(TOKEN_ENV)
+    def token() -> dict[str, str]:
+        if api_token is not None or api_tokens is not None:
+            tokens = {t: n for n, t in (api_tokens or {}).items() if t}
+            if api_token:
+                tokens.setdefault(api_token, SINGLE_TOKEN_NAME)
+            return tokens
+        return named_tokens(os.environ.get(TOKEN_ENV), os.environ.get(TOKENS_ENV))
+
+    try:
+        token()  # (malformed: said now, rather than answered to every request)
+    except TokensError as exc:
+        raise InvalidArgumentError(str(exc), field=TOKENS_ENV) from None
 
     api = Api(engine, token)
 

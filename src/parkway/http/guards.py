@@ -22,6 +22,12 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOKEN_ENV = "PARKWAY_API_TOKEN"
+# Named tokens, "alice:tok1,bob:tok2": each request's operator actions are recorded
+# as by the name of the token it carried (the single PARKWAY_API_TOKEN's is "api").
+TOKENS_ENV = "PARKWAY_API_TOKENS"
+SINGLE_TOKEN_NAME = "api"
+# Where TokenGuard leaves the name of the token a request carried (scope["state"]).
+BY_STATE = "parkway_by"
 # The only route open without the token or a known Host: load balancers and
 # orchestrators probe it, by whatever name they know the server.
 PUBLIC_PATHS = frozenset({"/healthz"})
@@ -231,22 +237,64 @@ def host_allowed(name: str, allowed: frozenset[str]) -> bool:
     return True
 
 
+class TokensError(ValueError):
+    """``PARKWAY_API_TOKENS`` (or ``api_tokens``) is malformed (the message says how)."""
+
+
+def named_tokens(single: str | None, named: str | None) -> dict[str, str]:
+    """The tokens a server takes, ``{token: name}``: each ``name:token`` of ``named``
+    (``PARKWAY_API_TOKENS``, comma-separated) and ``single`` (``PARKWAY_API_TOKEN``)
+    named :data:`SINGLE_TOKEN_NAME`. Empty: no token is required.
+
+    Raises:
+        TokensError: An entry without its name or token, or a token given twice.
+    """
+    tokens: dict[str, str] = {}
+    for entry in (named or "").split(","):
+        if not entry.strip():
+            continue
+        name, colon, token = entry.strip().partition(":")
+        if not colon or not name.strip() or not token.strip():
+            raise TokensError(
+                f"{TOKENS_ENV} must be name:token pairs separated by commas, such as "
+                "'alice:tok1,bob:tok2'; an entry has no name or no token"
+            )
+        if token.strip() in tokens:
+            raise TokensError(f"{TOKENS_ENV}: two names have the same token")
+        tokens[token.strip()] = name.strip()
+    if single:
+        tokens.setdefault(single, SINGLE_TOKEN_NAME)
+    return tokens
+
+
 class TokenGuard:
-    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`.
+    """Require ``Authorization: Bearer <token>`` on every path but :data:`PUBLIC_PATHS`,
+    one of the tokens ``tokens()`` gives (``{token: name}``; none: no token is
+    required). The name of the token a request carried is left in its
+    ``scope["state"]`` under :data:`BY_STATE`: the ``by`` of its operator actions.
 
     The dashboard page is answered 401 *with* its HTML: it holds no data, and it
     is where an operator pastes the token that its own calls then send.
     """
 
-    def __init__(self, app: ASGIApp, token: Callable[[], str | None]) -> None:
+    def __init__(self, app: ASGIApp, token: Callable[[], dict[str, str]]) -> None:
         self.app, self.token = app, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        expected = self.token()
-        if not expected or _bearer_matches(scope, expected):
+        try:
+            expected = self.token()
+        except TokensError as exc:  # (set wrong while the server runs: refuse, and say why)
+            await problem(500, str(exc))(scope, receive, send)
+            return
+        if not expected:
+            await self.app(scope, receive, send)
+            return
+        name = _bearer_name(scope, expected)
+        if name is not None:
+            scope.setdefault("state", {})[BY_STATE] = name
             await self.app(scope, receive, send)
             return
         if scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
@@ -263,15 +311,21 @@ class TokenGuard:
         await response(scope, receive, send)
 
 
-def _bearer_matches(scope: Scope, expected: str) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
+def _bearer_name(scope: Scope, expected: dict[str, str]) -> str | None:
+    """The name of the token the request carries, if it is one of ``expected``."""
+    for header, value in scope["headers"]:
+        if header == b"authorization":
             scheme, _, given = value.partition(b" ")
-            if scheme.lower() == b"bearer":
-                # Constant time, so that the token cannot be guessed byte by byte.
-                return hmac.compare_digest(given.strip(), expected.encode())
-            return False
-    return False
+            if scheme.lower() != b"bearer":
+                return None
+            found = None
+            # Constant time for each, and every one compared, so that no token can
+            # be guessed byte by byte, nor which one is near.
+            for token, name in expected.items():
+                if hmac.compare_digest(given.strip(), token.encode()):
+                    found = name
+            return found
+    return None
 
 
 def json_media_error(headers: Any) -> str | None:

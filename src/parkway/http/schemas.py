@@ -355,6 +355,18 @@ class MessagesQuery(_Request):
     )
 
 
+class EventsQuery(_Request):
+    """``GET /events`` filters."""
+
+    name: Name | None = Field(default=None, description="Only events of this name.")
+    subject: Subject | None = Field(default=None, description="Only events about this subject.")
+    since: AwareDatetime | None = Field(
+        default=None,
+        description="Only events published at or after this time (ISO 8601, with zone).",
+    )
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT, description="At most this many events.")
+
+
 class CallbackFailRequest(_Request):
     """``POST /callbacks/{token}/fail``: fail the callback."""
 
@@ -453,6 +465,11 @@ class RunInfoOut(_Response):
     )
     forked_from: ForkedFromOut | None = Field(
         default=None, description="The run it was forked from (engine.fork), else null."
+    )
+    unserved: bool = Field(
+        default=False,
+        description="In a listing: due, but no live worker serves its workflow and version "
+        "(nothing advances it until one starts).",
     )
 
 
@@ -606,6 +623,32 @@ class CallbackOut(_Response):
     value: Any = Field(description="The value it was completed with (null when failed).")
     message: str | None = Field(description="The failure's message (null when completed).")
     duplicate: bool = Field(description="It had been completed or failed before; nothing changed.")
+
+
+class WorkerInfoOut(_Response):
+    """A worker process seen within three lease periods."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+    workflows: dict[str, list[str]] = Field(
+        description="What it serves, {name: [versions]}: it claims only runs of those."
+    )
+
+
+class EventInfoOut(_Response):
+    """A published event still kept (within event_retention), with what it did."""
+
+    id: str
+    name: str
+    domain: str
+    subject: str | None
+    payload: Any
+    published_at: datetime
+    started: list[str] = Field(description="Ids of the runs it started.")
+    resumed: list[str] = Field(description="Ids of the parked runs it resumed.")
 
 
 class HumanTaskOut(_Response):

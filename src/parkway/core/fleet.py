@@ -19,7 +19,7 @@ from parkway.models import EventInfo, WorkerInfo, _dt
 from parkway.store.base import Tx
 from parkway.store.fleet import RESUMED, STARTED, WorkerRecord, served_by
 
-# A worker not seen for this many lease periods is taken for dead.
+# A worker not seen for this many of its lease periods is taken for dead.
 LEASES_ALIVE = 3
 
 # The most unserved runs one look reads (a gauge, and marks on a listing: a
@@ -27,19 +27,14 @@ LEASES_ALIVE = 3
 UNSERVED_LIMIT = 10_000
 
 
-def seen_after(rt: Runtime) -> float:
-    """The wall-clock time after which a worker seen is alive."""
-    return time.time() - LEASES_ALIVE * rt.settings.lease
-
-
-async def live_workers(rt: Runtime, tx: Tx) -> list[WorkerRecord]:
-    return await tx.list_workers(seen_after(rt))
+async def live_workers(tx: Tx) -> list[WorkerRecord]:
+    return await tx.list_workers(time.time())  # (by the wall clock, as leases)
 
 
 async def workers(rt: Runtime) -> list[WorkerInfo]:
-    """The workers seen within three lease periods, the longest running first."""
+    """The workers seen within three of their lease periods, the longest running first."""
     async with rt.store.transaction(readonly=True) as tx:
-        found = await live_workers(rt, tx)
+        found = await live_workers(tx)
     return [_worker_info(w) for w in found]
 
 
@@ -52,7 +47,7 @@ async def unserved(rt: Runtime, *, limit: int = UNSERVED_LIMIT) -> list[str]:
     """The runs (ids, sorted) with a task due now, not paused, whose workflow and
     version no live worker serves."""
     async with rt.store.transaction(readonly=True) as tx:
-        keys = served_by(await live_workers(rt, tx))
+        keys = served_by(await live_workers(tx))
         return await tx.unserved_runs(sorted(keys), rt.now(), limit)
 
 

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 
-from parkway.core import fleet, messages, schedules
+from parkway.core import messages, schedules
 from parkway.core.runtime import Runtime
 
 log = logging.getLogger("parkway")
@@ -55,8 +55,7 @@ async def sweep(rt: Runtime) -> int:
         await tx.prune_events(now - retention)
         await tx.prune_message_ids(now - retention)
         await messages.expire(tx, now)
-        # (Workers are seen by the wall clock, as leases are.)
-        await tx.prune_workers(fleet.seen_after(rt))
+        await tx.prune_workers(time.time())  # (by the wall clock, as leases)
     if count:
         log.info("swept %d expired subscriptions", count)
     deleted = await sweep_finished(rt, now)

@@ -51,13 +51,16 @@ def served_by(workers: Iterable[WorkerRecord]) -> frozenset[str]:
 @dataclass
 class WorkerRecord:
     """One worker's row: who it is and what it serves (``{name: [versions]}``).
-    ``started_at`` and ``last_seen`` are wall-clock seconds (leases are)."""
+    ``started_at``, ``last_seen`` and ``alive_until`` (three of its own lease
+    periods after ``last_seen``; 0: it stopped) are wall-clock seconds, as leases
+    are."""
 
     id: str
     host: str
     pid: int
     started_at: float
     last_seen: float
+    alive_until: float
     workflows: dict[str, list[str]]
 
 
@@ -85,15 +88,16 @@ class FleetTx(Protocol):
     """Workers, operator entries and event links inside a transaction."""
 
     async def beat_worker(self, worker: WorkerRecord) -> None:
-        """Insert the worker's row, or renew it (``last_seen``, ``workflows``)."""
+        """Insert the worker's row, or renew it (all but ``started_at``)."""
         ...
 
-    async def list_workers(self, seen_after: float) -> list[WorkerRecord]:
-        """The workers seen after ``seen_after``, the longest running first."""
+    async def list_workers(self, now: float) -> list[WorkerRecord]:
+        """The workers alive at ``now`` (``alive_until`` after it), the longest
+        running first."""
         ...
 
-    async def prune_workers(self, before: float) -> int:
-        """Forget the workers last seen before ``before``; how many."""
+    async def prune_workers(self, now: float) -> int:
+        """Forget the workers dead at ``now``; how many."""
         ...
 
     async def unserved_runs(self, keys: Sequence[str], now: float, limit: int) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from parkway.core import controls, schedules
 from parkway.core.committer import Committer, Job
+from parkway.core.fleet import LEASES_ALIVE
 from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
@@ -183,7 +184,7 @@ class Worker:
         if self._gc_held:
             self._gc_held = False
             collector.release()
-        await self._beat(0.0)  # (gone from the list of workers at once)
+        await self._beat(stopped=True)  # (gone from the list of workers at once)
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own
@@ -375,17 +376,21 @@ class Worker:
             self._serves = (registry.changes, keys)
         return keys
 
-    def record(self, last_seen: float) -> WorkerRecord:
-        """This worker's row in the store's list of workers, seen at ``last_seen``."""
+    def record(self, *, stopped: bool = False) -> WorkerRecord:
+        """This worker's row in the store's list of workers, seen now: alive for
+        three lease periods (``LEASES_ALIVE``) unless ``stopped``."""
+        now = time.time()
+        alive_until = 0.0 if stopped else now + LEASES_ALIVE * self.lease
         return WorkerRecord(
-            self.owner, self.host, self.pid, self.started_at, last_seen, self.rt.registry.served()
-        )
+            self.owner, self.host, self.pid, self.started_at, now, alive_until,
+            self.rt.registry.served(),
+        )  # fmt: skip
 
-    async def _beat(self, last_seen: float) -> None:
-        """Say in the store that this worker lives (``last_seen`` 0: it stopped)."""
+    async def _beat(self, *, stopped: bool = False) -> None:
+        """Say in the store that this worker lives (or that it ``stopped``)."""
         try:
             async with self.rt.store.transaction() as tx:
-                await tx.beat_worker(self.record(last_seen))
+                await tx.beat_worker(self.record(stopped=stopped))
         except Exception:  # the next beat tries again; meanwhile it may look gone
             log.warning("could not renew worker %s in the store", self.owner, exc_info=True)
 
@@ -394,7 +399,7 @@ class Worker:
         # worker that died drops out of engine.workers() within three lease periods.
         store = self.rt.store
         while True:
-            await self._beat(time.time())
+            await self._beat()
             await asyncio.sleep(self.lease / 3)
             if self.inflight:
                 try:

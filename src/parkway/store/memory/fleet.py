@@ -30,14 +30,12 @@ class MemoryFleet:
             worker, workflows={k: list(v) for k, v in worker.workflows.items()}
         )
 
-    async def list_workers(self, seen_after: float) -> list[WorkerRecord]:
-        found = [
-            dataclasses.replace(w) for w in self._s.workers.values() if w.last_seen > seen_after
-        ]
+    async def list_workers(self, now: float) -> list[WorkerRecord]:
+        found = [dataclasses.replace(w) for w in self._s.workers.values() if w.alive_until > now]
         return sorted(found, key=lambda w: (w.started_at, w.id))
 
-    async def prune_workers(self, before: float) -> int:
-        gone = [w for w in self._s.workers.values() if w.last_seen < before]
+    async def prune_workers(self, now: float) -> int:
+        gone = [w for w in self._s.workers.values() if w.alive_until < now]
         for worker in gone:
             del self._s.workers[worker.id]
             self._undo.append(functools.partial(self._s.workers.__setitem__, worker.id, worker))

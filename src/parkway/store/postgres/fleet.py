@@ -19,15 +19,18 @@ class FleetOps(RunOps):
 
     async def beat_worker(self, worker: WorkerRecord) -> None:
         workflows = orjson.dumps(worker.workflows).decode()
-        row = (worker.id, worker.host, worker.pid, worker.started_at, worker.last_seen, workflows)
+        row = (
+            worker.id, worker.host, worker.pid, worker.started_at, worker.last_seen,
+            worker.alive_until, workflows,
+        )  # fmt: skip
         await self._write(S["beat_worker"], row, idempotent=True)
 
-    async def list_workers(self, seen_after: float) -> list[WorkerRecord]:
-        rows = await self._all(S["list_workers"], (seen_after,))
-        return [WorkerRecord(r[0], r[1], r[2], r[3], r[4], orjson.loads(r[5])) for r in rows]
+    async def list_workers(self, now: float) -> list[WorkerRecord]:
+        rows = await self._all(S["list_workers"], (now,))
+        return [WorkerRecord(r[0], r[1], r[2], r[3], r[4], r[5], orjson.loads(r[6])) for r in rows]
 
-    async def prune_workers(self, before: float) -> int:
-        return (await self._exec(S["prune_workers"], (before,))).rowcount
+    async def prune_workers(self, now: float) -> int:
+        return (await self._exec(S["prune_workers"], (now,))).rowcount
 
     async def unserved_runs(self, keys: Sequence[str], now: float, limit: int) -> list[str]:
         rows = await self._all(S["unserved_runs"], dict(keys=list(keys), now=now, limit=limit))

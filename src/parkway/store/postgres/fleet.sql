@@ -3,16 +3,17 @@
 
 -- name: beat_worker
 -- A worker's row, or its renewal (started_at stays the first's).
-INSERT INTO parkway.workers (id, host, pid, started_at, last_seen, workflows)
-VALUES (%s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen, workflows = excluded.workflows
+INSERT INTO parkway.workers (id, host, pid, started_at, last_seen, alive_until, workflows)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen,
+    alive_until = excluded.alive_until, workflows = excluded.workflows
 
 -- name: list_workers
-SELECT id, host, pid, started_at, last_seen, workflows FROM parkway.workers
-WHERE last_seen > %s ORDER BY started_at, id
+SELECT id, host, pid, started_at, last_seen, alive_until, workflows FROM parkway.workers
+WHERE alive_until > %s ORDER BY started_at, id
 
 -- name: prune_workers
-DELETE FROM parkway.workers WHERE last_seen < %s
+DELETE FROM parkway.workers WHERE alive_until < %s
 
 -- name: unserved_runs
 -- The due runs (tasks_by_due) that are not paused and whose key no live worker

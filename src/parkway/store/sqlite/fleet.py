@@ -14,8 +14,8 @@ from parkway.store.sqltext import load_queries
 S = load_queries(__package__, "fleet.sql")
 
 
-def _worker(row: tuple[str, str, int, float, float, str]) -> WorkerRecord:
-    return WorkerRecord(*row[:5], orjson.loads(row[5]))
+def _worker(row: tuple[str, str, int, float, float, float, str]) -> WorkerRecord:
+    return WorkerRecord(*row[:6], orjson.loads(row[6]))
 
 
 class SQLiteFleet:
@@ -27,14 +27,22 @@ class SQLiteFleet:
         workflows = orjson.dumps(worker.workflows).decode()
         self._c.execute(
             S["beat_worker"],
-            (worker.id, worker.host, worker.pid, worker.started_at, worker.last_seen, workflows),
+            (
+                worker.id,
+                worker.host,
+                worker.pid,
+                worker.started_at,
+                worker.last_seen,
+                worker.alive_until,
+                workflows,
+            ),
         )
 
-    async def list_workers(self, seen_after: float) -> list[WorkerRecord]:
-        return [_worker(row) for row in self._c.execute(S["list_workers"], (seen_after,))]
+    async def list_workers(self, now: float) -> list[WorkerRecord]:
+        return [_worker(row) for row in self._c.execute(S["list_workers"], (now,))]
 
-    async def prune_workers(self, before: float) -> int:
-        return self._c.execute(S["prune_workers"], (before,)).rowcount
+    async def prune_workers(self, now: float) -> int:
+        return self._c.execute(S["prune_workers"], (now,)).rowcount
 
     async def unserved_runs(self, keys: Sequence[str], now: float, limit: int) -> list[str]:
         served = orjson.dumps(list(keys)).decode()

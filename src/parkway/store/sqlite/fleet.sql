@@ -3,16 +3,17 @@
 
 -- name: beat_worker
 -- A worker's row, or its renewal (started_at stays the first's).
-INSERT INTO workers (id, host, pid, started_at, last_seen, workflows)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen, workflows = excluded.workflows
+INSERT INTO workers (id, host, pid, started_at, last_seen, alive_until, workflows)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen,
+    alive_until = excluded.alive_until, workflows = excluded.workflows
 
 -- name: list_workers
-SELECT id, host, pid, started_at, last_seen, workflows FROM workers
-WHERE last_seen > ? ORDER BY started_at, id
+SELECT id, host, pid, started_at, last_seen, alive_until, workflows FROM workers
+WHERE alive_until > ? ORDER BY started_at, id
 
 -- name: prune_workers
-DELETE FROM workers WHERE last_seen < ?
+DELETE FROM workers WHERE alive_until < ?
 
 -- name: unserved_runs
 -- The due runs (tasks_by_due) that are not paused and whose key no live worker

@@ -2,15 +2,18 @@
 
 -- A worker process: where it runs and the workflows it serves (JSON,
 -- {name: [versions]}), renewed with its lease heartbeat (last_seen, wall clock).
+-- alive_until: three of its lease periods after it was last seen (0: it stopped);
+-- past that it is taken for dead.
 CREATE TABLE parkway.workers (
     id TEXT PRIMARY KEY,
     host TEXT NOT NULL,
     pid BIGINT NOT NULL,
     started_at DOUBLE PRECISION NOT NULL,
     last_seen DOUBLE PRECISION NOT NULL,
+    alive_until DOUBLE PRECISION NOT NULL,
     workflows TEXT NOT NULL
 );
-CREATE INDEX workers_by_seen ON parkway.workers (last_seen);
+CREATE INDEX workers_by_life ON parkway.workers (alive_until);
 
 -- Who did what to a run (pause, resume, cancel, retry, update...): its history
 -- shows them among its journal's entries. They go with the run.

@@ -2,15 +2,18 @@
 
 -- A worker process: where it runs and the workflows it serves (a JSON object,
 -- {name: [versions]}), renewed with its lease heartbeat (last_seen, wall clock).
+-- alive_until: three of its lease periods after it was last seen (0: it stopped);
+-- past that it is taken for dead.
 CREATE TABLE workers (
     id TEXT PRIMARY KEY,
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
     started_at REAL NOT NULL,
     last_seen REAL NOT NULL,
+    alive_until REAL NOT NULL,
     workflows TEXT NOT NULL
 );
-CREATE INDEX workers_by_seen ON workers (last_seen);
+CREATE INDEX workers_by_life ON workers (alive_until);
 
 -- Who did what to a run (pause, resume, cancel, retry, update...): its history
 -- shows them among its journal's entries. They go with the run.

@@ -2965,3 +2965,104 @@ async def test_a_fork_records_where_it_came_from(store: Store) -> None:
     assert plain is not None and (plain.forked_from, plain.forked_at) == (None, None)
     assert {r.id: r.forked_from for r in listed} == {"fork": "src", "plain": None}
     assert {r.id: r.forked_at for r in found} == {"fork": 3, "plain": None}
+
+
+# -- the fleet: workers, version-aware claims, operator entries, event links -----------------
+
+
+async def test_a_claim_with_serves_leases_only_the_runs_it_serves(store: Store) -> None:
+    from parkway.store.fleet import serve_keys
+
+    async with store.transaction() as tx:
+        await tx.insert_run(run("v1", workflow="wf", version="1"))
+        await tx.insert_run(run("v2", workflow="wf", version="2"))
+        await tx.insert_run(run("any", workflow="wf", version=""))  # started by name
+        await tx.insert_run(run("other", workflow="other", version="1"))
+        await tx.add_tasks([NewTask(r, NOW, "start") for r in ("v1", "v2", "any", "other")])
+    serves = serve_keys({"wf": ["2"]})
+    claimed = await store.claim(
+        "w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10, serves=serves
+    )
+    assert sorted(claimed) == ["any", "v2"]
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.unserved_runs(serves, NOW, 10) == ["other", "v1"]
+        assert await tx.unserved_runs(serves, NOW, 1) == ["other"]
+        assert await tx.unserved_runs(serve_keys({"wf": ["1", "2"], "other": ["1"]}), NOW, 10) == []
+    # Without serves, every due run (as before there were versions to serve).
+    rest = await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
+    assert sorted(rest) == ["other", "v1"]
+
+
+async def test_workers_are_listed_while_alive_and_pruned_after(store: Store) -> None:
+    from parkway.store.fleet import WorkerRecord
+
+    first = WorkerRecord("h:1:a", "h", 1, WALL, WALL, WALL + 3, {"wf": ["1"]})
+    second = WorkerRecord("h:2:b", "h", 2, WALL + 1, WALL + 1, WALL + 4, {"wf": ["2"], "x": ["1"]})
+    async with store.transaction() as tx:
+        await tx.beat_worker(first)
+        await tx.beat_worker(second)
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.list_workers(WALL + 2) == [first, second]
+        assert await tx.list_workers(WALL + 3.5) == [second]
+    renewed = WorkerRecord("h:1:a", "h", 1, WALL + 9, WALL + 5, WALL + 8, {"wf": ["1", "2"]})
+    async with store.transaction() as tx:
+        await tx.beat_worker(renewed)  # (its start stays the first's)
+    async with store.transaction() as tx:
+        (found,) = await tx.list_workers(WALL + 6)
+        assert found == WorkerRecord("h:1:a", "h", 1, WALL, WALL + 5, WALL + 8, {"wf": ["1", "2"]})
+        assert await tx.prune_workers(WALL + 6) == 1
+        assert await tx.list_workers(0) == [found]
+
+
+async def test_operator_entries_are_kept_in_order_and_go_with_their_run(store: Store) -> None:
+    from parkway.store.fleet import OperatorRecord
+
+    entries = [OperatorRecord("r", "pause", "ann", NOW), OperatorRecord("r", "resume", None, NOW)]
+    async with store.transaction() as tx:
+        await tx.insert_run(run("r"))
+        for one in entries:
+            await tx.add_operator_entry(one)
+        await tx.add_operator_entry(OperatorRecord("other", "cancel", "bo", NOW))
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.operator_entries("r") == entries
+    async with store.transaction() as tx:
+        await tx.delete_runs(["r"])
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.operator_entries("r") == []
+        assert len(await tx.operator_entries("other")) == 1
+
+
+async def test_event_links_are_listed_with_their_events_and_go_with_them(store: Store) -> None:
+    from parkway.store.fleet import EventLink
+
+    async with store.transaction() as tx:
+        await tx.insert_event(event("e1", subject="s1", published_at=NOW))
+        await tx.insert_event(event("e2", name="other", published_at=NOW + 1))
+        await tx.link_event("e1", NOW, "resumed", ["r1", "r2"])
+        await tx.link_event("e1", NOW, "started", ["r3"])
+        await tx.link_event("e2", NOW + 1, "started", [])
+    async with store.transaction(readonly=True) as tx:
+        listed = await tx.list_events(name=None, subject=None, since=None, limit=10)
+        assert [row[0] for row in listed] == ["e2", "e1"]
+        assert listed[1] == ("e1", "order.paid", "default", "s1", b'{"a": 1}', NOW)
+        assert [
+            r[0]
+            for r in await tx.list_events(name="order.paid", subject=None, since=None, limit=10)
+        ] == ["e1"]
+        assert [
+            r[0] for r in await tx.list_events(name=None, subject="s1", since=None, limit=10)
+        ] == ["e1"]
+        assert [
+            r[0] for r in await tx.list_events(name=None, subject=None, since=NOW + 1, limit=10)
+        ] == ["e2"]
+        assert [
+            r[0] for r in await tx.list_events(name=None, subject=None, since=None, limit=1)
+        ] == ["e2"]
+        assert await tx.event_links(["e1", "e2"]) == [
+            EventLink("e1", "resumed", "r1"), EventLink("e1", "resumed", "r2"),
+            EventLink("e1", "started", "r3"),
+        ]  # fmt: skip
+    async with store.transaction() as tx:
+        assert await tx.prune_events(NOW + 0.5) == 1
+    async with store.transaction(readonly=True) as tx:
+        assert await tx.event_links(["e1"]) == []

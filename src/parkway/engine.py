@@ -499,6 +499,8 @@ class Engine(
         if self.run_worker:
             self._worker = Worker(self._rt)
             self._rt.worker = self._worker
+            # Listed among the store's workers (engine.workers()) before open returns.
+            await self._worker.beat()
             self._worker.start()
             await self._worker.retry_held()
 

@@ -86,6 +86,10 @@ EXPECTED = {
         "['order-3', 'order-1']",
         "{'approval': {'parked': 5}}",
     ],
+    'return await ctx.wait_for_signal("reviewed")': [
+        "pause by alice\nresume by bob\ncancel by carol\n"
+    ],
+    '@engine.workflow(name="order", version="2")': ["{'order': ['2']}\n42\n[]\n"],
     "from fastapi import FastAPI": ["{'order': {'id': 'A-7'}, 'decision': 'yes'}", "completed"],
     "from parkway import Engine, Schedule": [
         "sched:nightly_report:2030-03-10T07:00:00+00:00 2030-03-10T07:00:00+00:00",

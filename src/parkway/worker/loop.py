@@ -184,7 +184,7 @@ class Worker:
         if self._gc_held:
             self._gc_held = False
             collector.release()
-        await self._beat(stopped=True)  # (gone from the list of workers at once)
+        await self.beat(stopped=True)  # (gone from the list of workers at once)
         try:
             await self.rt.store.release_leases(self.owner)
         except Exception:  # the store may already be gone; leases then expire on their own
@@ -386,7 +386,7 @@ class Worker:
             self.rt.registry.served(),
         )  # fmt: skip
 
-    async def _beat(self, *, stopped: bool = False) -> None:
+    async def beat(self, *, stopped: bool = False) -> None:
         """Say in the store that this worker lives (or that it ``stopped``)."""
         try:
             async with self.rt.store.transaction() as tx:
@@ -399,8 +399,8 @@ class Worker:
         # worker that died drops out of engine.workers() within three lease periods.
         store = self.rt.store
         while True:
-            await self._beat()
             await asyncio.sleep(self.lease / 3)
+            await self.beat()
             if self.inflight:
                 try:
                     await store.extend_leases(

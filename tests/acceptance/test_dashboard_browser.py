@@ -597,3 +597,82 @@ def test_a_sagas_compensations_show_on_the_timeline(browser: Any, tmp_path: Path
         page.screenshot(path=str(tmp_path / "saga.png"), full_page=True)
     finally:
         served.kill()
+
+
+def test_the_fleet_views_events_workers_unserved_runs_and_who_did_what(
+    browser: Any, served: Served, shots: Path, tmp_path: Path
+) -> None:
+    """Events linked to the runs they started and resumed, the live workers with what
+    each serves, a run no worker serves marked in the list, and an operator's
+    action (by the API token's name) on a run's timeline."""
+    import asyncio
+    import concurrent.futures
+
+    from playwright.sync_api import expect
+
+    from parkway import Engine
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=served.url, headers=auth, timeout=10) as http:
+        started = http.post(
+            "/events",
+            json={"name": "order.created", "id": "ev-9", "payload": {"id": 9, "sku": "desk"}},
+        )
+        assert started.status_code == 200, started.text
+        assert http.post("/runs", json={"workflow": "approval", "id": "order-1"}).is_success
+        _until(lambda: http.get("/runs/order-1").json()["status"] == "parked", "order-1 parked")
+        assert http.post("/runs/order-1/pause").is_success
+        assert http.post(
+            "/events", json={"name": "order.shipped", "id": "ev-10", "payload": {"order": 9}}
+        ).json()["resumed"] == ["evt:ev-9:fulfilment"]
+
+    async def start_an_old_version() -> None:
+        # A client of a version no worker serves: its run waits, unserved.
+        old = Engine(f"sqlite:///{tmp_path / 'shop.db'}", worker=False)
+
+        @old.workflow(name="approval", version="0.9")
+        async def approval(ctx: Any, order: Any) -> Any:
+            return order
+
+        async with old:
+            await old.start("approval", None, id="old-approval")
+
+    # (In a thread of its own: Playwright's sync API holds this thread's event loop.)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, start_an_old_version()).result()
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(served.url + "/?refresh=700")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#health")).to_have_text("healthy")
+    old_row = page.locator('#runs tbody tr[data-run-id="old-approval"]')
+    expect(old_row.locator(".badge.unserved")).to_have_text("unserved")
+    expect(page.locator('#runs tbody tr[data-run-id="order-1"] .badge.unserved')).to_have_count(0)
+
+    page.click("#tab-events")
+    shipped = page.locator('#events tbody tr[data-event-id="ev-10"]')
+    expect(shipped.locator('td[data-links="resumed"]')).to_contain_text("evt:ev-9:fulfilment")
+    created = page.locator('#events tbody tr[data-event-id="ev-9"]')
+    expect(created.locator('td[data-links="started"]')).to_contain_text("evt:ev-9:fulfilment")
+    page.screenshot(path=str(shots / "events.png"), full_page=True)
+    page.fill("#event-filter", "order.shipped")
+    page.press("#event-filter", "Enter")
+    expect(page.locator("#events tbody tr")).to_have_count(1)
+    shipped.locator('td[data-links="resumed"] a').click()
+    expect(page.locator("#detail-id")).to_have_text("evt:ev-9:fulfilment")
+
+    page.click("#tab-workers")
+    workers = page.locator("#workers tbody tr")
+    expect(workers).to_have_count(1)
+    expect(workers.first).to_contain_text("approval 1")
+    page.screenshot(path=str(shots / "workers.png"), full_page=True)
+
+    page.goto(served.url + "/#run/order-1")
+    operator = page.locator("ol.timeline li.t-operator")
+    expect(operator).to_have_count(1)
+    expect(operator).to_contain_text("pause")
+    expect(operator).to_contain_text("by api")
+    assert errors == []

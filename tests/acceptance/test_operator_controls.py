@@ -11,7 +11,6 @@ import pytest
 
 from parkway import (
     Engine,
-    HistoryEntry,
     InvalidDurationError,
     InvalidInputError,
     ResultTimeoutError,
@@ -21,11 +20,6 @@ from parkway import (
 )
 from parkway.core import controls, housekeeping
 from parkway.store.base import JournalEntry
-
-
-async def _journal(engine: Engine, run_id: str) -> list[HistoryEntry]:
-    """The run's history without the operators' entries (see test_operators.py)."""
-    return [e for e in await engine.history(run_id) if e.kind != "operator"]
 
 
 async def _inputs_workflow(ctx: Any, input: Any) -> Any:
@@ -58,7 +52,7 @@ async def test_a_paused_run_keeps_every_input_and_acts_on_them_after_resume(
     assert (await engine.get_run(handle.id)).paused is True
     await engine.signal(handle.id, "go", 1)
     await engine.idle()  # (returns: a paused run's inputs are not due work)
-    assert (await _journal(engine, handle.id))[-1].status == "pending"  # still at the signal
+    assert (await engine.history(handle.id))[-1].status == "pending"  # still at the signal
     # It goes on once resumed, and stops again when paused at the next wait.
     await handle.resume()
     await engine.idle()
@@ -67,14 +61,14 @@ async def test_a_paused_run_keeps_every_input_and_acts_on_them_after_resume(
     assert published.resumed == [handle.id]  # delivered: kept as a task for it
     await engine.correlate("confirm", "o1", {"ok": True})
     await engine.idle()
-    assert [e.kind for e in await _journal(engine, handle.id)] == ["signal", "event"]
+    assert [e.kind for e in await engine.history(handle.id)] == ["signal", "event"]
     await handle.resume()
     await engine.idle()
-    kinds = [e.kind for e in await _journal(engine, handle.id)]
+    kinds = [e.kind for e in await engine.history(handle.id)]
     assert kinds == ["signal", "event", "message", "sleep"]
     await handle.pause()
     await clock.advance("2h")  # the timer fires while paused: kept
-    assert [e.status for e in await _journal(engine, handle.id)][-1] == "pending"
+    assert [e.status for e in await engine.history(handle.id)][-1] == "pending"
     update = asyncio.ensure_future(engine.update(handle.id, "note", "x", timeout=10))
     await asyncio.sleep(0.05)
     assert not update.done()
@@ -190,7 +184,7 @@ async def test_retry_runs_the_failed_step_again_and_replays_the_rest(engine: Eng
     assert retried.status is RunStatus.RUNNING and retried.error is None
     assert await handle.result(timeout=10) == [1, 2]
     assert failures["first"] == 1  # the committed step was not run again
-    history = await _journal(engine, handle.id)
+    history = await engine.history(handle.id)
     assert [(e.name, e.status) for e in history] == [("first", "done"), ("second", "done")]
     with pytest.raises(RunStateError, match="only a failed run"):
         await handle.retry()
@@ -247,7 +241,7 @@ async def test_bulk_cancel_and_retry_by_filters(engine: Engine, clock: Any, t0: 
     await engine.idle()
     for h in failed:
         assert (await h.info()).status is RunStatus.FAILED  # (still failing: retried once)
-        assert [e.kind for e in await _journal(engine, h.id)] == []
+        assert [e.kind for e in await engine.history(h.id)] == []
 
 
 async def test_bulk_operations_check_their_filters(engine: Engine) -> None:
@@ -400,12 +394,12 @@ async def test_pausing_a_run_mid_step_stops_it_at_its_last_commit(engine: Engine
     await handle.pause()
     gate.set()  # the step ends, but its advance may not commit it: the run is paused
     await engine.idle()
-    assert [e.name for e in await _journal(engine, handle.id)] == ["a"]
+    assert [e.name for e in await engine.history(handle.id)] == ["a"]
     assert (await handle.info()).paused is True
     await handle.resume()
     assert await handle.result(timeout=10) == "done"
     assert len(calls) == 2  # (the step in flight at the pause ran again, as after a crash)
-    assert [e.name for e in await _journal(engine, handle.id)] == ["a", "b", "c"]
+    assert [e.name for e in await engine.history(handle.id)] == ["a", "b", "c"]
 
 
 async def test_retry_of_a_failed_gather_waits_again_for_what_the_failure_withdrew(

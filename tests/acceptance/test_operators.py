@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from parkway import Engine, HistoryEntry, InvalidArgumentError, InvalidInputError
+from parkway import (
+    Engine,
+    HistoryEntry,
+    InvalidArgumentError,
+    InvalidInputError,
+    UpdateRejectedError,
+)
 from parkway.cli import cli
 
 
@@ -94,11 +100,19 @@ async def test_every_control_records_who_asked(
     assert await engine.cancel_runs(workflow="approval", by="ops") == 3
     for handle in parked:
         assert _operators(await engine.history(handle.id)) == [("cancel", "ops")]
-    # Without by: recorded all the same, by nobody in particular.
+    # Without by: logged, but the history stays the journal's alone.
     quiet = await engine.start("approval", None, id="q1")
     await engine.idle()
+    caplog.clear()
     await engine.pause(quiet.id)
-    assert _operators(await engine.history(quiet.id)) == [("pause", None)]
+    assert _operators(await engine.history(quiet.id)) == []
+    assert [r.__dict__["by"] for r in caplog.records if r.name == "parkway.operators"] == [None]
+    # An update the run refuses changes nothing: no entry.
+    refusing = await engine.start("approval", None, id="r1")
+    await engine.idle()
+    with pytest.raises(UpdateRejectedError):
+        await engine.update(refusing.id, "nope", 1, by="carol")
+    assert _operators(await engine.history(refusing.id)) == []
 
 
 @pytest.mark.parametrize("by", [5, "", "   ", "x" * 500, "a\nb"])
@@ -239,11 +253,7 @@ async def test_http_names_the_single_token_api_and_no_token_nobody(
     async with _client(create_app(engine, api_tokens={"zoe": "tok9"})) as http:
         headers = {"Authorization": "Bearer tok9"}
         assert (await http.post(f"/runs/{run.id}/cancel", headers=headers)).status_code == 202
-    assert _operators(await engine.history(run.id)) == [
-        ("pause", "api"),
-        ("resume", None),
-        ("cancel", "zoe"),
-    ]
+    assert _operators(await engine.history(run.id)) == [("pause", "api"), ("cancel", "zoe")]
 
 
 @pytest.mark.parametrize("tokens", ["alice", "alice:", ":zz9", "alice:zz9,bob:zz9"])

@@ -269,7 +269,7 @@ class RunOperations(Facade):
             timeout: Wall-clock seconds to wait for the answer.
             by: Who asked, recorded in the run's history as an ``operator`` entry
                 and logged (free-form; over HTTP the API token's name, from the
-                command line the OS user).
+                command line the OS user; ``None``: logged only).
 
         Raises:
             RunNotFoundError: No run has that id.
@@ -353,7 +353,7 @@ class RunOperations(Facade):
             run_id: The run.
             by: Who asked, recorded in the run's history as an ``operator`` entry
                 and logged (free-form; over HTTP the API token's name, from the
-                command line the OS user).
+                command line the OS user; ``None``: logged only).
 
         Raises:
             RunNotFoundError: No run has that id.
@@ -377,7 +377,7 @@ class RunOperations(Facade):
             run_id: The run.
             by: Who asked, recorded in the run's history as an ``operator`` entry
                 and logged (free-form; over HTTP the API token's name, from the
-                command line the OS user).
+                command line the OS user; ``None``: logged only).
 
         Raises:
             RunNotFoundError: No run has that id.
@@ -396,7 +396,7 @@ class RunOperations(Facade):
             run_id: The run.
             by: Who asked, recorded in the run's history as an ``operator`` entry
                 and logged (free-form; over HTTP the API token's name, from the
-                command line the OS user).
+                command line the OS user; ``None``: logged only).
 
         Raises:
             RunNotFoundError: No run has that id.
@@ -424,7 +424,7 @@ class RunOperations(Facade):
             run_id: The run.
             by: Who asked, recorded in the run's history as an ``operator`` entry
                 and logged (free-form; over HTTP the API token's name, from the
-                command line the OS user).
+                command line the OS user; ``None``: logged only).
 
         Raises:
             RunNotFoundError: No run has that id.

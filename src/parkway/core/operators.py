@@ -5,7 +5,9 @@ retry, an update, a fork) recorded in the run's history as an entry of kind
 Every control records its entry with :func:`record` in the transaction that acts
 on the run, so an entry is there exactly when the action took effect. ``by`` is
 free-form: the HTTP API passes the name its API token was configured with, the
-command line the OS user.
+command line the OS user. An action nobody put a name to (``by=None``: a call
+of the Python API without it, a server that requires no token) is logged, but
+leaves the run's history as it was: the journal's entries alone.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ def checked_by(by: object) -> str | None:
 
 
 async def record(rt: Runtime, tx: Tx, run_id: str, action: str, by: str | None) -> None:
-    """Record operator ``action`` on run ``run_id`` by ``by``, in ``tx``, and log it."""
-    await tx.add_operator_entry(OperatorRecord(run_id, action, by, rt.now()))
+    """Record operator ``action`` on run ``run_id`` by ``by`` (unless ``None``), in
+    ``tx``, and log it."""
+    if by is not None:
+        await tx.add_operator_entry(OperatorRecord(run_id, action, by, rt.now()))
     log.info(
         "run %s: %s by %s", run_id, action, by or "(not said)",
         extra={"run_id": run_id, "action": action, "by": by},

@@ -55,10 +55,24 @@ async def update(
             await tx.add_tasks(
                 [NewTask(run_id, now, "update", payload=rt.telemetry.task_payload())]
             )
-            await operators.record(rt, tx, run_id, "update", by)
     if existing is None:
         rt.after_commit()
-    return await answer(rt, run_id, update_id, timeout)
+    try:
+        result = await answer(rt, run_id, update_id, timeout)
+    except UpdateFailedError:  # (taken and journaled: its handler raised)
+        if existing is None:
+            await _recorded(rt, run_id, by)
+        raise
+    if existing is None:
+        await _recorded(rt, run_id, by)
+    return result
+
+
+async def _recorded(rt: Runtime, run_id: str, by: str | None) -> None:
+    """The operator entry of an update the run took (one it refused, or sent again
+    with the same id, records none: it changed nothing)."""
+    async with rt.store.transaction() as tx:
+        await operators.record(rt, tx, run_id, "update", by)
 
 
 async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> Any:

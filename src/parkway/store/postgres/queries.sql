@@ -433,7 +433,7 @@ SELECT count(*) FROM parkway.messages WHERE status = 'expired'
 -- name: claim_served
 -- claim_due's filter for a worker that serves some workflows and versions: only
 -- runs whose key (workflow, chr(31), version: see parkway.store.fleet.run_key)
--- is among those it serves. Written into claim_due after its paused test.
+-- is among those it serves. Written into claim_due before its ORDER BY.
       AND r.workflow || chr(31) || r.version = ANY(%(serves)s::text[])
 
 -- name: claimed_columns

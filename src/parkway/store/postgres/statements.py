@@ -40,10 +40,20 @@ CLAIM_DUE = BinaryRows(_lines(
     Q["claim_due"], Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
     Q["claimed_loads"],
 ))  # fmt: skip
+
+
+def _served(claim: str) -> str:
+    """claim_due with claim_served's filter among its conditions (before its order)."""
+    order = "    ORDER BY t.due_at, t.id\n    LIMIT %(limit)s"
+    if claim.count(order) != 1:  # (claim_due changed: put the filter where it belongs)
+        raise AssertionError("claim_served: claim_due's ORDER BY not found once")
+    return claim.replace(order, f"{Q['claim_served'].rstrip()}\n{order}")
+
+
 # The same, of the runs whose workflow and version the worker serves.
 CLAIM_SERVED = BinaryRows(_lines(
-    Q["claim_due"].replace("AND NOT r.paused\n", f"AND NOT r.paused\n{Q['claim_served']}\n", 1),
-    Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"], Q["claimed_loads"],
+    _served(Q["claim_due"]), Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
+    Q["claimed_loads"],
 ))  # fmt: skip
 # A lease of one run in the sender's transaction: of the run named (``run``), or
 # with ``run`` None of the run the delivery statement just before it delivered to.

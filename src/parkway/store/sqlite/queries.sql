@@ -162,7 +162,8 @@ WHERE id IN (
 UPDATE runs SET lease_owner = ?1, lease_until = ?2
 WHERE id IN (
     SELECT t.run_id FROM tasks AS t JOIN runs AS r ON r.id = t.run_id
-    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4) AND r.paused = 0
+    WHERE t.due_at <= ?3 AND (r.lease_owner IS NULL OR r.lease_until < ?4)
+      AND (r.paused = 0 OR t.kind = 'deadline')
       AND (r.workflow || char(31) || r.version) IN (SELECT value FROM json_each(?6))
     ORDER BY t.due_at, t.id LIMIT ?5)
 

@@ -220,8 +220,9 @@ def _waits(info: RunInfo) -> str:
 
 def _row(info: RunInfo, waits: str, unserved: bool = False) -> list[str]:
     status = info.status.value + (" (paused)" if info.paused else "")
-    if unserved:  # (due, but no live worker serves its workflow and version)
-        status += " (unserved)"
+    if unserved:  # due, but no live worker serves its workflow and version
+        version = info.version or "any version"
+        waits = f"(unserved) a worker serving {info.workflow} {version}"
     return [
         info.id, info.workflow, status, info.subject or "-", waits or "-",
         when(info.updated_at.isoformat()),

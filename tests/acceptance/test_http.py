@@ -398,6 +398,8 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
     documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     expected = {
         ("POST", "/events"),
+        ("GET", "/events"),
+        ("GET", "/workers"),
         ("POST", "/messages"),
         ("POST", "/runs"),
         ("GET", "/runs"),

@@ -95,6 +95,10 @@ async def test_every_control_records_who_asked(
     assert await engine.retry_runs(workflow="fragile", by="ops") == 1
     await engine.idle()
     assert _operators(await engine.history(failing.id)) == [("retry", "erin"), ("retry", "ops")]
+    fork = await engine.fork(failing.id, by="frank")  # (recorded on the source run)
+    await engine.idle()
+    assert _operators(await engine.history(failing.id))[-1] == ("fork", "frank")
+    assert _operators(await engine.history(fork.id)) == []
     parked = [await engine.start("approval", None, id=f"b{i}") for i in range(3)]
     await engine.idle()
     assert await engine.cancel_runs(workflow="approval", by="ops") == 3

@@ -59,10 +59,12 @@ def mcp(ctx: click.Context, app: Engine, http: str | None) -> None:
 async def _serve_http(server: Any, host: str, port: int) -> None:
     import uvicorn
 
-    from parkway.http.guards import TokenGuard
+    from parkway.http.guards import TOKENS_ENV, TokenGuard, named_tokens
 
+    # (The HTTP API's tokens, named or single, read per request as `parkway serve` does.)
     app = TokenGuard(
-        server.streamable_http_app(host=host), lambda: os.environ.get("PARKWAY_API_TOKEN")
+        server.streamable_http_app(host=host),
+        lambda: named_tokens(os.environ.get("PARKWAY_API_TOKEN"), os.environ.get(TOKENS_ENV)),
     )
     click.echo(f"parkway mcp: serving http://{host}:{port}/mcp", err=True)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from parkway import _json
-from parkway.core import controls
+from parkway.core import controls, operators
 from parkway.core.intake import prepare
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
@@ -289,11 +289,13 @@ async def fork(
     """
     async with rt.store.transaction() as tx:
         record = await _fork_in(rt, tx, source_id, run_id, at=at, encode=encode)
+        # (Who forked it is the source's history: the fork names its source itself.)
+        await operators.record(rt, tx, source_id, "fork", by)
     rt.after_commit()
     if log.isEnabledFor(logging.INFO):
         log.info(
             "run %s forked from run %s at %s", record.id, source_id, record.forked_at,
-            extra={"run_id": record.id, "action": "fork", "by": by, "source": source_id},
+            extra={"run_id": record.id, "source": source_id},
         )  # fmt: skip
     return record
 

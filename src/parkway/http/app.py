@@ -281,7 +281,11 @@ class Api:
         given = "input" in body.model_fields_set
         with json_at("input"):
             handle = await self.engine.fork(
-                run_id, at=body.at, input=body.input if given else UNSET, id=body.id
+                run_id,
+                at=body.at,
+                input=body.input if given else UNSET,
+                id=body.id,
+                by=_by(request),
             )
         return json_response((await handle.info()).to_dict(), 201)
 

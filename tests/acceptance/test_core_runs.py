@@ -191,11 +191,13 @@ async def test_run_status_is_a_str_enum() -> None:
         "pending",
         "running",
         "parked",
+        "held",
         "completed",
         "failed",
         "cancelled",
     ]
     assert RunStatus.PARKED == "parked"
+    assert RunStatus.HELD == "held"
     assert RunStatus("cancelled") is RunStatus.CANCELLED
     assert isinstance(RunStatus.COMPLETED, str)
 

@@ -124,6 +124,7 @@ class Engine:
             history_threshold=history_threshold, retention=retention, tune_gc=tune_gc,
             busy_claim_interval=busy_claim_interval, public_url=public_url,
         )  # fmt: skip
+        models = dict(flows.default_node_models if node_models is None else node_models)
         self._store_url: str | None = settings.url  # the URL the store was made on
         self._rt = Runtime(
             open_store(settings.url),
@@ -133,7 +134,6 @@ class Engine:
             event_extractor=event_extractor,
         )
         self._rt.telemetry.configure(metrics=metrics, tracing=tracing)
-        models = dict(flows.default_node_models if node_models is None else node_models)
         self._state = State(self._rt, self, worker=worker, node_models=models)
         self._worker: Worker | None = None
 
@@ -143,6 +143,10 @@ class Engine:
     def url(self) -> str:
         """The store's URL (the next :meth:`open` makes the store anew if it changed)."""
         return self._rt.settings.url
+
+    @url.setter
+    def url(self, value: str) -> None:
+        self._rt.settings = self._rt.settings.changed(url=value)
 
     @property
     def run_worker(self) -> bool:

@@ -1,4 +1,4 @@
-"""The engine's client operations on the fleet: the live workers, the runs no
+"""The engine's client calls on the fleet: the live workers, the runs no
 worker serves, and the events published lately with what each started and resumed."""
 
 from __future__ import annotations

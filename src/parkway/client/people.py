@@ -1,4 +1,4 @@
-"""The engine's client operations on callbacks and human tasks."""
+"""The engine's client calls on callbacks and human tasks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine's client operations for deploys and repairs: checking the registered code
+"""The engine's client calls for deploys and repairs: checking the registered code
 against stored runs, exporting a run, forking runs."""
 
 from __future__ import annotations

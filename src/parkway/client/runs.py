@@ -1,4 +1,4 @@
-"""The engine's client operations on runs: start, read, signal, cancel, await."""
+"""The engine's client calls on runs: start, read, signal, cancel, await."""
 
 from __future__ import annotations
 

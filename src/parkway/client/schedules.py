@@ -1,4 +1,4 @@
-"""The engine's client operations on schedules: add, remove, pause, resume, list."""
+"""The engine's client calls on schedules: add, remove, pause, resume, list."""
 
 from __future__ import annotations
 

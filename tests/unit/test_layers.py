@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.schedules",
             "parkway.flowcontrol",
             "parkway.forms",
+            "parkway.settings",
         ],
     ),
     ("store", ["parkway.store"]),

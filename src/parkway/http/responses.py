@@ -4,10 +4,10 @@ A response that is one of the engine's records (a run, a journal entry, a
 message...) is that record's ``to_dict()``, and its schema is generated here
 from the same dataclass fields (:func:`record_model`): the record is the one
 definition of its shape, so the two cannot drift. What a route leaves out of a
-record (``drop``), adds to it (``extra``), or what a field of a record that is
-not parkway's own holds (``types``), is said where its model is made. The
-shapes that are the HTTP API's alone (an id, a count, an error) are written
-here as models.
+record (``drop``), adds to it (``extra``), or what a field holds where its type
+does not say enough (``overrides``), is said where its model is made. The shapes
+that are the HTTP API's alone (an id, a count, an error) are written here as
+models.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def record_model(
     *,
     doc: str | None = None,
     drop: tuple[str, ...] = (),
-    types: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> type[BaseModel]:
     """The response model of ``record``'s ``to_dict()``, from its dataclass fields.
@@ -100,7 +100,7 @@ def record_model(
         name: The model's name (its schema's in ``/openapi.json``).
         doc: Its description (default: the first paragraph of the record's docstring).
         drop: Fields the route leaves out of the record.
-        types: A field's type where the record's own does not say enough (a dict
+        overrides: A field's type where the record's own does not say enough (a dict
             with a known shape).
         extra: Fields the route adds, ``{name: (type, Field(...))}``.
     """
@@ -112,7 +112,7 @@ def record_model(
         spec = spec_of(f.metadata)
         if spec.get("hidden") or f.name in drop:
             continue
-        kind = (types or {}).get(f.name) or _out(hints[f.name], spec.get("choices"))
+        kind = (overrides or {}).get(f.name) or _out(hints[f.name], spec.get("choices"))
         # (No defaults: to_dict() writes every field, so the document requires each.)
         info: dict[str, Any] = {}
         description = spec.get("description") or described.get(f.name)
@@ -185,7 +185,7 @@ def _as_json(text: str) -> str:
 RunInfoOut = record_model(
     RunInfo,
     "RunInfoOut",
-    types={"waiting": list[WaitOut], "forked_from": ForkedFromOut | None},
+    overrides={"waiting": list[WaitOut], "forked_from": ForkedFromOut | None},
     extra={
         "unserved": (
             bool,
@@ -211,7 +211,7 @@ ScheduleOut = record_model(
     "ScheduleOut",
     doc="A schedule: the workflow it starts at each tick of its cron expression.",
     drop=("input",),
-    types={"catch_up": Literal["latest", "all", "none"]},
+    overrides={"catch_up": Literal["latest", "all", "none"]},
 )
 StreamItemOut = record_model(
     StreamItem,

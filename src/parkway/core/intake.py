@@ -57,15 +57,20 @@ from parkway.store.base import (
 log = logging.getLogger("parkway.events")
 
 
-def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
+def prepare(rt: Runtime, event: Event, *, edge_checked: bool = False) -> tuple[Event, bytes]:
     """Validate and route an event; give it an id. Returns it and its encoded payload.
+
+    ``edge_checked``: the caller held its fields to the edge's limits already
+    (:func:`checked`), as ``Engine.publish`` does; else they are checked here
+    (``ctx.publish`` checks some of them only).
 
     Raises:
         InvalidInputError: A field is malformed (named in the message).
         SerializationError: The payload is not JSON-serialisable.
         RoutingError: The event extractor failed.
     """
-    event = checked(event)
+    if not edge_checked:
+        event = checked(event)
     payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")
     domain, subject = route(rt, event)
     routed = Event(
@@ -129,8 +134,10 @@ def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
 
 async def publish(rt: Runtime, event: Event) -> PublishResult:
     """Publish ``event`` (see ``Engine.publish``): all of it is one transaction, done
-    again if the store rolls it back for a conflict (nothing of it was saved)."""
-    event, data = prepare(rt, event)
+    again if the store rolls it back for a conflict (nothing of it was saved).
+    ``event`` comes from :func:`checked`: its fields were held to the edge's limits
+    where it entered."""
+    event, data = prepare(rt, event, edge_checked=True)
     result, alone = await again_on_conflict(lambda: _publish(rt, event, data))
     if not alone and not result.duplicate:  # accumulators get tasks too, without touching anyone
         rt.after_commit()

@@ -18,7 +18,7 @@ finished in.
 its journal, its due tasks, maybe its mailbox): it never touches the store.
 Where an operation needs something done or read it says so with a request
 (:mod:`parkway.replay.requests`) and a token; the worker's driver
-(:mod:`parkway.worker.advance`) does it and resumes the machine with the
+(:mod:`parkway.worker.drive`) does it and resumes the machine with the
 answer. Several requests may be out at once (the steps of a gather's
 branches). What the run decided accumulates in :attr:`Machine.writes` (see
 :mod:`parkway.replay.writes`); how it ended is :attr:`Machine.outcome`.

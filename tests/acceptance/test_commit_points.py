@@ -38,14 +38,14 @@ def count_commits(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Callable[[
         nonlocal count
         fenced = False
         async with original(readonly=readonly) as tx:
-            update_leased = tx.update_leased
+            update_leased = tx.runs.update_leased
 
             async def spy(*args: Any, **kwargs: Any) -> Any:
                 nonlocal fenced
                 fenced = True
                 return await update_leased(*args, **kwargs)
 
-            tx.update_leased = spy
+            tx.runs.update_leased = spy
             yield tx
         count += fenced
 

@@ -43,7 +43,10 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
-from parkway.store.people import CallbackRecord, HumanTaskRecord, token_digest
+from parkway.store.events import EventFilter
+from parkway.store.people import CallbackRecord, HumanTaskFilter, HumanTaskRecord, token_digest
+from parkway.store.runs import RunFilter, RunSelection
+from parkway.store.subscriptions import WaitKey
 
 T = TypeVar("T")
 
@@ -130,12 +133,12 @@ async def test_data_survives_closing_and_reopening(engine_url: str) -> None:
     first = open_store(engine_url)
     await first.open()
     async with first.transaction() as tx:
-        await tx.insert_run(run("kept"))
+        await tx.runs.insert(run("kept"))
     await first.close()
     second = open_store(engine_url)
     await second.open()
     try:
-        got = await one(second, lambda tx: tx.get_run("kept"), readonly=True)
+        got = await one(second, lambda tx: tx.runs.get("kept"), readonly=True)
         assert got == run("kept")
     finally:
         await second.close()
@@ -153,46 +156,46 @@ async def test_a_run_round_trips_every_field(store: Store) -> None:
         updated_at=NOW + 0.5,
     )  # fmt: skip
     async with store.transaction() as tx:
-        await tx.insert_run(full)
-        await tx.insert_run(run("r2"))
+        await tx.runs.insert(full)
+        await tx.runs.insert(run("r2"))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("r1") == full
-        assert await tx.get_run("r2") == run("r2")
-        assert await tx.get_run("nope") is None
-    got = await one(store, lambda tx: tx.get_run("r1"), readonly=True)
+        assert await tx.runs.get("r1") == full
+        assert await tx.runs.get("r2") == run("r2")
+        assert await tx.runs.get("nope") is None
+    got = await one(store, lambda tx: tx.runs.get("r1"), readonly=True)
     assert got is not None and isinstance(got.input, bytes) and got.lease_owner is None
 
 
 async def test_update_run_changes_fields_and_fences_on_the_lease(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
+        await tx.runs.insert(run("r"))
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1) == []
     async with store.transaction() as tx:
-        await tx.add_tasks([NewTask("r", NOW, "start")])
+        await tx.tasks.add([NewTask("r", NOW, "start")])
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1) == ["r"]
     async with store.transaction() as tx:
-        assert await tx.update_run("r", {"status": "parked"}, owner="w2") is False
-        assert await tx.update_run("r", {"updated_at": NOW + 1}, owner="w1", release=False)
-        held = await tx.get_run("r")
+        assert await tx.runs.update("r", {"status": "parked"}, owner="w2") is False
+        assert await tx.runs.update("r", {"updated_at": NOW + 1}, owner="w1", release=False)
+        held = await tx.runs.get("r")
         assert held is not None and held.lease_owner == "w1" and held.lease_until == WALL + 30
-        assert await tx.update_run("r", {"status": "parked", "output": b"1"}, owner="w1")
-        released = await tx.get_run("r")
+        assert await tx.runs.update("r", {"status": "parked", "output": b"1"}, owner="w1")
+        released = await tx.runs.get("r")
         assert released is not None
         assert (released.status, released.output, released.updated_at) == ("parked", b"1", NOW + 1)
         assert (released.lease_owner, released.lease_until) == (None, None)
         # Without an owner, the update is unconditional.
-        assert await tx.update_run("r", {"status": "cancelled", "generation": 1})
-        assert await tx.update_run("missing", {"status": "cancelled"}) is False
-    final = await one(store, lambda tx: tx.get_run("r"))
+        assert await tx.runs.update("r", {"status": "cancelled", "generation": 1})
+        assert await tx.runs.update("missing", {"status": "cancelled"}) is False
+    final = await one(store, lambda tx: tx.runs.get("r"))
     assert final is not None and (final.status, final.generation) == ("cancelled", 1)
 
 
 async def test_list_runs_filters_newest_first_and_hides_internal_runs(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("a", created_at=NOW + 1, subject="s1", status="parked"))
-        await tx.insert_run(run("b", created_at=NOW + 2, workflow="other", domain="d2"))
-        await tx.insert_run(run("c", created_at=NOW + 2, subject="s1", parent_id="a"))
-        await tx.insert_run(run("acc", created_at=NOW + 3, workflow="parkway.debounce:wf"))
+        await tx.runs.insert(run("a", created_at=NOW + 1, subject="s1", status="parked"))
+        await tx.runs.insert(run("b", created_at=NOW + 2, workflow="other", domain="d2"))
+        await tx.runs.insert(run("c", created_at=NOW + 2, subject="s1", parent_id="a"))
+        await tx.runs.insert(run("acc", created_at=NOW + 3, workflow="parkway.debounce:wf"))
 
     async def ids(**filters: Any) -> list[str]:
         args: dict[str, Any] = dict(
@@ -200,7 +203,7 @@ async def test_list_runs_filters_newest_first_and_hides_internal_runs(store: Sto
         )
         args.update(filters)
         async with store.transaction(readonly=True) as tx:
-            return [r.id for r in await tx.list_runs(**args)]
+            return [r.id for r in await tx.runs.list(RunFilter(**args))]
 
     assert await ids() == ["c", "b", "a"]  # created_at DESC, then id DESC
     assert await ids(limit=2) == ["c", "b"]
@@ -218,17 +221,17 @@ async def _list(store: Store, **filters: Any) -> list[str]:
     )
     args.update(filters)
     async with store.transaction(readonly=True) as tx:
-        return [r.id for r in await tx.list_runs(**args)]
+        return [r.id for r in await tx.runs.list(RunFilter(**args))]
 
 
 async def test_list_runs_searches_ids_and_subjects_by_prefix(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("order-1", created_at=NOW + 1, subject="client:5"))
-        await tx.insert_run(run("order-12", created_at=NOW + 2, subject=None))
-        await tx.insert_run(run("invoice-1", created_at=NOW + 3, subject="order-9"))
-        await tx.insert_run(run("x%_1", created_at=NOW + 4, subject="client:50"))
-        await tx.insert_run(run("Order-3", created_at=NOW + 5, subject="client:6"))
-        await tx.insert_run(run("parkway-acc", created_at=NOW + 6, workflow="parkway.batch:wf"))
+        await tx.runs.insert(run("order-1", created_at=NOW + 1, subject="client:5"))
+        await tx.runs.insert(run("order-12", created_at=NOW + 2, subject=None))
+        await tx.runs.insert(run("invoice-1", created_at=NOW + 3, subject="order-9"))
+        await tx.runs.insert(run("x%_1", created_at=NOW + 4, subject="client:50"))
+        await tx.runs.insert(run("Order-3", created_at=NOW + 5, subject="client:6"))
+        await tx.runs.insert(run("parkway-acc", created_at=NOW + 6, workflow="parkway.batch:wf"))
     assert await _list(store, search="order-1") == ["order-12", "order-1"]
     assert await _list(store, search="order-") == ["invoice-1", "order-12", "order-1"]
     assert await _list(store, search="order-12") == ["order-12"]  # the exact id
@@ -246,7 +249,7 @@ async def test_list_runs_searches_ids_and_subjects_by_prefix(store: Store) -> No
 async def test_list_runs_by_creation_time_half_open(store: Store) -> None:
     async with store.transaction() as tx:
         for i in range(5):
-            await tx.insert_run(run(f"r{i}", created_at=NOW + i, status="parked"))
+            await tx.runs.insert(run(f"r{i}", created_at=NOW + i, status="parked"))
     assert await _list(store, created_after=NOW + 1) == ["r4", "r3", "r2", "r1"]
     assert await _list(store, created_before=NOW + 1) == ["r0"]
     assert await _list(store, created_after=NOW + 1, created_before=NOW + 3) == ["r2", "r1"]
@@ -258,7 +261,7 @@ async def test_list_runs_pages_by_keyset_without_gaps_or_repeats(store: Store) -
     # Runs created at one instant too (a manual clock, a burst): the id breaks the tie.
     async with store.transaction() as tx:
         for i in range(7):
-            await tx.insert_run(run(f"t{i}", created_at=NOW + (i // 3), subject=f"s{i % 2}"))
+            await tx.runs.insert(run(f"t{i}", created_at=NOW + (i // 3), subject=f"s{i % 2}"))
     everything = await _list(store)
     assert everything == ["t6", "t5", "t4", "t3", "t2", "t1", "t0"]
     pages: list[list[str]] = []
@@ -276,21 +279,21 @@ async def test_list_runs_pages_by_keyset_without_gaps_or_repeats(store: Store) -
     assert await _list(store, before="no-such-run") == []
     # The cursor's run changing status does not move the page boundary.
     async with store.transaction() as tx:
-        await tx.update_run("t4", {"status": "completed", "updated_at": NOW + 50})
+        await tx.runs.update("t4", {"status": "completed", "updated_at": NOW + 50})
     assert await _list(store, before="t4", limit=2) == ["t3", "t2"]
 
 
 async def test_run_counts_by_workflow_and_status(store: Store) -> None:
     async with store.transaction(readonly=True) as tx:
-        assert await tx.run_counts() == []
+        assert await tx.runs.counts() == []
     async with store.transaction() as tx:
-        await tx.insert_run(run("a", status="parked"))
-        await tx.insert_run(run("b", status="parked"))
-        await tx.insert_run(run("c", status="failed"))
-        await tx.insert_run(run("d", workflow="billing", status="completed"))
-        await tx.insert_run(run("e", workflow="parkway.debounce:wf", status="parked"))
+        await tx.runs.insert(run("a", status="parked"))
+        await tx.runs.insert(run("b", status="parked"))
+        await tx.runs.insert(run("c", status="failed"))
+        await tx.runs.insert(run("d", workflow="billing", status="completed"))
+        await tx.runs.insert(run("e", workflow="parkway.debounce:wf", status="parked"))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.run_counts() == [
+        assert await tx.runs.counts() == [
             ("billing", "completed", 1),
             ("wf", "failed", 1),
             ("wf", "parked", 2),
@@ -299,16 +302,16 @@ async def test_run_counts_by_workflow_and_status(store: Store) -> None:
 
 async def test_active_run_finds_an_unfinished_run_per_subject(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("done", subject="k", status="completed"))
-        await tx.insert_run(run("live", subject="k", status="parked"))
-        await tx.insert_run(run("nosub", subject=None, status="running"))
-        await tx.insert_run(run("failed", subject="f", status="failed"))
+        await tx.runs.insert(run("done", subject="k", status="completed"))
+        await tx.runs.insert(run("live", subject="k", status="parked"))
+        await tx.runs.insert(run("nosub", subject=None, status="running"))
+        await tx.runs.insert(run("failed", subject="f", status="failed"))
     async with store.transaction() as tx:
-        assert await tx.active_run("wf", "default", "k") == "live"
-        assert await tx.active_run("wf", "default", None) == "nosub"
-        assert await tx.active_run("wf", "default", "f") is None
-        assert await tx.active_run("wf", "other", "k") is None
-        assert await tx.active_run("other", "default", "k") is None
+        assert await tx.runs.active("wf", "default", "k") == "live"
+        assert await tx.runs.active("wf", "default", None) == "nosub"
+        assert await tx.runs.active("wf", "default", "f") is None
+        assert await tx.runs.active("wf", "other", "k") is None
+        assert await tx.runs.active("other", "default", "k") is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,35 +320,37 @@ async def test_active_run_finds_an_unfinished_run_per_subject(store: Store) -> N
 
 async def test_journal_is_ordered_replaced_by_position_and_cleared(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.put_journal("r", [entry(1), entry(0, value=None), entry(2, "pending")])
-        await tx.put_journal("other", [entry(0)])
+        await tx.journal.put("r", [entry(1), entry(0, value=None), entry(2, "pending")])
+        await tx.journal.put("other", [entry(0)])
     async with store.transaction() as tx:
-        assert [e.pos for e in await tx.journal("r")] == [0, 1, 2]
-        first = (await tx.journal("r"))[0]
+        assert [e.pos for e in await tx.journal.read("r")] == [0, 1, 2]
+        first = (await tx.journal.read("r"))[0]
         assert first == entry(0, value=None)
-        await tx.put_journal("r", [entry(2, "done", b'{"ok": true}', deadline=NOW + 5)])
-        assert (await tx.journal("r"))[2] == entry(2, "done", b'{"ok": true}', deadline=NOW + 5)
-        await tx.clear_journal("r")
-        assert await tx.journal("r") == []
-        assert len(await tx.journal("other")) == 1
+        await tx.journal.put("r", [entry(2, "done", b'{"ok": true}', deadline=NOW + 5)])
+        assert (await tx.journal.read("r"))[2] == entry(
+            2, "done", b'{"ok": true}', deadline=NOW + 5
+        )
+        await tx.journal.clear("r")
+        assert await tx.journal.read("r") == []
+        assert len(await tx.journal.read("other")) == 1
 
 
 async def test_a_journal_entry_keeps_its_branch_and_order(store: Store) -> None:
     branched = [entry(0, branch="0.1"), entry(1, seq=7), entry(2, "withdrawn", branch="2.0")]
     async with store.transaction() as tx:
-        await tx.put_journal("r", branched)  # several in one call
-        await tx.put_journal("r", [entry(3, branch="u4", seq=9)])  # one alone
+        await tx.journal.put("r", branched)  # several in one call
+        await tx.journal.put("r", [entry(3, branch="u4", seq=9)])  # one alone
     async with store.transaction(readonly=True) as tx:
-        assert await tx.journal("r") == [*branched, entry(3, branch="u4", seq=9)]
+        assert await tx.journal.read("r") == [*branched, entry(3, branch="u4", seq=9)]
     loaded = await store.load_run("r", NOW)
     assert loaded is None  # (no run row: the journal alone loads nothing)
 
 
 async def test_a_loaded_run_brings_its_journal_with_branches(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.put_journal("r", [entry(0, branch="0.0", seq=3), entry(1)])
-        await tx.add_tasks([NewTask("r", NOW, "signal")])
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.journal.put("r", [entry(0, branch="0.0", seq=3), entry(1)])
+        await tx.tasks.add([NewTask("r", NOW, "signal")])
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
     assert claimed == ["r"]
     loaded = await store.load_run("r", NOW)
@@ -359,21 +364,21 @@ async def test_a_loaded_run_brings_its_journal_with_branches(store: Store) -> No
 
 async def test_values_are_set_replaced_and_read_by_run(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.put_values("a", {"link": b'"x"', "n": b"1"}, NOW)
-        await tx.put_values("b", {"n": b"2"}, NOW)
+        await tx.values.put("a", {"link": b'"x"', "n": b"1"}, NOW)
+        await tx.values.put("b", {"n": b"2"}, NOW)
     async with store.transaction() as tx:
-        await tx.put_values("a", {"n": b"3"}, NOW + 1)
+        await tx.values.put("a", {"n": b"3"}, NOW + 1)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.run_values(["a", "b", "none"]) == {
+        assert await tx.values.of_runs(["a", "b", "none"]) == {
             "a": {"link": b'"x"', "n": b"3"}, "b": {"n": b"2"},
         }  # fmt: skip
-        assert await tx.run_values([]) == {}
+        assert await tx.values.of_runs([]) == {}
     with contextlib.suppress(_Rollback):
         async with store.transaction() as tx:
-            await tx.put_values("a", {"n": b"4"}, NOW)
+            await tx.values.put("a", {"n": b"4"}, NOW)
             raise _Rollback
     async with store.transaction(readonly=True) as tx:
-        assert (await tx.run_values(["a"]))["a"]["n"] == b"3"
+        assert (await tx.values.of_runs(["a"]))["a"]["n"] == b"3"
 
 
 # Streams
@@ -383,50 +388,50 @@ async def test_stream_items_are_numbered_in_commit_order_and_read_from_an_offset
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        assert await tx.append_stream("r", "out", [(b'"a"', None), (b'"b"', None)], NOW) == 0
-        assert await tx.append_stream("r", "other", [(b"1", 2)], NOW) == 0  # its own numbers
-        assert await tx.append_stream("s", "out", [(b"9", None)], NOW) == 0  # another run's
+        assert await tx.streams.append("r", "out", [(b'"a"', None), (b'"b"', None)], NOW) == 0
+        assert await tx.streams.append("r", "other", [(b"1", 2)], NOW) == 0  # its own numbers
+        assert await tx.streams.append("s", "out", [(b"9", None)], NOW) == 0  # another run's
     with contextlib.suppress(_Rollback):
         async with store.transaction() as tx:
-            assert await tx.append_stream("r", "out", [(b'"lost"', None)], NOW) == 2
+            assert await tx.streams.append("r", "out", [(b'"lost"', None)], NOW) == 2
             raise _Rollback  # (rolled back: leaves no gap)
     async with store.transaction() as tx:
-        assert await tx.append_stream("r", "out", [(b'"c"', 3)], NOW + 1) == 2
+        assert await tx.streams.append("r", "out", [(b'"c"', 3)], NOW + 1) == 2
     async with store.transaction(readonly=True) as tx:
-        items, closed = await tx.read_stream("r", "out", 0, 100)
+        items, closed = await tx.streams.read("r", "out", 0, 100)
         assert not closed
         assert [(i.offset, i.value, i.attempt, i.written_at) for i in items] == [
             (0, b'"a"', None, NOW), (1, b'"b"', None, NOW), (2, b'"c"', 3, NOW + 1),
         ]  # fmt: skip
-        assert [i.offset for i in (await tx.read_stream("r", "out", 1, 1))[0]] == [1]
-        assert (await tx.read_stream("r", "out", 3, 10))[0] == []
-        assert await tx.read_stream("r", "never", 0, 10) == ([], False)
-        assert [i.value for i in (await tx.read_stream("r", "other", 0, 10))[0]] == [b"1"]
+        assert [i.offset for i in (await tx.streams.read("r", "out", 1, 1))[0]] == [1]
+        assert (await tx.streams.read("r", "out", 3, 10))[0] == []
+        assert await tx.streams.read("r", "never", 0, 10) == ([], False)
+        assert [i.value for i in (await tx.streams.read("r", "other", 0, 10))[0]] == [b"1"]
 
 
 async def test_a_closed_stream_takes_no_more_items(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.append_stream("r", "out", [(b"1", None)], NOW)
-        await tx.close_stream("r", "out")
-        await tx.close_stream("r", "out")  # (idempotent)
-        await tx.close_stream("r", "empty")  # never written: closed empty
+        await tx.streams.append("r", "out", [(b"1", None)], NOW)
+        await tx.streams.close("r", "out")
+        await tx.streams.close("r", "out")  # (idempotent)
+        await tx.streams.close("r", "empty")  # never written: closed empty
     async with store.transaction() as tx:
-        assert await tx.append_stream("r", "out", [(b"2", 1)], NOW) is None
-        assert await tx.append_stream("r", "empty", [(b"2", 1)], NOW) is None
+        assert await tx.streams.append("r", "out", [(b"2", 1)], NOW) is None
+        assert await tx.streams.append("r", "empty", [(b"2", 1)], NOW) is None
     async with store.transaction(readonly=True) as tx:
-        items, closed = await tx.read_stream("r", "out", 0, 10)
+        items, closed = await tx.streams.read("r", "out", 0, 10)
         assert closed and [i.value for i in items] == [b"1"]
-        assert await tx.read_stream("r", "empty", 0, 10) == ([], True)
+        assert await tx.streams.read("r", "empty", 0, 10) == ([], True)
 
 
 async def test_a_runs_end_leaves_its_streams_open_for_a_retry(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.append_stream("r", "a", [(b"1", None)], NOW)
-        await tx.streams_ended("r")
-        await tx.streams_ended("no-streams")
+        await tx.streams.append("r", "a", [(b"1", None)], NOW)
+        await tx.streams.end_run("r")
+        await tx.streams.end_run("no-streams")
     async with store.transaction() as tx:
-        assert not (await tx.read_stream("r", "a", 0, 10))[1]
-        assert await tx.append_stream("r", "a", [(b"2", 1)], NOW) == 1
+        assert not (await tx.streams.read("r", "a", 0, 10))[1]
+        assert await tx.streams.append("r", "a", [(b"2", 1)], NOW) == 1
 
 
 async def test_race_appenders_of_one_stream_never_share_an_offset(engine_url: str) -> None:
@@ -439,11 +444,11 @@ async def test_race_appenders_of_one_stream_never_share_an_offset(engine_url: st
             for i in range(20):
                 async with opened.transaction() as tx:
                     items = [(f"[{writer},{i},{j}]".encode(), writer) for j in range(3)]
-                    assert await tx.append_stream("r", "out", items, NOW) is not None
+                    assert await tx.streams.append("r", "out", items, NOW) is not None
 
         await asyncio.gather(*(appends(stores[w % len(stores)], w) for w in range(4)))
         async with stores[0].transaction(readonly=True) as tx:
-            items, _ = await tx.read_stream("r", "out", 0, 1000)
+            items, _ = await tx.streams.read("r", "out", 0, 1000)
         assert [i.offset for i in items] == list(range(240))
         # Each transaction's items stay together, in the order given.
         for start in range(0, 240, 3):
@@ -473,17 +478,17 @@ async def test_another_process_stream_commits_are_reported(engine_url: str) -> N
         changed.clear()
         heard.clear()
         async with writer.transaction() as tx:
-            await tx.append_stream("r", "out", [(b"1", None)], NOW)
+            await tx.streams.append("r", "out", [(b"1", None)], NOW)
         await asyncio.wait_for(changed.wait(), 5)
         assert "r" in heard
         changed.clear()
         async with writer.transaction() as tx:
-            await tx.close_stream("s", "out")
+            await tx.streams.close("s", "out")
         await asyncio.wait_for(changed.wait(), 5)
         assert "s" in heard
         changed.clear()
         async with writer.transaction() as tx:
-            await tx.streams_ended("r")  # (the end of a run with streams)
+            await tx.streams.end_run("r")  # (the end of a run with streams)
         await asyncio.wait_for(changed.wait(), 5)
         assert heard[-1] == "r"
     finally:
@@ -499,33 +504,33 @@ async def test_failed_attempts_are_kept_once_in_order_and_go_with_the_journal(
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("a"))
-        await tx.insert_run(run("b"))
-        await tx.add_attempts([attempt("a", 3, 2), attempt("a", 1, 1), attempt("a", 3, 1)])
-        await tx.add_attempts([attempt("b", 0, 1)])
-        await tx.add_attempts([])
+        await tx.runs.insert(run("a"))
+        await tx.runs.insert(run("b"))
+        await tx.journal.add_attempts([attempt("a", 3, 2), attempt("a", 1, 1), attempt("a", 3, 1)])
+        await tx.journal.add_attempts([attempt("b", 0, 1)])
+        await tx.journal.add_attempts([])
     async with store.transaction() as tx:
         # One kept already (run, position, attempt) is left as it was.
-        await tx.add_attempts([attempt("a", 1, 1, b'{"type":"Other"}')])
+        await tx.journal.add_attempts([attempt("a", 1, 1, b'{"type":"Other"}')])
     with contextlib.suppress(_Rollback):
         async with store.transaction() as tx:
-            await tx.add_attempts([attempt("a", 9, 1)])
+            await tx.journal.add_attempts([attempt("a", 9, 1)])
             raise _Rollback
     async with store.transaction(readonly=True) as tx:
-        assert await tx.attempts("a") == [
+        assert await tx.journal.attempts("a") == [
             attempt("a", 1, 1),
             attempt("a", 3, 1),
             attempt("a", 3, 2),
         ]
-        assert await tx.attempts("none") == []
+        assert await tx.journal.attempts("none") == []
     async with store.transaction() as tx:
-        await tx.clear_journal("a")  # (continue-as-new: positions start again)
+        await tx.journal.clear("a")  # (continue-as-new: positions start again)
     async with store.transaction() as tx:
-        assert await tx.attempts("a") == []
-        assert await tx.attempts("b") == [attempt("b", 0, 1)]
-        await tx.delete_runs(["b"])
+        assert await tx.journal.attempts("a") == []
+        assert await tx.journal.attempts("b") == [attempt("b", 0, 1)]
+        await tx.runs.delete(["b"])
     async with store.transaction(readonly=True) as tx:
-        assert await tx.attempts("b") == []
+        assert await tx.journal.attempts("b") == []
 
 
 def update(run_id: str, update_id: str, name: str = "add") -> UpdateRecord:
@@ -534,36 +539,42 @@ def update(run_id: str, update_id: str, name: str = "add") -> UpdateRecord:
 
 async def test_updates_are_kept_once_by_id_in_order_until_answered(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.add_update(update("r", "u1")) is None
-        assert await tx.add_update(update("r", "u2", "other")) is None
-        assert await tx.add_update(update("s", "u1")) is None  # another run's
-        again = await tx.add_update(update("r", "u1", "changed"))
+        assert await tx.updates.add(update("r", "u1")) is None
+        assert await tx.updates.add(update("r", "u2", "other")) is None
+        assert await tx.updates.add(update("s", "u1")) is None  # another run's
+        again = await tx.updates.add(update("r", "u1", "changed"))
         assert again is not None and (again.id, again.name, again.status) == (
             "u1",
             "add",
             "pending",
         )
     async with store.transaction() as tx:
-        assert [u.id for u in await tx.pending_updates("r")] == ["u1", "u2"]
-        await tx.finish_update("r", "u1", "done", b"42", NOW + 1)
+        assert [u.id for u in await tx.updates.pending("r")] == ["u1", "u2"]
+        await tx.updates.finish("r", "u1", "done", b"42", NOW + 1)
     async with store.transaction(readonly=True) as tx:
-        assert [u.id for u in await tx.pending_updates("r")] == ["u2"]
-        done = await tx.get_update("r", "u1")
+        assert [u.id for u in await tx.updates.pending("r")] == ["u2"]
+        done = await tx.updates.get("r", "u1")
         assert done is not None
         assert (done.status, done.result, done.finished_at) == ("done", b"42", NOW + 1)
-        assert await tx.get_update("r", "nope") is None
+        assert await tx.updates.get("r", "nope") is None
 
 
 async def test_cancel_conditions_are_found_by_their_own_kind(store: Store) -> None:
     condition = sub("r", -1, kind="cancel", name="\x1fcancel:order.paid", subject="*")
     async with store.transaction() as tx:
-        await tx.add_subscription(condition)
-        await tx.add_subscription(sub("r", 0))
+        await tx.subscriptions.add(condition)
+        await tx.subscriptions.add(sub("r", 0))
     async with store.transaction(readonly=True) as tx:
-        found = await tx.find_subscriptions(
-            domain="default", name="\x1fcancel:order.paid", shape="", digest="", subject=None,
-            kind="cancel",
-        )  # fmt: skip
+        found = await tx.subscriptions.find(
+            WaitKey(
+                domain="default",
+                name="\x1fcancel:order.paid",
+                shape="",
+                digest="",
+                subject=None,
+                kind="cancel",
+            )
+        )
         assert found == [condition]
 
 
@@ -573,7 +584,7 @@ async def test_cancel_conditions_are_found_by_their_own_kind(store: Store) -> No
 
 async def test_due_tasks_are_per_run_in_insertion_order(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_tasks(
+        await tx.tasks.add(
             [
                 NewTask("r", NOW + 10, "timer", 3),
                 NewTask("r", NOW, "start"),
@@ -581,21 +592,21 @@ async def test_due_tasks_are_per_run_in_insertion_order(store: Store) -> None:
                 NewTask("s", NOW, "start"),
             ]
         )
-        await tx.add_tasks([])
+        await tx.tasks.add([])
     async with store.transaction(readonly=True) as tx:
-        due = await tx.due_tasks("r", NOW)
+        due = await tx.tasks.due("r", NOW)
         assert [(t.kind, t.pos, t.payload, t.due_at) for t in due] == [
             ("start", None, None, NOW),
             ("delivery", 1, b'{"e": 1}', NOW),
         ]
         assert due[0].id < due[1].id and due[0].run_id == "r"
-        assert [t.kind for t in await tx.due_tasks("r", NOW + 10)] == ["timer", "start", "delivery"]
-        assert await tx.due_tasks("nobody", NOW) == []
+        assert [t.kind for t in await tx.tasks.due("r", NOW + 10)] == ["timer", "start", "delivery"]
+        assert await tx.tasks.due("nobody", NOW) == []
 
 
 async def test_task_deletion_by_id_by_wait_and_by_run(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_tasks(
+        await tx.tasks.add(
             [
                 NewTask("r", NOW, "start"),
                 NewTask("r", NOW, "timer", 1),
@@ -605,22 +616,22 @@ async def test_task_deletion_by_id_by_wait_and_by_run(store: Store) -> None:
             ]
         )
     async with store.transaction() as tx:
-        start = (await tx.due_tasks("r", NOW))[0]
-        await tx.delete_tasks([start.id])
-        await tx.delete_tasks([])
-        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["timer", "delivery", "signal"]
-        await tx.delete_wait_tasks("r", 2)
-        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["timer", "signal"]
-        await tx.delete_wait_tasks("r")  # every task aimed at a wait (pos set)
-        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["signal"]
-        await tx.delete_all_tasks("r")
-        assert await tx.due_tasks("r", NOW) == []
-        assert [t.kind for t in await tx.due_tasks("s", NOW)] == ["timer"]
+        start = (await tx.tasks.due("r", NOW))[0]
+        await tx.tasks.delete([start.id])
+        await tx.tasks.delete([])
+        assert [t.kind for t in await tx.tasks.due("r", NOW)] == ["timer", "delivery", "signal"]
+        await tx.tasks.delete_waits("r", 2)
+        assert [t.kind for t in await tx.tasks.due("r", NOW)] == ["timer", "signal"]
+        await tx.tasks.delete_waits("r")  # every task aimed at a wait (pos set)
+        assert [t.kind for t in await tx.tasks.due("r", NOW)] == ["signal"]
+        await tx.tasks.delete_run("r")
+        assert await tx.tasks.due("r", NOW) == []
+        assert [t.kind for t in await tx.tasks.due("s", NOW)] == ["timer"]
 
 
 async def test_deleting_a_waits_tasks_can_keep_some(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_tasks(
+        await tx.tasks.add(
             [
                 NewTask("r", NOW, kind, pos, b"{}")
                 for pos in (1, 2)
@@ -628,40 +639,40 @@ async def test_deleting_a_waits_tasks_can_keep_some(store: Store) -> None:
             ]
         )
     async with store.transaction() as tx:
-        timer1, delivery1, timer2, delivery2 = await tx.due_tasks("r", NOW)
-        await tx.delete_wait_tasks("r", 1, keep=[delivery1.id, timer2.id])
-        await tx.delete_wait_tasks("r", 9, keep=[timer1.id])  # no such wait: nothing goes
+        timer1, delivery1, timer2, delivery2 = await tx.tasks.due("r", NOW)
+        await tx.tasks.delete_waits("r", 1, keep=[delivery1.id, timer2.id])
+        await tx.tasks.delete_waits("r", 9, keep=[timer1.id])  # no such wait: nothing goes
     async with store.transaction() as tx:
-        assert [t.id for t in await tx.due_tasks("r", NOW)] == [
+        assert [t.id for t in await tx.tasks.due("r", NOW)] == [
             delivery1.id,
             timer2.id,
             delivery2.id,
         ]
-        await tx.delete_wait_tasks("r", keep=[delivery2.id])
-        assert [t.id for t in await tx.due_tasks("r", NOW)] == [delivery2.id]
+        await tx.tasks.delete_waits("r", keep=[delivery2.id])
+        assert [t.id for t in await tx.tasks.due("r", NOW)] == [delivery2.id]
 
 
 async def test_task_ids_are_never_reused(store: Store) -> None:
     seen: set[int] = set()
     for _ in range(3):
         async with store.transaction() as tx:
-            await tx.add_tasks([NewTask("r", NOW, "start"), NewTask("r", NOW, "signal")])
-            tasks = await tx.due_tasks("r", NOW)
+            await tx.tasks.add([NewTask("r", NOW, "start"), NewTask("r", NOW, "signal")])
+            tasks = await tx.tasks.due("r", NOW)
             ids = {t.id for t in tasks}
             assert not ids & seen and all(i > max(seen, default=0) for i in ids)
             seen |= ids
-            await tx.delete_tasks(list(ids))
+            await tx.tasks.delete(list(ids))
 
 
 async def test_next_due_and_has_due(store: Store) -> None:
     assert await store.next_due() is None
     assert await store.has_due(NOW) is False
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
-        await tx.add_tasks([NewTask("r", NOW + 5, "timer", 0), NewTask("r", NOW + 9, "timer", 1)])
+        await tx.runs.insert(run("r"))
+        await tx.tasks.add([NewTask("r", NOW + 5, "timer", 0), NewTask("r", NOW + 9, "timer", 1)])
         # A task whose run is gone (a parent deleted by the retention sweep before its
         # child ended) is nobody's work: never claimed, never due.
-        await tx.add_tasks([NewTask("gone", NOW, "child")])
+        await tx.tasks.add([NewTask("gone", NOW, "child")])
     assert await store.next_due() == NOW
     assert await store.next_due(after=NOW) == NOW + 5
     assert await store.next_due(after=NOW + 5) == NOW + 9
@@ -676,67 +687,67 @@ async def test_next_due_and_has_due(store: Store) -> None:
 
 async def test_signals_keep_send_order_and_are_deleted_by_id(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_signal("r", "go", b"1", NOW)
-        await tx.add_signal("r", "stop", None, NOW + 1)
-        await tx.add_signal("r", "go", b"2", NOW + 2)
-        await tx.add_signal("s", "go", b"9", NOW)
+        await tx.signals.add("r", "go", b"1", NOW)
+        await tx.signals.add("r", "stop", None, NOW + 1)
+        await tx.signals.add("r", "go", b"2", NOW + 2)
+        await tx.signals.add("s", "go", b"9", NOW)
     async with store.transaction() as tx:
-        mailbox = await tx.signals("r")
+        mailbox = await tx.signals.list("r")
         assert [(s.name, s.payload, s.at) for s in mailbox] == [
             ("go", b"1", NOW), ("stop", None, NOW + 1), ("go", b"2", NOW + 2),
         ]  # fmt: skip
         assert mailbox[0].id < mailbox[1].id < mailbox[2].id
-        await tx.delete_signals([mailbox[0].id, mailbox[2].id])
-        await tx.delete_signals([])
-        assert [s.name for s in await tx.signals("r")] == ["stop"]
-        assert len(await tx.signals("s")) == 1
+        await tx.signals.delete([mailbox[0].id, mailbox[2].id])
+        await tx.signals.delete([])
+        assert [s.name for s in await tx.signals.list("r")] == ["stop"]
+        assert len(await tx.signals.list("s")) == 1
 
 
 async def test_send_signal_buffers_it_with_its_task_only_for_a_live_run(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("live", status="running"))
-        await tx.insert_run(run("done", status="completed"))
+        await tx.runs.insert(run("live", status="running"))
+        await tx.runs.insert(run("done", status="completed"))
     sent = []
     async with store.transaction() as tx:
-        sent.append(await tx.send_signal("live", "go", b"1", NOW + 1))
-        sent.append(await tx.send_signal("done", "go", b"2", NOW + 1))
-        sent.append(await tx.send_signal("nobody", "go", b"3", NOW + 1))
+        sent.append(await tx.signals.send("live", "go", b"1", NOW + 1))
+        sent.append(await tx.signals.send("done", "go", b"2", NOW + 1))
+        sent.append(await tx.signals.send("nobody", "go", b"3", NOW + 1))
     # Known once committed (a store may send them with the COMMIT).
     assert [(s.known, s.status) for s in sent] == [
         (True, "running"), (True, "completed"), (True, None)
     ]  # fmt: skip
     for one in ("live", "done", "nobody"):  # alone in its transaction, too
         async with store.transaction() as tx:
-            alone = await tx.send_signal(one, "again", b"4", NOW + 2)
+            alone = await tx.signals.send(one, "again", b"4", NOW + 2)
         assert (alone.known, alone.status) == (
             True,
             {"live": "running", "done": "completed"}.get(one),
         )
     async with store.transaction() as tx:
-        await tx.delete_signals([s.id for s in await tx.signals("live") if s.name == "again"])
-        await tx.delete_tasks(
-            [t.id for t in await tx.due_tasks("live", NOW + 9) if t.due_at > NOW + 1]
+        await tx.signals.delete([s.id for s in await tx.signals.list("live") if s.name == "again"])
+        await tx.tasks.delete(
+            [t.id for t in await tx.tasks.due("live", NOW + 9) if t.due_at > NOW + 1]
         )
     async with store.transaction() as tx:
-        assert [(s.name, s.payload, s.at) for s in await tx.signals("live")] == [
+        assert [(s.name, s.payload, s.at) for s in await tx.signals.list("live")] == [
             ("go", b"1", NOW + 1)
         ]
-        assert [(t.kind, t.due_at, t.pos) for t in await tx.due_tasks("live", NOW + 1)] == [
+        assert [(t.kind, t.due_at, t.pos) for t in await tx.tasks.due("live", NOW + 1)] == [
             ("signal", NOW + 1, None)
         ]
-        assert await tx.signals("done") == [] and await tx.due_tasks("done", NOW + 9) == []
-        assert await tx.signals("nobody") == [] and await tx.due_tasks("nobody", NOW + 9) == []
+        assert await tx.signals.list("done") == [] and await tx.tasks.due("done", NOW + 9) == []
+        assert await tx.signals.list("nobody") == [] and await tx.tasks.due("nobody", NOW + 9) == []
 
 
 async def test_send_signal_rolls_back_with_its_transaction(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("live", status="running"))
+        await tx.runs.insert(run("live", status="running"))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await tx.send_signal("live", "go", b"1", NOW)
+            await tx.signals.send("live", "go", b"1", NOW)
             raise RuntimeError("roll back")
     async with store.transaction() as tx:
-        assert await tx.signals("live") == [] and await tx.due_tasks("live", NOW) == []
+        assert await tx.signals.list("live") == [] and await tx.tasks.due("live", NOW) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,54 +756,54 @@ async def test_send_signal_rolls_back_with_its_transaction(store: Store) -> None
 
 async def test_record_event_keeps_a_recent_id_and_reuses_an_old_one(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.record_event(event("e1", published_at=NOW), NOW - 60) is None
-        assert await tx.record_event(event("old", published_at=NOW - 100), NOW - 200) is None
+        assert await tx.events.record(event("e1", published_at=NOW), NOW - 60) is None
+        assert await tx.events.record(event("old", published_at=NOW - 100), NOW - 200) is None
     async with store.transaction() as tx:
         # Seen within the window: a duplicate, nothing changes.
         again = event("e1", published_at=NOW + 5, payload=b'{"a": 2}')
-        assert await tx.record_event(again, NOW - 60) == event("e1", published_at=NOW)
+        assert await tx.events.record(again, NOW - 60) == event("e1", published_at=NOW)
         # Seen before the window: replaced by the new event.
         reused = event("old", published_at=NOW + 5, subject="client:1")
-        assert await tx.record_event(reused, NOW - 60) is None
+        assert await tx.events.record(reused, NOW - 60) is None
     async with store.transaction() as tx:
-        assert await tx.get_event("e1") == event("e1", published_at=NOW)
-        assert await tx.get_event("old") == reused
+        assert await tx.events.get("e1") == event("e1", published_at=NOW)
+        assert await tx.events.get("old") == reused
         # The shapes of waits on the name are read as usual after it.
-        await tx.add_subscription(sub("r1", 0, shape="order_id", digest="d1"))
+        await tx.subscriptions.add(sub("r1", 0, shape="order_id", digest="d1"))
     async with store.transaction() as tx:
-        assert await tx.record_event(event("e2", published_at=NOW + 6), NOW - 60) is None
-        assert await tx.shapes("default", "order.paid") == ["order_id"]
+        assert await tx.events.record(event("e2", published_at=NOW + 6), NOW - 60) is None
+        assert await tx.subscriptions.shapes("default", "order.paid") == ["order_id"]
 
 
 async def test_events_are_kept_by_id_and_looked_back_in_publish_order(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_event(event("e1", published_at=NOW))
-        await tx.insert_event(event("e2", published_at=NOW + 1, subject="client:5"))
-        await tx.insert_event(event("e3", published_at=NOW + 1))  # same instant: publish order
-        await tx.insert_event(event("e4", name="other", published_at=NOW + 2))
-        await tx.insert_event(event("e5", domain="d2", published_at=NOW + 2))
+        await tx.events.insert(event("e1", published_at=NOW))
+        await tx.events.insert(event("e2", published_at=NOW + 1, subject="client:5"))
+        await tx.events.insert(event("e3", published_at=NOW + 1))  # same instant: publish order
+        await tx.events.insert(event("e4", name="other", published_at=NOW + 2))
+        await tx.events.insert(event("e5", domain="d2", published_at=NOW + 2))
     async with store.transaction() as tx:
-        assert await tx.get_event("e2") == event("e2", published_at=NOW + 1, subject="client:5")
-        assert await tx.get_event("nope") is None
-        since = await tx.events_since("default", "order.paid", NOW + 0.5)
+        assert await tx.events.get("e2") == event("e2", published_at=NOW + 1, subject="client:5")
+        assert await tx.events.get("nope") is None
+        since = await tx.events.since("default", "order.paid", NOW + 0.5)
         assert [e.id for e in since] == ["e2", "e3"]
-        assert [e.id for e in await tx.events_since("default", "order.paid", NOW)] == [
+        assert [e.id for e in await tx.events.since("default", "order.paid", NOW)] == [
             "e1", "e2", "e3",
         ]  # fmt: skip
-        await tx.delete_event("e1")
-        await tx.delete_event("nope")
-        assert await tx.get_event("e1") is None
-        assert await tx.prune_events(NOW + 2) == 2  # e2, e3
-        assert [e.id for e in await tx.events_since("d2", "order.paid", 0)] == ["e5"]
-        assert await tx.get_event("e4") is not None
+        await tx.events.delete("e1")
+        await tx.events.delete("nope")
+        assert await tx.events.get("e1") is None
+        assert await tx.events.prune(NOW + 2) == 2  # e2, e3
+        assert [e.id for e in await tx.events.since("d2", "order.paid", 0)] == ["e5"]
+        assert await tx.events.get("e4") is not None
 
 
 async def test_an_event_id_can_be_reused_after_its_event_is_deleted(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_event(event("e1", published_at=NOW))
-        await tx.delete_event("e1")
-        await tx.insert_event(event("e1", published_at=NOW + 1, payload=b"2"))
-    got = await one(store, lambda tx: tx.get_event("e1"))
+        await tx.events.insert(event("e1", published_at=NOW))
+        await tx.events.delete("e1")
+        await tx.events.insert(event("e1", published_at=NOW + 1, payload=b"2"))
+    got = await one(store, lambda tx: tx.events.get("e1"))
     assert got is not None and got.payload == b"2"
 
 
@@ -802,22 +813,28 @@ async def test_an_event_id_can_be_reused_after_its_event_is_deleted(store: Store
 
 async def test_subscriptions_are_found_by_exact_key_or_wildcard(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(sub("own", subject="product:1", shape="sku", digest="d1"))
-        await tx.add_subscription(sub("any", subject="*", shape="sku", digest="d1",
+        await tx.subscriptions.add(sub("own", subject="product:1", shape="sku", digest="d1"))
+        await tx.subscriptions.add(sub("any", subject="*", shape="sku", digest="d1",
                                       created_at=NOW + 1))  # fmt: skip
-        await tx.add_subscription(sub("other", subject="product:2", shape="sku", digest="d1"))
-        await tx.add_subscription(sub("digest", subject="product:1", shape="sku", digest="d2"))
-        await tx.add_subscription(sub("plain", subject="*", shape="", digest=""))
-        await tx.add_subscription(sub("dom", subject="*", domain="d2", shape="sku", digest="d1"))
-        await tx.add_subscription(message_wait("msg", "order.paid", "product:1"))
+        await tx.subscriptions.add(sub("other", subject="product:2", shape="sku", digest="d1"))
+        await tx.subscriptions.add(sub("digest", subject="product:1", shape="sku", digest="d2"))
+        await tx.subscriptions.add(sub("plain", subject="*", shape="", digest=""))
+        await tx.subscriptions.add(sub("dom", subject="*", domain="d2", shape="sku", digest="d1"))
+        await tx.subscriptions.add(message_wait("msg", "order.paid", "product:1"))
 
     async def find(subject: str | None, shape: str = "sku", digest: str = "d1",
                    kind: str = "event") -> list[str]:  # fmt: skip
         async with store.transaction() as tx:
-            found = await tx.find_subscriptions(
-                domain="default", name="order.paid", shape=shape, digest=digest,
-                subject=subject, kind=kind,
-            )  # fmt: skip
+            found = await tx.subscriptions.find(
+                WaitKey(
+                    domain="default",
+                    name="order.paid",
+                    shape=shape,
+                    digest=digest,
+                    subject=subject,
+                    kind=kind,
+                )
+            )
             return [s.run_id for s in found]
 
     assert await find("product:1") == ["own", "any"]  # oldest first
@@ -828,12 +845,18 @@ async def test_subscriptions_are_found_by_exact_key_or_wildcard(store: Store) ->
     assert await find("product:1", shape="", digest="", kind="message") == ["msg"]
     assert await find("product:2", shape="", digest="", kind="message") == []
     async with store.transaction(readonly=True) as tx:
-        assert sorted(await tx.shapes("default", "order.paid")) == ["", "sku"]
-        assert await tx.shapes("default", "nothing") == []
-        found = await tx.find_subscriptions(
-            domain="default", name="order.paid", shape="sku", digest="d1",
-            subject="product:1", kind="event",
-        )  # fmt: skip
+        assert sorted(await tx.subscriptions.shapes("default", "order.paid")) == ["", "sku"]
+        assert await tx.subscriptions.shapes("default", "nothing") == []
+        found = await tx.subscriptions.find(
+            WaitKey(
+                domain="default",
+                name="order.paid",
+                shape="sku",
+                digest="d1",
+                subject="product:1",
+                kind="event",
+            )
+        )
         assert found[0] == sub("own", subject="product:1", shape="sku", digest="d1")
 
 
@@ -844,53 +867,53 @@ async def test_a_subscription_round_trips_every_field(store: Store) -> None:
         expires_at=NOW + 99.5, created_at=NOW + 0.25, deadline=NOW + 60,
     )  # fmt: skip
     async with store.transaction() as tx:
-        await tx.add_subscription(full)
-        await tx.add_subscription(sub("bare", 0))
+        await tx.subscriptions.add(full)
+        await tx.subscriptions.add(sub("bare", 0))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.list_subscriptions(run_id="r") == [full]
-        assert [s.deadline for s in await tx.list_subscriptions(run_id="bare")] == [None]
+        assert await tx.subscriptions.list(run_id="r") == [full]
+        assert [s.deadline for s in await tx.subscriptions.list(run_id="bare")] == [None]
 
 
 async def test_adding_a_subscription_twice_replaces_it(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(sub("r", 3, subject="a", match=b'{"x": 1}'))
-        await tx.add_subscription(sub("r", 3, subject="b", match=b'{"x": 2}'))
-    subs = await one(store, lambda tx: tx.list_subscriptions(run_id="r"))
+        await tx.subscriptions.add(sub("r", 3, subject="a", match=b'{"x": 1}'))
+        await tx.subscriptions.add(sub("r", 3, subject="b", match=b'{"x": 2}'))
+    subs = await one(store, lambda tx: tx.subscriptions.list(run_id="r"))
     assert [(s.subject, s.match) for s in subs] == [("b", b'{"x": 2}')]
 
 
 async def test_list_and_delete_subscriptions(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(sub("r", 1, created_at=NOW + 2))
-        await tx.add_subscription(sub("r", 2, name="other", created_at=NOW + 1))
-        await tx.add_subscription(sub("s", 1, created_at=NOW))
+        await tx.subscriptions.add(sub("r", 1, created_at=NOW + 2))
+        await tx.subscriptions.add(sub("r", 2, name="other", created_at=NOW + 1))
+        await tx.subscriptions.add(sub("s", 1, created_at=NOW))
     async with store.transaction() as tx:
-        assert [(s.run_id, s.pos) for s in await tx.list_subscriptions()] == [
+        assert [(s.run_id, s.pos) for s in await tx.subscriptions.list()] == [
             ("s", 1), ("r", 2), ("r", 1),
         ]  # fmt: skip
-        assert [s.pos for s in await tx.list_subscriptions(run_id="r")] == [2, 1]
-        assert [s.run_id for s in await tx.list_subscriptions(name="order.paid")] == ["s", "r"]
-        assert [s.pos for s in await tx.list_subscriptions(run_id="r", name="other")] == [2]
-        await tx.delete_subscription("r", 2)
-        await tx.delete_subscription("r", 99)
-        assert [s.pos for s in await tx.list_subscriptions(run_id="r")] == [1]
-        await tx.delete_run_subscriptions("r")
-        assert [s.run_id for s in await tx.list_subscriptions()] == ["s"]
+        assert [s.pos for s in await tx.subscriptions.list(run_id="r")] == [2, 1]
+        assert [s.run_id for s in await tx.subscriptions.list(name="order.paid")] == ["s", "r"]
+        assert [s.pos for s in await tx.subscriptions.list(run_id="r", name="other")] == [2]
+        await tx.subscriptions.delete("r", 2)
+        await tx.subscriptions.delete("r", 99)
+        assert [s.pos for s in await tx.subscriptions.list(run_id="r")] == [1]
+        await tx.subscriptions.delete_run("r")
+        assert [s.run_id for s in await tx.subscriptions.list()] == ["s"]
 
 
 async def test_the_sweep_drops_expired_subscriptions_and_unused_shapes(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(sub("old", shape="a", expires_at=NOW - 1))
-        await tx.add_subscription(sub("edge", shape="b", expires_at=NOW))
-        await tx.add_subscription(sub("new", shape="b", expires_at=NOW + 1))
+        await tx.subscriptions.add(sub("old", shape="a", expires_at=NOW - 1))
+        await tx.subscriptions.add(sub("edge", shape="b", expires_at=NOW))
+        await tx.subscriptions.add(sub("new", shape="b", expires_at=NOW + 1))
     async with store.transaction() as tx:
-        assert await tx.sweep_subscriptions(NOW) == 1  # expires_at < now
-        assert sorted(s.run_id for s in await tx.list_subscriptions()) == ["edge", "new"]
-        assert await tx.shapes("default", "order.paid") == ["b"]
-        await tx.delete_run_subscriptions("edge")
-        await tx.delete_run_subscriptions("new")
-        assert await tx.sweep_subscriptions(NOW) == 0
-        assert await tx.shapes("default", "order.paid") == []
+        assert await tx.subscriptions.sweep(NOW) == 1  # expires_at < now
+        assert sorted(s.run_id for s in await tx.subscriptions.list()) == ["edge", "new"]
+        assert await tx.subscriptions.shapes("default", "order.paid") == ["b"]
+        await tx.subscriptions.delete_run("edge")
+        await tx.subscriptions.delete_run("new")
+        assert await tx.subscriptions.sweep(NOW) == 0
+        assert await tx.subscriptions.shapes("default", "order.paid") == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -905,7 +928,7 @@ def _fused(tx: Tx) -> bool:
     """Whether ``tx`` is a store's that fuses the senders' fast paths (the ``"fused"``
     capability): then its own one-operation version is tested, else the core's
     composed path. Both are held to the same contract here."""
-    return callable(getattr(tx, "deliver_event", None))
+    return callable(getattr(tx.events, "deliver", None))
 
 
 async def deliver_event(tx: Tx, *args: Any, **options: Any) -> EventDelivery:
@@ -922,8 +945,8 @@ async def show_shapes(store: Store, *shapes: str, name: str = "order.paid") -> N
     with contextlib.suppress(_Rollback):
         async with store.transaction() as tx:
             for i, shape in enumerate(shapes):
-                await tx.add_subscription(sub(f"shape-probe-{i}", shape=shape, name=name))
-            assert set(shapes) <= set(await tx.shapes("default", name))
+                await tx.subscriptions.add(sub(f"shape-probe-{i}", shape=shape, name=name))
+            assert set(shapes) <= set(await tx.subscriptions.shapes("default", name))
             raise _Rollback
 
 
@@ -972,7 +995,7 @@ async def test_deliver_event_records_it_and_takes_every_wait_it_matches(store: S
     ]
     async with store.transaction() as tx:
         for wait in waits:
-            await tx.add_subscription(wait)
+            await tx.subscriptions.add(wait)
     await show_shapes(store, *{w.shape for w in waits})
     delivery = await deliver(store, {"order_id": 1, "amount": 5})
     assert delivery.outcome == "published" and delivery.lease is None
@@ -980,16 +1003,16 @@ async def test_deliver_event_records_it_and_takes_every_wait_it_matches(store: S
         ("any", "wait#3"), ("both", "wait#0"), ("edge", "wait#0"), ("one", "wait#0")
     ]  # fmt: skip
     async with store.transaction(readonly=True) as tx:
-        recorded = await tx.get_event("e1")
+        recorded = await tx.events.get("e1")
         assert recorded is not None and recorded.payload == b'{"order_id":1,"amount":5}'
         for run_id, _ in delivery.waits:
-            tasks = await tx.due_tasks(run_id, NOW)
+            tasks = await tx.tasks.due(run_id, NOW)
             assert [(t.kind, t.due_at, t.payload) for t in tasks] == [
                 ("delivery", NOW, b'envelope:{"order_id":1,"amount":5}')
             ]
-        left = sorted(s.run_id for s in await tx.list_subscriptions())
+        left = sorted(s.run_id for s in await tx.subscriptions.list())
         assert left == ["gone", "late", "message", "other-subject", "two"]
-        assert await tx.due_tasks("two", NOW) == []
+        assert await tx.tasks.due("two", NOW) == []
     # A second publish finds the taken waits gone.
     again = await deliver(store, {"order_id": 1, "amount": 5}, "e2")
     assert (again.outcome, again.waits) == ("published", [])
@@ -998,7 +1021,7 @@ async def test_deliver_event_records_it_and_takes_every_wait_it_matches(store: S
 async def test_deliver_event_takes_the_oldest_wait_first_within_a_shape(store: Store) -> None:
     async with store.transaction() as tx:
         for i, run_id in enumerate(["c", "a", "b"]):
-            await tx.add_subscription(event_wait(run_id, {"k": 1}, created_at=NOW + i))
+            await tx.subscriptions.add(event_wait(run_id, {"k": 1}, created_at=NOW + i))
     await show_shapes(store, shape_of({"k": 1}))
     delivery = await deliver(store, {"k": 1})
     assert delivery.waits == [("c", "wait#0"), ("a", "wait#0"), ("b", "wait#0")]
@@ -1021,37 +1044,37 @@ async def test_deliver_event_applies_the_match_rule_not_just_the_digest(store: S
     }
     for run_id, (match, payload, expected) in cases.items():
         async with store.transaction() as tx:
-            await tx.add_subscription(forged(run_id, match, payload))
+            await tx.subscriptions.add(forged(run_id, match, payload))
         await show_shapes(store, shape_of(match))
         delivery = await deliver(store, payload, event_id=f"e-{run_id}")
         assert delivery.outcome == "published"
         assert delivery.waits == ([(run_id, "wait#0")] if expected else []), run_id
         async with store.transaction(readonly=True) as tx:
-            assert (await tx.list_subscriptions(run_id=run_id) == []) is expected, run_id
+            assert (await tx.subscriptions.list(run_id=run_id) == []) is expected, run_id
 
 
 async def test_deliver_event_refuses_a_fresh_duplicate_and_a_stale_id_is_free(
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(event_wait("r", {"k": 1}))
-        await tx.insert_event(event("fresh", published_at=NOW - 10))
-        await tx.insert_event(event("stale", published_at=NOW - 100, payload=b"old"))
+        await tx.subscriptions.add(event_wait("r", {"k": 1}))
+        await tx.events.insert(event("fresh", published_at=NOW - 10))
+        await tx.events.insert(event("stale", published_at=NOW - 100, payload=b"old"))
     await show_shapes(store, shape_of({"k": 1}))
     duplicate = await deliver(store, {"k": 1}, "fresh")
     assert (duplicate.outcome, duplicate.waits, duplicate.lease) == ("duplicate", [], None)
     async with store.transaction(readonly=True) as tx:
-        assert len(await tx.list_subscriptions(run_id="r")) == 1  # still waiting
-        assert await tx.due_tasks("r", NOW) == []
+        assert len(await tx.subscriptions.list(run_id="r")) == 1  # still waiting
+        assert await tx.tasks.due("r", NOW) == []
     # Past retention the id is free again; a store may leave that case to the usual
     # path (declined: nothing written).
     stale = await deliver(store, {"k": 1}, "stale")
     async with store.transaction(readonly=True) as tx:
-        recorded = await tx.get_event("stale")
+        recorded = await tx.events.get("stale")
         assert recorded is not None
         if stale.outcome is None:
             assert stale.waits == [] and recorded.payload == b"old"
-            assert len(await tx.list_subscriptions(run_id="r")) == 1
+            assert len(await tx.subscriptions.list(run_id="r")) == 1
         else:
             assert stale.outcome == "published" and stale.waits == [("r", "wait#0")]
             assert recorded.payload == b'{"k":1}' and recorded.published_at == NOW
@@ -1061,19 +1084,19 @@ async def test_deliver_event_with_no_waits_records_the_event(store: Store) -> No
     published = await deliver(store, [1, 2], "e1", fields={"subject": "acme"})
     assert (published.outcome, published.waits) == ("published", [])
     async with store.transaction(readonly=True) as tx:
-        recorded = await tx.get_event("e1")
+        recorded = await tx.events.get("e1")
         assert recorded is not None and (recorded.subject, recorded.payload) == ("acme", b"[1,2]")
 
 
 async def test_deliver_event_leases_the_first_run_it_delivers_to(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.put_journal("r", [entry(0, state="pending", kind="event", name="order.paid")])
-        await tx.add_subscription(event_wait("r", {"k": 1}, created_at=NOW - 1))
-        await tx.insert_run(run("r2", status="parked"))
-        await tx.add_subscription(event_wait("r2", {"k": 1}))
-        await tx.insert_run(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
-        await tx.add_subscription(event_wait("held", {"k": 2}))
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.journal.put("r", [entry(0, state="pending", kind="event", name="order.paid")])
+        await tx.subscriptions.add(event_wait("r", {"k": 1}, created_at=NOW - 1))
+        await tx.runs.insert(run("r2", status="parked"))
+        await tx.subscriptions.add(event_wait("r2", {"k": 1}))
+        await tx.runs.insert(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
+        await tx.subscriptions.add(event_wait("held", {"k": 2}))
     await show_shapes(store, shape_of({"k": 1}))
     terms: dict[str, Any] = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
     delivery = await deliver(store, {"k": 1}, **terms)
@@ -1096,14 +1119,14 @@ async def test_deliver_event_leases_the_first_run_it_delivers_to(store: Store) -
     nobody = await deliver(store, {"k": 3}, "e3", **terms)
     assert (nobody.outcome, nobody.waits, nobody.lease) == ("published", [], None)
     async with store.transaction(readonly=True) as tx:
-        held = await tx.get_run("held")
+        held = await tx.runs.get("held")
         assert held is not None and held.lease_owner == "x"
 
 
 async def test_deliver_event_rolls_back_with_its_transaction(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.add_subscription(event_wait("r", {"k": 1}))
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.subscriptions.add(event_wait("r", {"k": 1}))
     await show_shapes(store, shape_of({"k": 1}))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
@@ -1113,9 +1136,9 @@ async def test_deliver_event_rolls_back_with_its_transaction(store: Store) -> No
             )  # fmt: skip
             raise RuntimeError("roll back")
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_event("e1") is None
-        assert len(await tx.list_subscriptions(run_id="r")) == 1
-        assert await tx.due_tasks("r", NOW) == []
+        assert await tx.events.get("e1") is None
+        assert len(await tx.subscriptions.list(run_id="r")) == 1
+        assert await tx.tasks.due("r", NOW) == []
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
@@ -1123,7 +1146,7 @@ async def test_deliver_event_shares_a_transaction_with_others(store: Store) -> N
     """A sender's publishes in flight share a transaction: each sees what the one
     before it did."""
     async with store.transaction() as tx:
-        await tx.add_subscription(event_wait("r", {"k": 1}))
+        await tx.subscriptions.add(event_wait("r", {"k": 1}))
     await show_shapes(store, shape_of({"k": 1}))
     async with store.transaction() as tx:
         first = await deliver_event(
@@ -1146,15 +1169,15 @@ async def test_deliver_event_shares_a_transaction_with_others(store: Store) -> N
 
 async def test_a_message_wait_is_found_by_name_and_key(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(message_wait("r", "payment", "APP-1", pos=4))
-        await tx.add_subscription(sub("e", subject="APP-1", name="payment"))  # an event wait
+        await tx.subscriptions.add(message_wait("r", "payment", "APP-1", pos=4))
+        await tx.subscriptions.add(sub("e", subject="APP-1", name="payment"))  # an event wait
     async with store.transaction() as tx:
-        wait = await tx.message_wait("payment", "APP-1")
+        wait = await tx.messages.wait("payment", "APP-1")
         assert wait is not None and (wait.run_id, wait.pos, wait.kind) == ("r", 4, "message")
-        assert await tx.message_wait("payment", "APP-2") is None
-        assert await tx.message_wait("other", "APP-1") is None
-        await tx.delete_subscription("r", 4)
-        assert await tx.message_wait("payment", "APP-1") is None
+        assert await tx.messages.wait("payment", "APP-2") is None
+        assert await tx.messages.wait("other", "APP-1") is None
+        await tx.subscriptions.delete("r", 4)
+        assert await tx.messages.wait("payment", "APP-1") is None
 
 
 async def test_take_message_wait_removes_a_live_wait_and_leaves_a_timed_out_one(
@@ -1162,29 +1185,29 @@ async def test_take_message_wait_removes_a_live_wait_and_leaves_a_timed_out_one(
 ) -> None:
     late = sub("late", 0, kind="message", name="payment", subject="K2", deadline=NOW - 1)
     async with store.transaction() as tx:
-        await tx.add_subscription(message_wait("r", "payment", "K1", pos=3))
-        await tx.add_subscription(late)
-        await tx.add_subscription(sub("e", subject="K1", name="payment"))  # an event wait
+        await tx.subscriptions.add(message_wait("r", "payment", "K1", pos=3))
+        await tx.subscriptions.add(late)
+        await tx.subscriptions.add(sub("e", subject="K1", name="payment"))  # an event wait
     async with store.transaction() as tx:
-        taken = await tx.take_message_wait("payment", "K1", NOW)
+        taken = await tx.messages.take_wait("payment", "K1", NOW)
         assert taken is not None and (taken.run_id, taken.pos, taken.kind) == ("r", 3, "message")
-        assert await tx.take_message_wait("payment", "K1", NOW) is None  # gone
-        assert await tx.take_message_wait("payment", "K2", NOW) is None  # its timeout won
-        assert await tx.take_message_wait("payment", "K3", NOW) is None  # nobody waits
+        assert await tx.messages.take_wait("payment", "K1", NOW) is None  # gone
+        assert await tx.messages.take_wait("payment", "K2", NOW) is None  # its timeout won
+        assert await tx.messages.take_wait("payment", "K3", NOW) is None  # nobody waits
     async with store.transaction() as tx:
-        assert await tx.message_wait("payment", "K1") is None
-        assert await tx.message_wait("payment", "K2") == late
-        assert len(await tx.list_subscriptions(name="payment")) == 2  # late and the event wait
+        assert await tx.messages.wait("payment", "K1") is None
+        assert await tx.messages.wait("payment", "K2") == late
+        assert len(await tx.subscriptions.list(name="payment")) == 2  # late and the event wait
         # At its deadline exactly, the wait still takes the message.
-        assert await tx.take_message_wait("payment", "K2", NOW - 1) == late
+        assert await tx.messages.take_wait("payment", "K2", NOW - 1) == late
 
 
 async def test_deliver_message_takes_the_wait_gives_its_run_the_task_and_remembers_the_id(
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.add_subscription(message_wait("r", "payment", "K1", pos=2))
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.subscriptions.add(message_wait("r", "payment", "K1", pos=2))
     async with store.transaction() as tx:
         delivery = await deliver_message(
             tx, "payment", "K1", b"body", NOW, message_id="m-1", fresh_after=NOW - 60
@@ -1192,21 +1215,21 @@ async def test_deliver_message_takes_the_wait_gives_its_run_the_task_and_remembe
     assert (delivery.known, delivery.outcome, delivery.run_id) == (True, "delivered", "r")
     assert delivery.lease is None  # none asked for
     async with store.transaction(readonly=True) as tx:
-        assert await tx.message_wait("payment", "K1") is None
-        tasks = await tx.due_tasks("r", NOW)
+        assert await tx.messages.wait("payment", "K1") is None
+        tasks = await tx.tasks.due("r", NOW)
         assert [(t.kind, t.pos, t.payload, t.due_at) for t in tasks] == [
             ("message", 2, b"body", NOW)
         ]
-        assert await tx.message_id_seen("m-1") == NOW
+        assert await tx.messages.id_seen("m-1") == NOW
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
 
 
 async def test_deliver_message_with_nobody_waiting_writes_nothing(store: Store) -> None:
     late = sub("late", 0, kind="message", name="payment", subject="K2", deadline=NOW - 1)
     async with store.transaction() as tx:
-        await tx.insert_run(run("late", status="parked"))
-        await tx.add_subscription(late)
-        await tx.add_subscription(sub("e", subject="K1", name="payment"))  # an event wait
+        await tx.runs.insert(run("late", status="parked"))
+        await tx.subscriptions.add(late)
+        await tx.subscriptions.add(sub("e", subject="K1", name="payment"))  # an event wait
     async with store.transaction() as tx:
         nobody = await deliver_message(
             tx, "payment", "K1", b"b", NOW, message_id="m-1", fresh_after=NOW - 60
@@ -1219,10 +1242,10 @@ async def test_deliver_message_with_nobody_waiting_writes_nothing(store: Store) 
     # A wait past its deadline stays: its timeout wins. Nothing is leased.
     assert (timed_out.known, timed_out.outcome, timed_out.lease) == (True, None, None)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.message_wait("payment", "K2") == late
-        assert await tx.due_tasks("late", NOW) == []
-        assert await tx.message_id_seen("m-1") is None  # not remembered: not received
-        assert len(await tx.list_subscriptions(name="payment")) == 2
+        assert await tx.messages.wait("payment", "K2") == late
+        assert await tx.tasks.due("late", NOW) == []
+        assert await tx.messages.id_seen("m-1") is None  # not remembered: not received
+        assert len(await tx.subscriptions.list(name="payment")) == 2
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
@@ -1230,34 +1253,34 @@ async def test_deliver_message_refuses_a_fresh_duplicate_and_takes_a_stale_one(
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.add_subscription(message_wait("r", "payment", "K1"))
-        await tx.remember_message_id("fresh", NOW - 10)
-        await tx.remember_message_id("stale", NOW - 100)
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.subscriptions.add(message_wait("r", "payment", "K1"))
+        await tx.messages.remember_id("fresh", NOW - 10)
+        await tx.messages.remember_id("stale", NOW - 100)
     async with store.transaction() as tx:
         duplicate = await deliver_message(
             tx, "payment", "K1", b"b", NOW, message_id="fresh", fresh_after=NOW - 60
         )
     assert (duplicate.known, duplicate.outcome, duplicate.run_id) == (True, "duplicate", None)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.message_wait("payment", "K1") is not None  # still waiting
-        assert await tx.due_tasks("r", NOW) == []
+        assert await tx.messages.wait("payment", "K1") is not None  # still waiting
+        assert await tx.tasks.due("r", NOW) == []
     async with store.transaction() as tx:
         again = await deliver_message(
             tx, "payment", "K1", b"b", NOW, message_id="stale", fresh_after=NOW - 60
         )
     assert (again.outcome, again.run_id) == ("delivered", "r")
     async with store.transaction(readonly=True) as tx:
-        assert await tx.message_id_seen("stale") == NOW
+        assert await tx.messages.id_seen("stale") == NOW
 
 
 async def test_deliver_message_leases_the_run_it_delivers_to(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.put_journal("r", [entry(0, state="pending", kind="message", name="payment")])
-        await tx.add_subscription(message_wait("r", "payment", "K1"))
-        await tx.insert_run(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
-        await tx.add_subscription(message_wait("held", "payment", "K2"))
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.journal.put("r", [entry(0, state="pending", kind="message", name="payment")])
+        await tx.subscriptions.add(message_wait("r", "payment", "K1"))
+        await tx.runs.insert(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
+        await tx.subscriptions.add(message_wait("held", "payment", "K2"))
     async with store.transaction() as tx:
         delivery = await deliver_message(tx,
             "payment", "K1", b"body", NOW, message_id=None, fresh_after=NOW - 60,
@@ -1279,15 +1302,15 @@ async def test_deliver_message_leases_the_run_it_delivers_to(store: Store) -> No
     assert busy.outcome == "delivered" and busy.lease is not None
     assert busy.lease.taken is False
     async with store.transaction(readonly=True) as tx:
-        held = await tx.get_run("held")
+        held = await tx.runs.get("held")
         assert held is not None and held.lease_owner == "x"
-        assert [t.kind for t in await tx.due_tasks("held", NOW)] == ["message"]
+        assert [t.kind for t in await tx.tasks.due("held", NOW)] == ["message"]
 
 
 async def test_deliver_message_rolls_back_with_its_transaction(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.add_subscription(message_wait("r", "payment", "K1"))
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.subscriptions.add(message_wait("r", "payment", "K1"))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
             await deliver_message(tx,
@@ -1296,71 +1319,73 @@ async def test_deliver_message_rolls_back_with_its_transaction(store: Store) -> 
             )  # fmt: skip
             raise RuntimeError("roll back")
     async with store.transaction(readonly=True) as tx:
-        assert await tx.message_wait("payment", "K1") is not None
-        assert await tx.due_tasks("r", NOW) == []
-        assert await tx.message_id_seen("m") is None
+        assert await tx.messages.wait("payment", "K1") is not None
+        assert await tx.tasks.due("r", NOW) == []
+        assert await tx.messages.id_seen("m") is None
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
 async def test_at_most_one_wait_per_message_name_and_key(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_subscription(message_wait("first", "payment", "K"))
+        await tx.subscriptions.add(message_wait("first", "payment", "K"))
     # A second wait on the same (name, key) is refused (the transaction fails) or
     # replaces the first; never do both stand.
     try:
         async with store.transaction() as tx:
-            await tx.add_subscription(message_wait("second", "payment", "K"))
+            await tx.subscriptions.add(message_wait("second", "payment", "K"))
     except Exception:
         pass
     async with store.transaction(readonly=True) as tx:
-        waits = [s for s in await tx.list_subscriptions(name="payment") if s.kind == "message"]
+        waits = [s for s in await tx.subscriptions.list(name="payment") if s.kind == "message"]
         assert len(waits) == 1
-        holder = await tx.message_wait("payment", "K")
+        holder = await tx.messages.wait("payment", "K")
         assert holder is not None and holder.run_id == waits[0].run_id
 
 
 async def test_buffered_messages_oldest_first_then_dead_letters(store: Store) -> None:
     async with store.transaction() as tx:
-        m1 = await tx.add_message(message("pay", "K", b'"1"', expires_at=NOW + 10))
-        m2 = await tx.add_message(message("pay", "K", b'"2"', message_id="mid", expires_at=NOW + 5))
-        m3 = await tx.add_message(message("pay", "L", b'"3"', expires_at=NOW + 10))
+        m1 = await tx.messages.add(message("pay", "K", b'"1"', expires_at=NOW + 10))
+        m2 = await tx.messages.add(
+            message("pay", "K", b'"2"', message_id="mid", expires_at=NOW + 5)
+        )
+        m3 = await tx.messages.add(message("pay", "L", b'"3"', expires_at=NOW + 10))
     assert m1 < m2 < m3
     async with store.transaction() as tx:
-        oldest = await tx.oldest_message("pay", "K", NOW)
+        oldest = await tx.messages.oldest("pay", "K", NOW)
         assert oldest == message("pay", "K", b'"1"', id=m1, expires_at=NOW + 10)
-        assert await tx.oldest_message("pay", "nope", NOW) is None
+        assert await tx.messages.oldest("pay", "nope", NOW) is None
         # Past its TTL a message is not handed out, even before it is dead-lettered.
-        older = await tx.oldest_message("pay", "K", NOW + 7)
+        older = await tx.messages.oldest("pay", "K", NOW + 7)
         assert older is not None and older.id == m1
-        assert await tx.oldest_message("pay", "K", NOW + 10) is None
-        got = await tx.get_message(m2)
+        assert await tx.messages.oldest("pay", "K", NOW + 10) is None
+        got = await tx.messages.get(m2)
         assert got is not None and (got.message_id, got.payload) == ("mid", b'"2"')
-        assert await tx.get_message(999_999) is None
-        expired = await tx.expire_messages(NOW + 5, "too late")  # expires_at <= now
+        assert await tx.messages.get(999_999) is None
+        expired = await tx.messages.expire(NOW + 5, "too late")  # expires_at <= now
         assert [(m.id, m.status, m.reason) for m in expired] == [(m2, "expired", "too late")]
-        assert await tx.expire_messages(NOW + 5, "again") == []
-        assert [m.id for m in await tx.list_messages(None)] == [m1, m2, m3]
-        assert [m.id for m in await tx.list_messages("buffered")] == [m1, m3]
-        assert [m.id for m in await tx.list_messages("expired")] == [m2]
-        await tx.update_message(m2, "buffered", None, NOW + 100)
-        revived = await tx.oldest_message("pay", "K", NOW + 50)
+        assert await tx.messages.expire(NOW + 5, "again") == []
+        assert [m.id for m in await tx.messages.list(None)] == [m1, m2, m3]
+        assert [m.id for m in await tx.messages.list("buffered")] == [m1, m3]
+        assert [m.id for m in await tx.messages.list("expired")] == [m2]
+        await tx.messages.update(m2, "buffered", None, NOW + 100)
+        revived = await tx.messages.oldest("pay", "K", NOW + 50)
         assert revived is not None and revived.id == m2
-        await tx.delete_message(m1)
-        await tx.delete_message(m1)
-        assert [m.id for m in await tx.list_messages(None)] == [m2, m3]
+        await tx.messages.delete(m1)
+        await tx.messages.delete(m1)
+        assert [m.id for m in await tx.messages.list(None)] == [m2, m3]
 
 
 async def test_message_ids_are_remembered_then_pruned(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.message_id_seen("a") is None
-        await tx.remember_message_id("a", NOW)
-        await tx.remember_message_id("b", NOW + 10)
-        await tx.remember_message_id("a", NOW + 1)  # a repeat moves it on
+        assert await tx.messages.id_seen("a") is None
+        await tx.messages.remember_id("a", NOW)
+        await tx.messages.remember_id("b", NOW + 10)
+        await tx.messages.remember_id("a", NOW + 1)  # a repeat moves it on
     async with store.transaction() as tx:
-        assert await tx.message_id_seen("a") == NOW + 1
-        await tx.prune_message_ids(NOW + 5)
-        assert await tx.message_id_seen("a") is None
-        assert await tx.message_id_seen("b") == NOW + 10
+        assert await tx.messages.id_seen("a") == NOW + 1
+        await tx.messages.prune_ids(NOW + 5)
+        assert await tx.messages.id_seen("a") is None
+        assert await tx.messages.id_seen("b") == NOW + 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1370,8 +1395,8 @@ async def test_message_ids_are_remembered_then_pruned(store: Store) -> None:
 async def _runs_with_tasks(store: Store, spec: dict[str, list[float]], **fields: Any) -> None:
     async with store.transaction() as tx:
         for run_id, dues in spec.items():
-            await tx.insert_run(run(run_id, **fields))
-            await tx.add_tasks([NewTask(run_id, due, "start") for due in dues])
+            await tx.runs.insert(run(run_id, **fields))
+            await tx.tasks.add([NewTask(run_id, due, "start") for due in dues])
 
 
 async def test_claim_leases_runs_with_due_tasks_oldest_first(store: Store) -> None:
@@ -1383,8 +1408,8 @@ async def test_claim_leases_runs_with_due_tasks_oldest_first(store: Store) -> No
     rest = await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert rest == ["c"]  # a and b are leased; "late" is not due
     async with store.transaction(readonly=True) as tx:
-        a = await tx.get_run("a")
-        c = await tx.get_run("c")
+        a = await tx.runs.get("a")
+        c = await tx.runs.get("c")
     assert a is not None and (a.lease_owner, a.lease_until, a.status) == (
         "w1",
         WALL + 30,
@@ -1400,7 +1425,7 @@ async def test_claim_starts_pending_runs_only(store: Store) -> None:
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 1, limit=10)
     assert sorted(claimed) == ["d", "k", "p"]
     async with store.transaction(readonly=True) as tx:
-        status = {r: (await tx.get_run(r)).status for r in claimed}  # type: ignore[union-attr]
+        status = {r: (await tx.runs.get(r)).status for r in claimed}  # type: ignore[union-attr]
     assert status == {"p": "running", "k": "parked", "d": "completed"}
 
 
@@ -1420,8 +1445,8 @@ async def test_a_lease_is_taken_over_only_after_it_expires(store: Store) -> None
     assert taken == ["r"]
     async with store.transaction() as tx:
         # The first worker's commit is fenced off now.
-        assert await tx.update_run("r", {"status": "parked"}, owner="w1") is False
-        assert await tx.update_run("r", {"status": "parked"}, owner="w2", release=False)
+        assert await tx.runs.update("r", {"status": "parked"}, owner="w1") is False
+        assert await tx.runs.update("r", {"status": "parked"}, owner="w2", release=False)
 
 
 async def test_release_leases_frees_every_run_of_one_owner(store: Store) -> None:
@@ -1430,7 +1455,7 @@ async def test_release_leases_frees_every_run_of_one_owner(store: Store) -> None
     assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=2) == ["c"]
     await store.release_leases("w1")
     async with store.transaction(readonly=True) as tx:
-        owners = {r: (await tx.get_run(r)).lease_owner for r in "abc"}  # type: ignore[union-attr]
+        owners = {r: (await tx.runs.get(r)).lease_owner for r in "abc"}  # type: ignore[union-attr]
     assert owners == {"a": None, "b": None, "c": "w2"}
     again = await store.claim("w3", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
     assert sorted(again) == ["a", "b"]
@@ -1456,11 +1481,11 @@ async def test_lease_run_hands_a_run_over_in_the_transaction_that_gave_it_a_task
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.put_journal("r", [entry(0, state="pending", kind="signal", name="go")])
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.journal.put("r", [entry(0, state="pending", kind="signal", name="go")])
     async with store.transaction() as tx:
-        sent = await tx.send_signal("r", "go", b"1", NOW)
-        lease = await tx.lease_run("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+        sent = await tx.signals.send("r", "go", b"1", NOW)
+        lease = await tx.runs.lease("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
     assert sent.status == "parked"
     # Known once committed: the run and what advancing it needs, this
     # transaction's signal and task among them.
@@ -1475,8 +1500,8 @@ async def test_lease_run_hands_a_run_over_in_the_transaction_that_gave_it_a_task
 
 async def test_lease_run_takes_a_run_started_in_its_transaction(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.start_run(run("new"), NOW)
-        lease = await tx.lease_run("new", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+        await tx.runs.start(run("new"), NOW)
+        lease = await tx.runs.lease("new", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
     assert lease.taken is True and lease.loaded is not None
     started = lease.loaded.run
     assert (started.id, started.status, started.lease_owner, started.lease_until) == (
@@ -1485,34 +1510,34 @@ async def test_lease_run_takes_a_run_started_in_its_transaction(store: Store) ->
     assert [(t.kind, t.due_at) for t in lease.loaded.tasks] == [("start", NOW)]
     assert lease.loaded.journal == []
     async with store.transaction(readonly=True) as tx:
-        assert [t.id for t in await tx.due_tasks("new", NOW)] == [lease.loaded.tasks[0].id]
+        assert [t.id for t in await tx.tasks.due("new", NOW)] == [lease.loaded.tasks[0].id]
     assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 9, limit=5) == []
     # A second start of the id changes nothing, and leases nothing.
     async with store.transaction() as tx:
-        await tx.start_run(run("new", input=b"2"), NOW + 1)
-        again = await tx.lease_run("new", owner="v", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+        await tx.runs.start(run("new", input=b"2"), NOW + 1)
+        again = await tx.runs.lease("new", owner="v", now=NOW, wall_now=WALL, lease_until=WALL + 9)
     assert again.taken is False
     async with store.transaction(readonly=True) as tx:
-        kept = await tx.get_run("new")
+        kept = await tx.runs.get("new")
         assert kept is not None and kept.lease_owner == "w" and kept.input == run("new").input
-        assert len(await tx.due_tasks("new", NOW + 1)) == 1
+        assert len(await tx.tasks.due("new", NOW + 1)) == 1
 
 
 async def test_lease_run_starts_a_pending_run_and_leaves_any_other_status(store: Store) -> None:
     # Runs of earlier transactions: one not yet started, one parked, one running
     # whose lease lapsed. Only the pending one changes status.
     async with store.transaction() as tx:
-        await tx.insert_run(run("p", status="pending"))
-        await tx.insert_run(run("k", status="parked"))
-        await tx.insert_run(run("r", status="running", lease_owner="x", lease_until=WALL - 1))
+        await tx.runs.insert(run("p", status="pending"))
+        await tx.runs.insert(run("k", status="parked"))
+        await tx.runs.insert(run("r", status="running", lease_owner="x", lease_until=WALL - 1))
     async with store.transaction() as tx:
         leases = {
-            r: await tx.lease_run(r, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
+            r: await tx.runs.lease(r, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 9)
             for r in ("p", "k", "r")
         }
     assert all(lease.taken is True for lease in leases.values())
     async with store.transaction(readonly=True) as tx:
-        rows = {r: await tx.get_run(r) for r in leases}
+        rows = {r: await tx.runs.get(r) for r in leases}
     assert {r: (row.status, row.lease_owner) for r, row in rows.items() if row} == {
         "p": ("running", "w"), "k": ("parked", "w"), "r": ("running", "w"),
     }  # fmt: skip
@@ -1520,14 +1545,14 @@ async def test_lease_run_starts_a_pending_run_and_leaves_any_other_status(store:
 
 async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("held", status="running", lease_owner="x", lease_until=WALL + 9))
-        await tx.insert_run(run("lapsed", status="running", lease_owner="x", lease_until=WALL - 1))
-        await tx.insert_run(run("done", status="completed"))
-        await tx.insert_run(run("new"))  # pending: leased, it is running
+        await tx.runs.insert(run("held", status="running", lease_owner="x", lease_until=WALL + 9))
+        await tx.runs.insert(run("lapsed", status="running", lease_owner="x", lease_until=WALL - 1))
+        await tx.runs.insert(run("done", status="completed"))
+        await tx.runs.insert(run("new"))  # pending: leased, it is running
     leases = {}
     async with store.transaction() as tx:
         for run_id in ("held", "lapsed", "done", "nobody", "new"):
-            leases[run_id] = await tx.lease_run(
+            leases[run_id] = await tx.runs.lease(
                 run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
             )
     assert {k: v.taken for k, v in leases.items()} == {
@@ -1535,40 +1560,40 @@ async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store
     }  # fmt: skip
     assert leases["new"].loaded is not None and leases["new"].loaded.run.status == "running"
     async with store.transaction(readonly=True) as tx:
-        held, done = await tx.get_run("held"), await tx.get_run("done")
+        held, done = await tx.runs.get("held"), await tx.runs.get("done")
     assert held is not None and held.lease_owner == "x"
     assert done is not None and done.lease_owner is None
 
 
 async def test_lease_run_rolls_back_with_its_transaction(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="parked"))
-        await tx.add_tasks([NewTask("r", NOW, "signal")])
+        await tx.runs.insert(run("r", status="parked"))
+        await tx.tasks.add([NewTask("r", NOW, "signal")])
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await tx.lease_run("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+            await tx.runs.lease("r", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
             raise RuntimeError("roll back")
     assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
 
 
 async def test_tasks_of_unknown_runs_are_not_claimed(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.add_tasks([NewTask("ghost", NOW, "start")])
+        await tx.tasks.add([NewTask("ghost", NOW, "start")])
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
 
 
 async def test_start_run_inserts_a_run_and_its_start_task_once(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.start_run(run("r"), NOW)
+        await tx.runs.start(run("r"), NOW)
     async with store.transaction() as tx:
-        await tx.start_run(run("r", input=b'"other"'), NOW + 5)  # the same id again
-        await tx.start_run(run("s"), NOW + 1)
+        await tx.runs.start(run("r", input=b'"other"'), NOW + 5)  # the same id again
+        await tx.runs.start(run("s"), NOW + 1)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("r") == run("r")
-        assert [(t.kind, t.due_at, t.pos) for t in await tx.due_tasks("r", NOW + 10)] == [
+        assert await tx.runs.get("r") == run("r")
+        assert [(t.kind, t.due_at, t.pos) for t in await tx.tasks.due("r", NOW + 10)] == [
             ("start", NOW, None)
         ]
-        assert [t.due_at for t in await tx.due_tasks("s", NOW + 10)] == [NOW + 1]
+        assert [t.due_at for t in await tx.tasks.due("s", NOW + 10)] == [NOW + 1]
     assert sorted(await store.claim("w", now=NOW + 1, wall_now=WALL, lease_until=WALL + 1,
                                     limit=5)) == ["r", "s"]  # fmt: skip
 
@@ -1576,13 +1601,13 @@ async def test_start_run_inserts_a_run_and_its_start_task_once(store: Store) -> 
 async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Store) -> None:
     await _runs_with_tasks(store, {"r": [NOW - 1, NOW + 60], "done": [NOW], "s": [NOW]})
     async with store.transaction() as tx:
-        await tx.add_signal("s", "go", b"1", NOW)
-        await tx.add_signal("s", "go", b"2", NOW)
-        await tx.add_signal("r", "go", b"3", NOW)  # no signal task: the mailbox is not read
-        await tx.add_tasks([NewTask("s", NOW, "signal"), NewTask("s", NOW, "signal")])
-        await tx.put_journal("r", [entry(0), entry(1, state="pending")])
-        await tx.put_journal("done", [entry(0)])
-        await tx.update_run("done", {"status": "completed"})
+        await tx.signals.add("s", "go", b"1", NOW)
+        await tx.signals.add("s", "go", b"2", NOW)
+        await tx.signals.add("r", "go", b"3", NOW)  # no signal task: the mailbox is not read
+        await tx.tasks.add([NewTask("s", NOW, "signal"), NewTask("s", NOW, "signal")])
+        await tx.journal.put("r", [entry(0), entry(1, state="pending")])
+        await tx.journal.put("done", [entry(0)])
+        await tx.runs.update("done", {"status": "completed"})
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
     assert sorted(claimed) == ["done", "r", "s"]
     loaded = await store.load_run("r", NOW)
@@ -1613,11 +1638,11 @@ async def test_a_claim_hands_each_run_its_own_journal_and_tasks(store: Store) ->
     spec = {"a": [NOW - 3, NOW], "b": [NOW - 2], "c": [NOW - 1], "fresh": [NOW - 4]}
     await _runs_with_tasks(store, spec, status="parked")
     async with store.transaction() as tx:
-        await tx.update_run("fresh", {"status": "pending"})
-        await tx.put_journal("a", [entry(0), entry(1), entry(2, state="pending")])
-        await tx.put_journal("b", [entry(0, value=b"7")])
-        await tx.put_journal("c", [entry(0), entry(1, state="pending")])
-        await tx.update_run("c", {"advanced_by": "w"})
+        await tx.runs.update("fresh", {"status": "pending"})
+        await tx.journal.put("a", [entry(0), entry(1), entry(2, state="pending")])
+        await tx.journal.put("b", [entry(0, value=b"7")])
+        await tx.journal.put("c", [entry(0), entry(1, state="pending")])
+        await tx.runs.update("c", {"advanced_by": "w"})
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert sorted(claimed) == ["a", "b", "c", "fresh"]
     loaded = {r: await store.load_run(r, NOW, owner="w") for r in claimed}
@@ -1641,18 +1666,18 @@ async def test_dropping_cache_marks_clears_only_the_owners_and_rolls_back(store:
     await _runs_with_tasks(store, {"a": [NOW], "b": [NOW], "c": [NOW], "d": [NOW]}, status="parked")
     async with store.transaction() as tx:
         for run_id, mark in (("a", "w"), ("b", "other"), ("c", "w")):
-            await tx.update_run(run_id, {"advanced_by": mark})
-        await tx.put_journal("a", [entry(0)])
+            await tx.runs.update(run_id, {"advanced_by": mark})
+        await tx.journal.put("a", [entry(0)])
     with contextlib.suppress(RuntimeError):
         async with store.transaction() as tx:
-            await tx.drop_cache_marks(["a"], "w")
+            await tx.runs.drop_cache_marks(["a"], "w")
             raise RuntimeError("rolled back")
     async with store.transaction() as tx:
-        assert (await tx.get_run("a")).advanced_by == "w"  # type: ignore[union-attr]
-        await tx.drop_cache_marks(["a", "b", "d", "missing"], "w")
-        await tx.drop_cache_marks([], "w")
+        assert (await tx.runs.get("a")).advanced_by == "w"  # type: ignore[union-attr]
+        await tx.runs.drop_cache_marks(["a", "b", "d", "missing"], "w")
+        await tx.runs.drop_cache_marks([], "w")
     async with store.transaction(readonly=True) as tx:
-        marks = {r: (await tx.get_run(r)).advanced_by for r in "abcd"}  # type: ignore[union-attr]
+        marks = {r: (await tx.runs.get(r)).advanced_by for r in "abcd"}  # type: ignore[union-attr]
     assert marks == {"a": None, "b": "other", "c": "w", "d": None}
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert sorted(claimed) == ["a", "b", "c", "d"]
@@ -1668,14 +1693,14 @@ async def test_a_task_given_between_a_claim_and_the_load_is_not_lost(store: Stor
     await _runs_with_tasks(store, {"r": [NOW]}, status="parked")
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]
     async with store.transaction() as tx:
-        await tx.add_signal("r", "go", b"1", NOW)
-        await tx.add_tasks([NewTask("r", NOW, "signal")])
+        await tx.signals.add("r", "go", b"1", NOW)
+        await tx.tasks.add([NewTask("r", NOW, "signal")])
     loaded = await store.load_run("r", NOW, owner="w")
     assert loaded is not None and loaded.run.lease_owner == "w"
     handed = [t.kind for t in loaded.tasks]
     async with store.transaction() as tx:
-        await tx.delete_tasks([t.id for t in loaded.tasks])
-        await tx.update_leased("r", {"status": "parked"}, owner="w")
+        await tx.tasks.delete([t.id for t in loaded.tasks])
+        await tx.runs.update_leased("r", {"status": "parked"}, owner="w")
     later: list[str] = []
     if await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == ["r"]:
         again = await store.load_run("r", NOW, owner="w")
@@ -1690,46 +1715,46 @@ async def test_update_leased_is_fenced_by_the_lease(store: Store) -> None:
     assert await store.claim("w1", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
     assert await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=1)
     async with store.transaction(readonly=True) as tx:
-        owners = {r: (await tx.get_run(r)).lease_owner for r in ("mine", "theirs")}  # type: ignore[union-attr]
+        owners = {r: (await tx.runs.get(r)).lease_owner for r in ("mine", "theirs")}  # type: ignore[union-attr]
     w1 = next(r for r, o in owners.items() if o == "w1")
     w2 = next(r for r, o in owners.items() if o == "w2")
     async with store.transaction() as tx:
-        await tx.update_leased(w1, {"status": "parked"}, owner="w1", release=False)
-        await tx.put_journal(w1, [entry(0)])
+        await tx.runs.update_leased(w1, {"status": "parked"}, owner="w1", release=False)
+        await tx.journal.put(w1, [entry(0)])
     # Not its lease: the transaction fails (at once, or at commit) and keeps nothing.
     with pytest.raises(LeaseLostError):
         async with store.transaction() as tx:
-            await tx.put_journal(w1, [entry(1)])
-            await tx.update_leased(w2, {"status": "parked"}, owner="w1")
-            await tx.put_journal(w2, [entry(0)])
+            await tx.journal.put(w1, [entry(1)])
+            await tx.runs.update_leased(w2, {"status": "parked"}, owner="w1")
+            await tx.journal.put(w2, [entry(0)])
     async with store.transaction() as tx:
-        await tx.update_leased(w1, {"status": "completed"}, owner="w1")  # releases it
+        await tx.runs.update_leased(w1, {"status": "completed"}, owner="w1")  # releases it
     with pytest.raises(LeaseLostError):
         async with store.transaction() as tx:
-            await tx.update_leased(w1, {"status": "failed"}, owner="w1")
+            await tx.runs.update_leased(w1, {"status": "failed"}, owner="w1")
     async with store.transaction(readonly=True) as tx:
-        first, second = await tx.get_run(w1), await tx.get_run(w2)
-        assert await tx.journal(w1) == [entry(0)]
-        assert await tx.journal(w2) == []
+        first, second = await tx.runs.get(w1), await tx.runs.get(w2)
+        assert await tx.journal.read(w1) == [entry(0)]
+        assert await tx.journal.read(w2) == []
     assert first is not None and (first.status, first.lease_owner) == ("completed", None)
     assert second is not None and (second.status, second.lease_owner) == ("running", "w2")
 
 
 async def test_a_write_that_fails_fails_its_transaction_and_saves_nothing(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_event(event("e0"))
+        await tx.events.insert(event("e0"))
 
     # The duplicate event id fails, whenever the backend sends it (at once, or with
     # the commit): either way the transaction raises and keeps nothing.
     with pytest.raises(Exception):  # noqa: B017 - each backend raises its own error type
         async with store.transaction() as tx:
-            await tx.insert_run(run("lost"))
-            await tx.add_tasks([NewTask("lost", NOW, "start")])
-            await tx.insert_event(event("e0"))
-            await tx.put_journal("lost", [entry(0)])
+            await tx.runs.insert(run("lost"))
+            await tx.tasks.add([NewTask("lost", NOW, "start")])
+            await tx.events.insert(event("e0"))
+            await tx.journal.put("lost", [entry(0)])
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("lost") is None
-        assert await tx.journal("lost") == []
+        assert await tx.runs.get("lost") is None
+        assert await tx.journal.read("lost") == []
     assert not await store.has_due(NOW)
 
 
@@ -1747,8 +1772,8 @@ async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: S
             ("p1", "order", "parked"), ("p2", "order", "parked"), ("p3", "refund", "parked"),
             ("r1", "order", "running"), ("c1", "order", "completed"), ("x1", "order", "pending"),
         ]:  # fmt: skip
-            await tx.insert_run(run(run_id, workflow=workflow, status=status))
-        await tx.add_tasks(
+            await tx.runs.insert(run(run_id, workflow=workflow, status=status))
+        await tx.tasks.add(
             [
                 NewTask("p1", NOW - 30, "delivery", 1, b"{}"),
                 NewTask("p1", NOW - 10, "timer", 2),
@@ -1756,10 +1781,10 @@ async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: S
                 NewTask("p3", NOW + 100, "timer", 1),  # not due yet
             ]
         )
-        await tx.add_message(message("reply", "k1", expires_at=NOW - 1))
-        await tx.add_message(message("reply", "k2", expires_at=NOW - 1))
-        await tx.add_message(message("reply", "k3", expires_at=NOW + 60))
-        await tx.expire_messages(NOW, "expired")
+        await tx.messages.add(message("reply", "k1", expires_at=NOW - 1))
+        await tx.messages.add(message("reply", "k2", expires_at=NOW - 1))
+        await tx.messages.add(message("reply", "k3", expires_at=NOW + 60))
+        await tx.messages.expire(NOW, "expired")
     stats = await store.stats(NOW)
     assert stats.parked == {"order": 2, "refund": 1}
     assert (stats.due, stats.oldest_due_at) == (3, NOW - 30)
@@ -1767,10 +1792,10 @@ async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: S
     later = await store.stats(NOW + 100)
     assert (later.due, later.oldest_due_at) == (4, NOW - 30)
     async with store.transaction() as tx:  # done tasks leave the backlog
-        await tx.delete_tasks([t.id for t in await tx.due_tasks("p1", NOW)])
+        await tx.tasks.delete([t.id for t in await tx.tasks.due("p1", NOW)])
     assert (await store.stats(NOW)).oldest_due_at == NOW - 20
     # A paused run's tasks wait for its resume, not for a worker: not the backlog.
-    assert await one(store, lambda tx: tx.update_run("x1", {"paused": True}))
+    assert await one(store, lambda tx: tx.runs.update("x1", {"paused": True}))
     assert ((await store.stats(NOW)).due, (await store.stats(NOW)).oldest_due_at) == (0, None)
 
 
@@ -1788,7 +1813,7 @@ async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Stor
     assert (await store.stats(NOW)).takeovers == 1
     async with store.transaction() as tx:  # w1 died: its other run, handed over (not counted)
         leases = [
-            await tx.lease_run(r, owner="w3", now=NOW, wall_now=WALL + 12, lease_until=WALL + 42)
+            await tx.runs.lease(r, owner="w3", now=NOW, wall_now=WALL + 12, lease_until=WALL + 42)
             for r in ("a", "b")
         ]
     assert sum(1 for lease in leases if lease.taken) == 1
@@ -1807,12 +1832,12 @@ async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Stor
 
 async def test_start_run_and_send_signal_give_their_task_its_payload(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.start_run(run("r"), NOW, task_payload=b'{"trace": {"traceparent": "x"}}')
+        await tx.runs.start(run("r"), NOW, task_payload=b'{"trace": {"traceparent": "x"}}')
     async with store.transaction() as tx:
-        sent = await tx.send_signal("r", "go", b"1", NOW, task_payload=b'{"trace": {}}')
+        sent = await tx.signals.send("r", "go", b"1", NOW, task_payload=b'{"trace": {}}')
     assert sent.status == "pending"
     async with store.transaction(readonly=True) as tx:
-        tasks = await tx.due_tasks("r", NOW)
+        tasks = await tx.tasks.due("r", NOW)
     assert sorted((t.kind, t.payload) for t in tasks) == [
         ("signal", b'{"trace": {}}'),
         ("start", b'{"trace": {"traceparent": "x"}}'),
@@ -1825,57 +1850,57 @@ async def test_start_run_and_send_signal_give_their_task_its_payload(store: Stor
 
 async def test_a_failed_transaction_leaves_nothing_behind(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
-        await tx.add_tasks([NewTask("r", NOW, "start")])
-        await tx.put_journal("r", [entry(0)])
-        await tx.add_signal("r", "go", b"1", NOW)
-        await tx.add_subscription(sub("r", 0))
-        await tx.insert_event(event("e0"))
-        m = await tx.add_message(message("pay", "K"))
+        await tx.runs.insert(run("r"))
+        await tx.tasks.add([NewTask("r", NOW, "start")])
+        await tx.journal.put("r", [entry(0)])
+        await tx.signals.add("r", "go", b"1", NOW)
+        await tx.subscriptions.add(sub("r", 0))
+        await tx.events.insert(event("e0"))
+        m = await tx.messages.add(message("pay", "K"))
 
     class Boom(Exception):
         pass
 
     with pytest.raises(Boom):
         async with store.transaction() as tx:
-            await tx.insert_run(run("new"))
-            await tx.update_run("r", {"status": "parked"})
-            await tx.add_tasks([NewTask("new", NOW, "start")])
-            await tx.delete_tasks([t.id for t in await tx.due_tasks("r", NOW)])
-            await tx.put_journal("r", [entry(0, value=b"2"), entry(1)])
-            await tx.add_signal("r", "go", b"2", NOW)
-            await tx.delete_signals([s.id for s in await tx.signals("r")])
-            await tx.add_subscription(sub("new", 0))
-            await tx.delete_run_subscriptions("r")
-            await tx.insert_event(event("e1"))
-            await tx.delete_event("e0")
-            await tx.add_message(message("pay", "K"))
-            await tx.delete_message(m)
-            await tx.remember_message_id("mid", NOW)
+            await tx.runs.insert(run("new"))
+            await tx.runs.update("r", {"status": "parked"})
+            await tx.tasks.add([NewTask("new", NOW, "start")])
+            await tx.tasks.delete([t.id for t in await tx.tasks.due("r", NOW)])
+            await tx.journal.put("r", [entry(0, value=b"2"), entry(1)])
+            await tx.signals.add("r", "go", b"2", NOW)
+            await tx.signals.delete([s.id for s in await tx.signals.list("r")])
+            await tx.subscriptions.add(sub("new", 0))
+            await tx.subscriptions.delete_run("r")
+            await tx.events.insert(event("e1"))
+            await tx.events.delete("e0")
+            await tx.messages.add(message("pay", "K"))
+            await tx.messages.delete(m)
+            await tx.messages.remember_id("mid", NOW)
             raise Boom
 
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("new") is None
-        kept = await tx.get_run("r")
+        assert await tx.runs.get("new") is None
+        kept = await tx.runs.get("r")
         assert kept is not None and kept.status == "pending"
-        assert [t.kind for t in await tx.due_tasks("r", NOW)] == ["start"]
-        assert await tx.due_tasks("new", NOW) == []
-        assert await tx.journal("r") == [entry(0)]
-        assert [s.payload for s in await tx.signals("r")] == [b"1"]
-        assert [s.run_id for s in await tx.list_subscriptions()] == ["r"]
-        assert await tx.get_event("e0") is not None and await tx.get_event("e1") is None
-        assert [x.id for x in await tx.list_messages(None)] == [m]
-        assert await tx.message_id_seen("mid") is None
+        assert [t.kind for t in await tx.tasks.due("r", NOW)] == ["start"]
+        assert await tx.tasks.due("new", NOW) == []
+        assert await tx.journal.read("r") == [entry(0)]
+        assert [s.payload for s in await tx.signals.list("r")] == [b"1"]
+        assert [s.run_id for s in await tx.subscriptions.list()] == ["r"]
+        assert await tx.events.get("e0") is not None and await tx.events.get("e1") is None
+        assert [x.id for x in await tx.messages.list(None)] == [m]
+        assert await tx.messages.id_seen("mid") is None
     assert await store.has_due(NOW)
 
 
 async def test_a_read_only_transaction_reads_what_was_committed(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
+        await tx.runs.insert(run("r"))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("r") is not None
-        assert await tx.journal("r") == []
-        assert await tx.message_wait("x", "y") is None
+        assert await tx.runs.get("r") is not None
+        assert await tx.journal.read("r") == []
+        assert await tx.messages.wait("x", "y") is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1888,8 +1913,8 @@ async def test_changed_reports_commits_of_another_process(engine_url: str) -> No
         await settle(mine)
 
         async def commit(tx: Tx) -> None:
-            await tx.insert_run(run("r"))
-            await tx.add_tasks([NewTask("r", NOW, "start")])
+            await tx.runs.insert(run("r"))
+            await tx.tasks.add([NewTask("r", NOW, "start")])
 
         assert isinstance(other, RemoteStore)
         await other.run(commit)
@@ -1908,9 +1933,9 @@ async def test_watch_reports_the_earliest_due_time_of_each_commit_that_adds_task
             assert reported.get_nowait() is None
 
         async def commit(tx: Tx) -> None:
-            await tx.insert_run(run("r"))
-            await tx.add_tasks([NewTask("r", NOW + 5, "timer"), NewTask("r", NOW + 2, "timer")])
-            await tx.add_tasks([NewTask("r", NOW + 9, "timer")])  # not earlier: no news
+            await tx.runs.insert(run("r"))
+            await tx.tasks.add([NewTask("r", NOW + 5, "timer"), NewTask("r", NOW + 2, "timer")])
+            await tx.tasks.add([NewTask("r", NOW + 9, "timer")])  # not earlier: no news
 
         assert isinstance(other, RemoteStore)
         await other.run(commit)
@@ -1918,16 +1943,16 @@ async def test_watch_reports_the_earliest_due_time_of_each_commit_that_adds_task
         # This process's own commits are reported once, when they commit, and an
         # earlier task later in the transaction is reported too.
         async with mine.transaction() as tx:
-            await tx.add_tasks([NewTask("r", NOW + 3, "timer")])
-            await tx.add_tasks([NewTask("r", NOW + 1, "timer")])
+            await tx.tasks.add([NewTask("r", NOW + 3, "timer")])
+            await tx.tasks.add([NewTask("r", NOW + 1, "timer")])
             assert reported.empty()  # not before the commit
         assert await asyncio.wait_for(reported.get(), timeout=5) == NOW + 1
         # A commit that adds no task, and one that rolls back, report nothing.
         async with mine.transaction() as tx:
-            await tx.update_run("r", {"updated_at": NOW + 1})
+            await tx.runs.update("r", {"updated_at": NOW + 1})
         with pytest.raises(RuntimeError):
             async with mine.transaction() as tx:
-                await tx.add_tasks([NewTask("r", NOW, "signal")])
+                await tx.tasks.add([NewTask("r", NOW, "signal")])
                 raise RuntimeError("roll back")
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(reported.get(), timeout=0.5)
@@ -1952,7 +1977,7 @@ async def test_two_processes_never_claim_the_same_run(engine_url: str) -> None:
 
 
 async def _has_delivery(tx: Tx, run_id: str) -> bool:
-    return any(t.kind in ("delivery", "message") for t in await tx.due_tasks(run_id, NOW))
+    return any(t.kind in ("delivery", "message") for t in await tx.tasks.due(run_id, NOW))
 
 
 @pytest.mark.requires("shared")
@@ -1960,23 +1985,29 @@ async def test_race_two_publishes_deliver_one_subscription_once(engine_url: str)
     """intake._resume_waiters: find the subscription, delete it, add a delivery."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.insert_run(run("waiter", status="parked"))
-            await tx.add_subscription(sub("waiter", 2))
+            await tx.runs.insert(run("waiter", status="parked"))
+            await tx.subscriptions.add(sub("waiter", 2))
 
         async def publish(tx: Tx) -> list[str]:
-            found = await tx.find_subscriptions(
-                domain="default", name="order.paid", shape="", digest="", subject=None,
-                kind="event",
-            )  # fmt: skip
+            found = await tx.subscriptions.find(
+                WaitKey(
+                    domain="default",
+                    name="order.paid",
+                    shape="",
+                    digest="",
+                    subject=None,
+                    kind="event",
+                )
+            )
             for s in found:
-                await tx.delete_subscription(s.run_id, s.pos)
-                await tx.add_tasks([NewTask(s.run_id, NOW, "delivery", s.pos, b"{}")])
+                await tx.subscriptions.delete(s.run_id, s.pos)
+                await tx.tasks.add([NewTask(s.run_id, NOW, "delivery", s.pos, b"{}")])
             return [s.run_id for s in found]
 
         a, b = await race(first, second, publish, publish)
         assert (a, b) == (["waiter"], [])
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("waiter", NOW)) == 1
+            assert len(await tx.tasks.due("waiter", NOW)) == 1
 
 
 @pytest.mark.requires("shared")
@@ -1988,22 +2019,28 @@ async def test_race_a_publish_and_a_since_start_park_never_lose_the_event(
     async with shared_pair(engine_url) as (first, second):
 
         async def publish(tx: Tx) -> list[str]:
-            await tx.insert_event(event("e1", published_at=NOW + 1))
-            found = await tx.find_subscriptions(
-                domain="default", name="order.paid", shape="", digest="", subject=None,
-                kind="event",
-            )  # fmt: skip
+            await tx.events.insert(event("e1", published_at=NOW + 1))
+            found = await tx.subscriptions.find(
+                WaitKey(
+                    domain="default",
+                    name="order.paid",
+                    shape="",
+                    digest="",
+                    subject=None,
+                    kind="event",
+                )
+            )
             for s in found:
-                await tx.delete_subscription(s.run_id, s.pos)
-                await tx.add_tasks([NewTask(s.run_id, NOW + 1, "delivery", s.pos, b"{}")])
+                await tx.subscriptions.delete(s.run_id, s.pos)
+                await tx.tasks.add([NewTask(s.run_id, NOW + 1, "delivery", s.pos, b"{}")])
             return [s.run_id for s in found]
 
         async def park(tx: Tx) -> list[str]:
-            seen = await tx.events_since("default", "order.paid", NOW)
+            seen = await tx.events.since("default", "order.paid", NOW)
             if seen:
-                await tx.add_tasks([NewTask("parker", NOW + 1, "delivery", 0, b"{}")])
+                await tx.tasks.add([NewTask("parker", NOW + 1, "delivery", 0, b"{}")])
             else:
-                await tx.add_subscription(sub("parker", 0))
+                await tx.subscriptions.add(sub("parker", 0))
             return [e.id for e in seen]
 
         if first_party == "publish":
@@ -2013,8 +2050,8 @@ async def test_race_a_publish_and_a_since_start_park_never_lose_the_event(
             looked_back, delivered = await race(first, second, park, publish)
             assert (looked_back, delivered) == ([], ["parker"])
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("parker", NOW + 1)) == 1
-            assert await tx.list_subscriptions() == []
+            assert len(await tx.tasks.due("parker", NOW + 1)) == 1
+            assert await tx.subscriptions.list() == []
 
 
 async def _deliver_now(tx: Tx, event_id: str = "e1") -> EventDelivery:
@@ -2023,7 +2060,7 @@ async def _deliver_now(tx: Tx, event_id: str = "e1") -> EventDelivery:
     delivery = await deliver_event(
         tx, event(event_id, payload=b"{}"), {}, b"{}", fresh_after=NOW - 60
     )
-    await tx.get_run("nobody")
+    await tx.runs.get("nobody")
     return delivery
 
 
@@ -2035,14 +2072,14 @@ async def _show_no_shape(store: Store) -> None:
 async def test_race_two_deliver_events_take_one_wait_once(engine_url: str) -> None:
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.add_subscription(sub("waiter", 2))
+            await tx.subscriptions.add(sub("waiter", 2))
         await show_shapes(first, "")
         await second.run(_show_no_shape)
         a, b = await race(first, second, _deliver_now, lambda tx: _deliver_now(tx, "e2"))
         assert (a.outcome, a.waits) == ("published", [("waiter", "wait#2")])
         assert (b.outcome, b.waits) == ("published", [])
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("waiter", NOW)) == 1
+            assert len(await tx.tasks.due("waiter", NOW)) == 1
 
 
 @pytest.mark.requires("shared")
@@ -2055,11 +2092,11 @@ async def test_race_deliver_event_and_a_since_start_park_never_lose_the_event(
         await second.run(_show_no_shape)
 
         async def park(tx: Tx) -> list[str]:
-            seen = await tx.events_since("default", "order.paid", NOW)
+            seen = await tx.events.since("default", "order.paid", NOW)
             if seen:
-                await tx.add_tasks([NewTask("parker", NOW, "delivery", 0, b"{}")])
+                await tx.tasks.add([NewTask("parker", NOW, "delivery", 0, b"{}")])
             else:
-                await tx.add_subscription(sub("parker", 0))
+                await tx.subscriptions.add(sub("parker", 0))
             return [e.id for e in seen]
 
         if first_party == "publish":
@@ -2069,15 +2106,15 @@ async def test_race_deliver_event_and_a_since_start_park_never_lose_the_event(
             looked_back, delivered = await race(first, second, park, _deliver_now)
             assert (looked_back, delivered.waits) == ([], [("parker", "wait#0")])
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("parker", NOW)) == 1
-            assert await tx.list_subscriptions() == []
+            assert len(await tx.tasks.due("parker", NOW)) == 1
+            assert await tx.subscriptions.list() == []
 
 
 @pytest.mark.requires("shared")
 async def test_race_deliver_event_twice_with_one_id(engine_url: str) -> None:
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.add_subscription(sub("waiter", 0))
+            await tx.subscriptions.add(sub("waiter", 0))
         await show_shapes(first, "")
         await second.run(_show_no_shape)
         a, b = await race(first, second, _deliver_now, _deliver_now)
@@ -2086,7 +2123,7 @@ async def test_race_deliver_event_twice_with_one_id(engine_url: str) -> None:
         # to say so; either way it wrote nothing.
         assert b.outcome in ("duplicate", None) and b.waits == []
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("waiter", NOW)) == 1
+            assert len(await tx.tasks.due("waiter", NOW)) == 1
 
 
 @pytest.mark.requires("shared")
@@ -2095,9 +2132,9 @@ async def test_race_the_same_event_id_twice_is_a_duplicate(engine_url: str) -> N
     async with shared_pair(engine_url) as (first, second):
 
         async def publish(tx: Tx) -> bool:
-            if await tx.get_event("same") is not None:
+            if await tx.events.get("same") is not None:
                 return False
-            await tx.insert_event(event("same"))
+            await tx.events.insert(event("same"))
             return True
 
         assert await race(first, second, publish, publish) == (True, False)
@@ -2109,14 +2146,14 @@ async def test_race_the_same_message_id_twice_is_a_duplicate(engine_url: str) ->
     async with shared_pair(engine_url) as (first, second):
 
         async def correlate(tx: Tx) -> bool:
-            if await tx.message_id_seen("mid") is not None:
+            if await tx.messages.id_seen("mid") is not None:
                 return False
-            await tx.add_message(message("pay", "K"))
-            await tx.remember_message_id("mid", NOW)
+            await tx.messages.add(message("pay", "K"))
+            await tx.messages.remember_id("mid", NOW)
             return True
 
         assert await race(first, second, correlate, correlate) == (True, False)
-        messages = await one(first, lambda tx: tx.list_messages(None))
+        messages = await one(first, lambda tx: tx.messages.list(None))
         assert len(messages) == 1
 
 
@@ -2125,21 +2162,21 @@ async def test_race_two_correlations_deliver_one_wait_once(engine_url: str) -> N
     """messages.correlate_in_tx: message_wait, delete_subscription, delivery; else buffer."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.add_subscription(message_wait("waiter", "pay", "K", pos=1))
+            await tx.subscriptions.add(message_wait("waiter", "pay", "K", pos=1))
 
         async def correlate(tx: Tx) -> str:
-            wait = await tx.message_wait("pay", "K")
+            wait = await tx.messages.wait("pay", "K")
             if wait is None:
-                await tx.add_message(message("pay", "K"))
+                await tx.messages.add(message("pay", "K"))
                 return "buffered"
-            await tx.delete_subscription(wait.run_id, wait.pos)
-            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            await tx.subscriptions.delete(wait.run_id, wait.pos)
+            await tx.tasks.add([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
             return "delivered"
 
         assert await race(first, second, correlate, correlate) == ("delivered", "buffered")
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("waiter", NOW)) == 1
-            assert len(await tx.list_messages("buffered")) == 1
+            assert len(await tx.tasks.due("waiter", NOW)) == 1
+            assert len(await tx.messages.list("buffered")) == 1
 
 
 @pytest.mark.requires("shared")
@@ -2151,23 +2188,23 @@ async def test_race_a_correlation_and_a_message_wait_meet(
     async with shared_pair(engine_url) as (first, second):
 
         async def correlate(tx: Tx) -> str:
-            wait = await tx.message_wait("pay", "K")
+            wait = await tx.messages.wait("pay", "K")
             if wait is None:
-                await tx.add_message(message("pay", "K"))
+                await tx.messages.add(message("pay", "K"))
                 return "buffered"
-            await tx.delete_subscription(wait.run_id, wait.pos)
-            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            await tx.subscriptions.delete(wait.run_id, wait.pos)
+            await tx.tasks.add([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
             return "delivered"
 
         async def register(tx: Tx) -> str:
-            if await tx.message_wait("pay", "K") is not None:
+            if await tx.messages.wait("pay", "K") is not None:
                 return "refused"
-            buffered = await tx.oldest_message("pay", "K", NOW)
+            buffered = await tx.messages.oldest("pay", "K", NOW)
             if buffered is not None:
-                await tx.delete_message(buffered.id)
-                await tx.add_tasks([NewTask("waiter", NOW, "message", 0, b"{}")])
+                await tx.messages.delete(buffered.id)
+                await tx.tasks.add([NewTask("waiter", NOW, "message", 0, b"{}")])
                 return "consumed"
-            await tx.add_subscription(message_wait("waiter", "pay", "K"))
+            await tx.subscriptions.add(message_wait("waiter", "pay", "K"))
             return "waiting"
 
         if first_party == "correlate":
@@ -2175,9 +2212,9 @@ async def test_race_a_correlation_and_a_message_wait_meet(
         else:
             assert await race(first, second, register, correlate) == ("waiting", "delivered")
         async with first.transaction(readonly=True) as tx:
-            assert len(await tx.due_tasks("waiter", NOW)) == 1
-            assert await tx.list_messages(None) == []
-            assert await tx.list_subscriptions() == []
+            assert len(await tx.tasks.due("waiter", NOW)) == 1
+            assert await tx.messages.list(None) == []
+            assert await tx.subscriptions.list() == []
 
 
 @pytest.mark.requires("shared")
@@ -2185,13 +2222,13 @@ async def test_race_two_consumers_never_take_the_same_buffered_message(engine_ur
     """messages.after_run_ends / MessageWait.register: oldest_message, then delete_message."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            older = await tx.add_message(message("pay", "K", b'"1"'))
-            newer = await tx.add_message(message("pay", "K", b'"2"'))
+            older = await tx.messages.add(message("pay", "K", b'"1"'))
+            newer = await tx.messages.add(message("pay", "K", b'"2"'))
 
         async def consume(tx: Tx) -> int | None:
-            found = await tx.oldest_message("pay", "K", NOW)
+            found = await tx.messages.oldest("pay", "K", NOW)
             if found is not None:
-                await tx.delete_message(found.id)
+                await tx.messages.delete(found.id)
             return None if found is None else found.id
 
         assert await race(first, second, consume, consume) == (older, newer)
@@ -2205,21 +2242,21 @@ async def test_race_a_delivery_committed_while_the_run_stops_waiting_is_seen(
     tasks; a correlation that delivered in between must be among what it read."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.insert_run(run("waiter", status="parked"))
-            await tx.add_subscription(message_wait("waiter", "pay", "K", pos=1))
+            await tx.runs.insert(run("waiter", status="parked"))
+            await tx.subscriptions.add(message_wait("waiter", "pay", "K", pos=1))
 
         async def correlate(tx: Tx) -> str:
-            wait = await tx.message_wait("pay", "K")
+            wait = await tx.messages.wait("pay", "K")
             assert wait is not None
-            await tx.delete_subscription(wait.run_id, wait.pos)
-            await tx.add_tasks([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
+            await tx.subscriptions.delete(wait.run_id, wait.pos)
+            await tx.tasks.add([NewTask(wait.run_id, NOW, "message", wait.pos, b"{}")])
             return "delivered"
 
         async def stop_waiting(tx: Tx) -> list[str]:
-            assert await tx.update_run("waiter", {"status": "failed"})
-            seen = [t.kind for t in await tx.due_tasks("waiter", float("inf"))]
-            await tx.delete_wait_tasks("waiter", 1)
-            await tx.delete_subscription("waiter", 1)
+            assert await tx.runs.update("waiter", {"status": "failed"})
+            seen = [t.kind for t in await tx.tasks.due("waiter", float("inf"))]
+            await tx.tasks.delete_waits("waiter", 1)
+            await tx.subscriptions.delete("waiter", 1)
             return seen
 
         assert await race(first, second, correlate, stop_waiting) == ("delivered", ["message"])
@@ -2231,15 +2268,15 @@ async def test_race_two_starts_of_one_run_id_both_succeed(engine_url: str) -> No
     async with shared_pair(engine_url) as (first, second):
 
         async def start(tx: Tx) -> bool:
-            if await tx.get_run("twin") is not None:
+            if await tx.runs.get("twin") is not None:
                 return False
-            await tx.insert_run(run("twin"))
-            await tx.add_tasks([NewTask("twin", NOW, "start")])
+            await tx.runs.insert(run("twin"))
+            await tx.tasks.add([NewTask("twin", NOW, "start")])
             return True
 
         a, _b = await race(first, second, start, start)
         assert a is True  # the second either saw the run or inserted nothing
-        assert await one(first, lambda tx: tx.get_run("twin")) == run("twin")
+        assert await one(first, lambda tx: tx.runs.get("twin")) == run("twin")
 
 
 @pytest.mark.requires("shared")
@@ -2249,9 +2286,9 @@ async def test_race_unique_per_subject_starts_one_run(engine_url: str) -> None:
 
         def start(run_id: str) -> Callable[[Tx], Awaitable[bool]]:
             async def body(tx: Tx) -> bool:
-                if await tx.active_run("wf", "default", "client:5") is not None:
+                if await tx.runs.active("wf", "default", "client:5") is not None:
                     return False
-                await tx.insert_run(run(run_id, subject="client:5"))
+                await tx.runs.insert(run(run_id, subject="client:5"))
                 return True
 
             return body
@@ -2267,19 +2304,19 @@ async def test_race_a_claim_cannot_slip_between_a_cancels_read_and_write(engine_
         await _runs_with_tasks(first, {"r": [NOW]})
 
         async def read(tx: Tx) -> str | None:
-            found = await tx.get_run("r")
+            found = await tx.runs.get("r")
             assert found is not None
             return found.lease_owner
 
         async def write(tx: Tx) -> None:
-            assert await tx.update_run("r", {"status": "cancelled"})
+            assert await tx.runs.update("r", {"status": "cancelled"})
 
         async def claim_and_load(store: Store) -> str | None:
             claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5)
             if not claimed:
                 return None
             async with store.transaction(readonly=True) as tx:
-                loaded = await tx.get_run("r")
+                loaded = await tx.runs.get("r")
             assert loaded is not None
             return loaded.status
 
@@ -2419,49 +2456,49 @@ def schedule(schedule_id: str, **fields: Any) -> ScheduleRecord:
 async def test_a_schedule_round_trips_every_field_and_is_replaced_by_id(store: Store) -> None:
     full = schedule("b", paused=True, next_at=None, last_run_id="sched:b:x", input=b"[]")
     async with store.transaction() as tx:
-        await tx.put_schedule(schedule("a"))
-        await tx.put_schedule(full)
-    assert await one(store, lambda tx: tx.get_schedule("b"), readonly=True) == full
-    assert await one(store, lambda tx: tx.list_schedules(), readonly=True) == [
+        await tx.schedules.put(schedule("a"))
+        await tx.schedules.put(full)
+    assert await one(store, lambda tx: tx.schedules.get("b"), readonly=True) == full
+    assert await one(store, lambda tx: tx.schedules.list(), readonly=True) == [
         schedule("a"), full,
     ]  # fmt: skip
     moved = schedule("a", last_tick=NOW + 300, next_at=NOW + 600, last_run_id="r", cron="0 * * * *")
     async with store.transaction() as tx:
-        await tx.put_schedule(moved)
-    assert await one(store, lambda tx: tx.get_schedule("a")) == moved
-    assert await one(store, lambda tx: tx.delete_schedule("a")) is True
-    assert await one(store, lambda tx: tx.delete_schedule("a")) is False
-    assert await one(store, lambda tx: tx.get_schedule("a")) is None
-    assert [s.id for s in await one(store, lambda tx: tx.list_schedules())] == ["b"]
+        await tx.schedules.put(moved)
+    assert await one(store, lambda tx: tx.schedules.get("a")) == moved
+    assert await one(store, lambda tx: tx.schedules.delete("a")) is True
+    assert await one(store, lambda tx: tx.schedules.delete("a")) is False
+    assert await one(store, lambda tx: tx.schedules.get("a")) is None
+    assert [s.id for s in await one(store, lambda tx: tx.schedules.list())] == ["b"]
 
 
 async def test_due_schedules_are_the_unpaused_ones_due_the_earliest_first(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.next_schedule_at() is None
-        await tx.put_schedule(schedule("late", next_at=NOW - 10))
-        await tx.put_schedule(schedule("early", next_at=NOW - 60))
-        await tx.put_schedule(schedule("now", next_at=NOW))
-        await tx.put_schedule(schedule("future", next_at=NOW + 1))
-        await tx.put_schedule(schedule("paused", paused=True, next_at=None))
-        await tx.put_schedule(schedule("paused-due", paused=True, next_at=NOW - 100))
-        await tx.put_schedule(schedule("ended", next_at=None))
+        assert await tx.schedules.next_at() is None
+        await tx.schedules.put(schedule("late", next_at=NOW - 10))
+        await tx.schedules.put(schedule("early", next_at=NOW - 60))
+        await tx.schedules.put(schedule("now", next_at=NOW))
+        await tx.schedules.put(schedule("future", next_at=NOW + 1))
+        await tx.schedules.put(schedule("paused", paused=True, next_at=None))
+        await tx.schedules.put(schedule("paused-due", paused=True, next_at=NOW - 100))
+        await tx.schedules.put(schedule("ended", next_at=None))
     async with store.transaction() as tx:
-        assert [s.id for s in await tx.due_schedules(NOW, 10)] == ["early", "late", "now"]
-        assert [s.id for s in await tx.due_schedules(NOW, 2)] == ["early", "late"]
-        assert await tx.due_schedules(NOW - 61, 10) == []
-    assert await one(store, lambda tx: tx.next_schedule_at(), readonly=True) == NOW - 60
+        assert [s.id for s in await tx.schedules.due(NOW, 10)] == ["early", "late", "now"]
+        assert [s.id for s in await tx.schedules.due(NOW, 2)] == ["early", "late"]
+        assert await tx.schedules.due(NOW - 61, 10) == []
+    assert await one(store, lambda tx: tx.schedules.next_at(), readonly=True) == NOW - 60
 
 
 async def test_a_failed_transaction_leaves_the_schedules_as_they_were(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.put_schedule(schedule("kept"))
+        await tx.schedules.put(schedule("kept"))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await tx.put_schedule(schedule("kept", next_at=NOW + 9999))
-            await tx.put_schedule(schedule("new"))
-            await tx.delete_schedule("kept")
+            await tx.schedules.put(schedule("kept", next_at=NOW + 9999))
+            await tx.schedules.put(schedule("new"))
+            await tx.schedules.delete("kept")
             raise RuntimeError("rolled back")
-    assert await one(store, lambda tx: tx.list_schedules()) == [schedule("kept")]
+    assert await one(store, lambda tx: tx.schedules.list()) == [schedule("kept")]
 
 
 @pytest.mark.requires("persistent")
@@ -2469,12 +2506,12 @@ async def test_schedules_survive_closing_and_reopening(engine_url: str) -> None:
     first = open_store(engine_url)
     await first.open()
     async with first.transaction() as tx:
-        await tx.put_schedule(schedule("kept", paused=True, next_at=None))
+        await tx.schedules.put(schedule("kept", paused=True, next_at=None))
     await first.close()
     second = open_store(engine_url)
     await second.open()
     try:
-        got = await one(second, lambda tx: tx.get_schedule("kept"), readonly=True)
+        got = await one(second, lambda tx: tx.schedules.get("kept"), readonly=True)
         assert got == schedule("kept", paused=True, next_at=None)
     finally:
         await second.close()
@@ -2485,18 +2522,18 @@ async def test_race_two_firings_take_a_due_schedule_once(engine_url: str) -> Non
     """parkway.core.schedules.fire_due: due_schedules, the tick's run, the row moved on,
     in one transaction; a second worker firing meanwhile must not see the tick due."""
     async with shared_pair(engine_url) as (first, second):
-        await one(first, lambda tx: tx.put_schedule(schedule("s", next_at=NOW)))
+        await one(first, lambda tx: tx.schedules.put(schedule("s", next_at=NOW)))
 
         async def fire(tx: Tx) -> list[str]:
-            due = await tx.due_schedules(NOW, 10)
+            due = await tx.schedules.due(NOW, 10)
             for record in due:
-                await tx.start_run(run(f"sched:{record.id}:tick"), NOW)
+                await tx.runs.start(run(f"sched:{record.id}:tick"), NOW)
                 record.last_tick, record.next_at = NOW, NOW + 300
-                await tx.put_schedule(record)
+                await tx.schedules.put(record)
             return [record.id for record in due]
 
         assert await race(first, second, fire, fire) == (["s"], [])
-        got = await one(first, lambda tx: tx.get_schedule("s"))
+        got = await one(first, lambda tx: tx.schedules.get("s"))
         assert got is not None and (got.last_tick, got.next_at) == (NOW, NOW + 300)
 
 
@@ -2505,101 +2542,101 @@ async def test_race_two_firings_take_a_due_schedule_once(engine_url: str) -> Non
 
 async def test_flow_slot_reads_zeros_for_a_new_key_and_keeps_what_is_put(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.flow_slot("wf", "k") == FlowSlot(0, 0, 0)
-        await tx.put_flow_slot("wf", "k", FlowSlot(active=2, started=7, limit=3))
+        assert await tx.admission.slot("wf", "k") == FlowSlot(0, 0, 0)
+        await tx.admission.put_slot("wf", "k", FlowSlot(active=2, started=7, limit=3))
     async with store.transaction() as tx:
-        assert await tx.flow_slot("wf", "k") == FlowSlot(2, 7, 3)
-        assert await tx.flow_slot("wf", "other") == FlowSlot(0, 0, 0)
-        assert await tx.flow_slot("wf2", "k") == FlowSlot(0, 0, 0)
+        assert await tx.admission.slot("wf", "k") == FlowSlot(2, 7, 3)
+        assert await tx.admission.slot("wf", "other") == FlowSlot(0, 0, 0)
+        assert await tx.admission.slot("wf2", "k") == FlowSlot(0, 0, 0)
 
 
 async def test_flow_next_takes_queued_runs_by_priority_then_arrival(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.flow_enter("holder", "wf", "k", 0, queued=False)
+        await tx.admission.enter("holder", "wf", "k", 0, queued=False)
         for run_id, priority in [("p0", 0), ("p5", 5), ("p1", 1), ("p5b", 5), ("n", -2)]:
-            await tx.flow_enter(run_id, "wf", "k", priority, queued=True)
-        await tx.flow_enter("elsewhere", "wf", "k2", 9, queued=True)
+            await tx.admission.enter(run_id, "wf", "k", priority, queued=True)
+        await tx.admission.enter("elsewhere", "wf", "k2", 9, queued=True)
     order = []
     async with store.transaction() as tx:
-        while (taken := await tx.flow_next("wf", "k")) is not None:
+        while (taken := await tx.admission.next("wf", "k")) is not None:
             order.append(taken)
-            assert await tx.flow_entry(taken) == FlowEntry("wf", "k", queued=False)
+            assert await tx.admission.entry(taken) == FlowEntry("wf", "k", queued=False)
     assert order == ["p5", "p5b", "p1", "p0", "n"]
     async with store.transaction() as tx:
-        assert await tx.flow_next("wf", "k") is None
-        assert await tx.flow_next("wf", "k2") == "elsewhere"
-        assert await tx.flow_next("other", "k") is None
+        assert await tx.admission.next("wf", "k") is None
+        assert await tx.admission.next("wf", "k2") == "elsewhere"
+        assert await tx.admission.next("other", "k") is None
 
 
 async def test_flow_next_rolled_back_leaves_the_run_queued(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.flow_enter("q", "wf", "k", 0, queued=True)
+        await tx.admission.enter("q", "wf", "k", 0, queued=True)
     with contextlib.suppress(RuntimeError):
         async with store.transaction() as tx:
-            assert await tx.flow_next("wf", "k") == "q"
+            assert await tx.admission.next("wf", "k") == "q"
             raise RuntimeError("roll back")
     async with store.transaction() as tx:
-        assert await tx.flow_entry("q") == FlowEntry("wf", "k", queued=True)
-        assert await tx.flow_next("wf", "k") == "q"
+        assert await tx.admission.entry("q") == FlowEntry("wf", "k", queued=True)
+        assert await tx.admission.next("wf", "k") == "q"
 
 
 async def test_flow_leave_returns_the_entry_and_flow_oldest_the_first_holder(
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.flow_enter("a", "wf", "k", 0, queued=False)
-        await tx.flow_enter("b", "wf", "k", 9, queued=False)
-        await tx.flow_enter("queued", "wf", "k", 0, queued=True)
-        assert await tx.flow_oldest("wf", "k") == "a"
-        assert await tx.flow_oldest("wf", "none") is None
+        await tx.admission.enter("a", "wf", "k", 0, queued=False)
+        await tx.admission.enter("b", "wf", "k", 9, queued=False)
+        await tx.admission.enter("queued", "wf", "k", 0, queued=True)
+        assert await tx.admission.oldest("wf", "k") == "a"
+        assert await tx.admission.oldest("wf", "none") is None
     async with store.transaction() as tx:
-        assert await tx.flow_leave("a") == FlowEntry("wf", "k", queued=False)
-        assert await tx.flow_leave("a") is None
-        assert await tx.flow_entry("a") is None
-        assert await tx.flow_oldest("wf", "k") == "b"
-        assert await tx.flow_leave("queued") == FlowEntry("wf", "k", queued=True)
-        assert await tx.flow_next("wf", "k") is None  # (it left the queue)
-        assert await tx.flow_entry("nobody") is None
+        assert await tx.admission.leave("a") == FlowEntry("wf", "k", queued=False)
+        assert await tx.admission.leave("a") is None
+        assert await tx.admission.entry("a") is None
+        assert await tx.admission.oldest("wf", "k") == "b"
+        assert await tx.admission.leave("queued") == FlowEntry("wf", "k", queued=True)
+        assert await tx.admission.next("wf", "k") is None  # (it left the queue)
+        assert await tx.admission.entry("nobody") is None
 
 
 async def test_rate_marks_are_kept_per_key_and_place(store: Store) -> None:
     async with store.transaction() as tx:
-        assert await tx.rate_mark("wf", "k", 0) is None
-        await tx.put_rate_mark("wf", "k", 0, NOW)
-        await tx.put_rate_mark("wf", "k", 1, NOW + 1)
-        await tx.put_rate_mark("wf", "k2", 0, NOW + 2)
+        assert await tx.admission.rate_mark("wf", "k", 0) is None
+        await tx.admission.put_rate_mark("wf", "k", 0, NOW)
+        await tx.admission.put_rate_mark("wf", "k", 1, NOW + 1)
+        await tx.admission.put_rate_mark("wf", "k2", 0, NOW + 2)
     async with store.transaction() as tx:
-        await tx.put_rate_mark("wf", "k", 0, NOW + 60)
+        await tx.admission.put_rate_mark("wf", "k", 0, NOW + 60)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.rate_mark("wf", "k", 0) == NOW + 60
-        assert await tx.rate_mark("wf", "k", 1) == NOW + 1
-        assert await tx.rate_mark("wf", "k2", 0) == NOW + 2
-        assert await tx.rate_mark("wf", "k", 2) is None
+        assert await tx.admission.rate_mark("wf", "k", 0) == NOW + 60
+        assert await tx.admission.rate_mark("wf", "k", 1) == NOW + 1
+        assert await tx.admission.rate_mark("wf", "k2", 0) == NOW + 2
+        assert await tx.admission.rate_mark("wf", "k", 2) is None
 
 
 async def test_deferred_tasks_wait_for_the_start_and_come_due_when_woken(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("queued"))
-        await tx.insert_run(run("windowed"))
-        await tx.add_tasks([NewTask("queued", NOW, "signal"), NewTask("windowed", NOW, "signal")])
-        await tx.add_tasks([NewTask("windowed", NOW + 60, "start")])
+        await tx.runs.insert(run("queued"))
+        await tx.runs.insert(run("windowed"))
+        await tx.tasks.add([NewTask("queued", NOW, "signal"), NewTask("windowed", NOW, "signal")])
+        await tx.tasks.add([NewTask("windowed", NOW + 60, "start")])
     async with store.transaction() as tx:
         for run_id in ("queued", "windowed"):
-            ids = [t.id for t in await tx.due_tasks(run_id, NOW)]
-            await tx.defer_tasks(run_id, ids)
-        assert await tx.due_tasks("queued", NOW + 3600) == []
-        assert [t.kind for t in await tx.due_tasks("windowed", NOW + 59)] == []
-        assert sorted(t.kind for t in await tx.due_tasks("windowed", NOW + 60)) == [
+            ids = [t.id for t in await tx.tasks.due(run_id, NOW)]
+            await tx.tasks.defer(run_id, ids)
+        assert await tx.tasks.due("queued", NOW + 3600) == []
+        assert [t.kind for t in await tx.tasks.due("windowed", NOW + 59)] == []
+        assert sorted(t.kind for t in await tx.tasks.due("windowed", NOW + 60)) == [
             "signal",
             "start",
         ]
     assert await store.claim("w", now=NOW + 30, wall_now=WALL, lease_until=WALL + 9, limit=9) == []
     assert await store.next_due() == NOW + 60
     async with store.transaction() as tx:
-        await tx.add_tasks([NewTask("queued", NOW + 10, "start")])
-        await tx.wake_deferred("queued", NOW + 10)
+        await tx.tasks.add([NewTask("queued", NOW + 10, "start")])
+        await tx.tasks.wake_deferred("queued", NOW + 10)
     async with store.transaction(readonly=True) as tx:
-        kinds = sorted(t.kind for t in await tx.due_tasks("queued", NOW + 10))
+        kinds = sorted(t.kind for t in await tx.tasks.due("queued", NOW + 10))
     assert kinds == ["signal", "start"]
     claimed = await store.claim("w", now=NOW + 10, wall_now=WALL, lease_until=WALL + 9, limit=9)
     assert claimed == ["queued"]
@@ -2611,16 +2648,16 @@ async def test_race_two_starts_never_take_the_last_slot_of_a_key_both(engine_url
     async with shared_pair(engine_url) as (first, second):
 
         async def take(tx: Tx) -> bool:
-            slot = await tx.flow_slot("wf", "k")
+            slot = await tx.admission.slot("wf", "k")
             if slot.active >= 1:
                 return False
             slot.active += 1
-            await tx.put_flow_slot("wf", "k", slot)
+            await tx.admission.put_slot("wf", "k", slot)
             return True
 
         assert await race(first, second, take, take) == (True, False)
         async with first.transaction(readonly=True) as tx:
-            assert (await tx.flow_slot("wf", "k")).active == 1
+            assert (await tx.admission.slot("wf", "k")).active == 1
 
 
 @pytest.mark.requires("shared")
@@ -2633,26 +2670,26 @@ async def test_race_a_queued_start_and_a_release_never_strand_the_run(
     ends up holding the slot."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
-            await tx.put_flow_slot("wf", "k", FlowSlot(active=1, limit=1))
-            await tx.flow_enter("holder", "wf", "k", 0, queued=False)
+            await tx.admission.put_slot("wf", "k", FlowSlot(active=1, limit=1))
+            await tx.admission.enter("holder", "wf", "k", 0, queued=False)
 
         async def start(tx: Tx) -> str:
-            slot = await tx.flow_slot("wf", "k")
+            slot = await tx.admission.slot("wf", "k")
             if slot.active >= 1:
-                await tx.flow_enter("new", "wf", "k", 0, queued=True)
+                await tx.admission.enter("new", "wf", "k", 0, queued=True)
                 return "queued"
             slot.active += 1
-            await tx.put_flow_slot("wf", "k", slot)
-            await tx.flow_enter("new", "wf", "k", 0, queued=False)
+            await tx.admission.put_slot("wf", "k", slot)
+            await tx.admission.enter("new", "wf", "k", 0, queued=False)
             return "admitted"
 
         async def release(tx: Tx) -> str | None:
-            slot = await tx.flow_slot("wf", "k")
-            assert await tx.flow_leave("holder") is not None
-            following = await tx.flow_next("wf", "k")
+            slot = await tx.admission.slot("wf", "k")
+            assert await tx.admission.leave("holder") is not None
+            following = await tx.admission.next("wf", "k")
             if following is None:
                 slot.active -= 1
-                await tx.put_flow_slot("wf", "k", slot)
+                await tx.admission.put_slot("wf", "k", slot)
             return following
 
         if queue_first:
@@ -2660,8 +2697,8 @@ async def test_race_a_queued_start_and_a_release_never_strand_the_run(
         else:
             assert await race(first, second, release, start) == (None, "admitted")
         async with first.transaction(readonly=True) as tx:
-            assert await tx.flow_entry("new") == FlowEntry("wf", "k", queued=False)
-            assert (await tx.flow_slot("wf", "k")).active == 1
+            assert await tx.admission.entry("new") == FlowEntry("wf", "k", queued=False)
+            assert (await tx.admission.slot("wf", "k")).active == 1
 
 
 # -- operator controls: pause, bulk selection, retention --------------------------------------
@@ -2669,28 +2706,26 @@ async def test_race_a_queued_start_and_a_release_never_strand_the_run(
 
 async def test_a_paused_run_is_neither_claimed_nor_leased_nor_due(store: Store) -> None:
     await _runs_with_tasks(store, {"paused": [NOW - 1], "free": [NOW]})
-    assert await one(store, lambda tx: tx.update_run("paused", {"paused": True}))
+    assert await one(store, lambda tx: tx.runs.update("paused", {"paused": True}))
     async with store.transaction(readonly=True) as tx:
-        got = await tx.get_run("paused")
-        listed = await tx.list_runs(
-            workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=10
-        )
+        got = await tx.runs.get("paused")
+        listed = await tx.runs.list(RunFilter(limit=10))
     assert got is not None and bool(got.paused)
     assert {r.id: bool(r.paused) for r in listed} == {"paused": True, "free": False}
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert claimed == ["free"]  # the paused run's task is older, and stays
     await store.release_leases("w")
     async with store.transaction() as tx:
-        lease = await tx.lease_run(
+        lease = await tx.runs.lease(
             "paused", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
         )
     assert lease.taken is False
     async with store.transaction() as tx:  # only the paused run's task is left
-        free = await tx.due_tasks("free", NOW)
-        await tx.delete_tasks([t.id for t in free])
+        free = await tx.tasks.due("free", NOW)
+        await tx.tasks.delete([t.id for t in free])
     assert not await store.has_due(NOW)
-    assert [t.kind for t in await one(store, lambda tx: tx.due_tasks("paused", NOW))] == ["start"]
-    assert await one(store, lambda tx: tx.update_run("paused", {"paused": False}))
+    assert [t.kind for t in await one(store, lambda tx: tx.tasks.due("paused", NOW))] == ["start"]
+    assert await one(store, lambda tx: tx.runs.update("paused", {"paused": False}))
     assert await store.has_due(NOW)
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == [
         "paused"
@@ -2700,9 +2735,9 @@ async def test_a_paused_run_is_neither_claimed_nor_leased_nor_due(store: Store) 
 async def test_a_paused_run_is_claimed_and_due_for_its_deadline_only(store: Store) -> None:
     # (A run's deadline outranks its pause: see parkway.core.deadlines.)
     await _runs_with_tasks(store, {"paused": [NOW - 5]})
-    assert await one(store, lambda tx: tx.update_run("paused", {"paused": True}))
+    assert await one(store, lambda tx: tx.runs.update("paused", {"paused": True}))
     async with store.transaction() as tx:
-        await tx.add_tasks([NewTask("paused", NOW + 10, "deadline", payload=b'{"timeout": 10}')])
+        await tx.tasks.add([NewTask("paused", NOW + 10, "deadline", payload=b'{"timeout": 10}')])
     assert not await store.has_due(NOW)
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == []
     assert await store.has_due(NOW + 10)
@@ -2718,11 +2753,11 @@ async def test_find_runs_selects_by_filters_in_id_batches(store: Store) -> None:
     async with store.transaction() as tx:
         for i in range(7):
             status = "failed" if i % 2 else "parked"
-            await tx.insert_run(
+            await tx.runs.insert(
                 run(f"r{i}", status=status, subject="s" if i < 4 else None, created_at=NOW + i)
             )
-        await tx.insert_run(run("other", workflow="wf2", status="failed"))
-        await tx.insert_run(run("internal", workflow="parkway.acc", status="failed"))
+        await tx.runs.insert(run("other", workflow="wf2", status="failed"))
+        await tx.runs.insert(run("internal", workflow="parkway.acc", status="failed"))
 
     async def find(**filters: Any) -> list[str]:
         options: dict[str, Any] = dict(
@@ -2730,7 +2765,7 @@ async def test_find_runs_selects_by_filters_in_id_batches(store: Store) -> None:
             limit=100,
         )  # fmt: skip
         options.update(filters)
-        found = await one(store, lambda tx: tx.find_runs(**options), readonly=True)
+        found = await one(store, lambda tx: tx.runs.find(RunSelection(**options)), readonly=True)
         return [r.id for r in found]
 
     assert await find() == ["other", "r1", "r3", "r5"]  # by id; internal runs left out
@@ -2751,23 +2786,23 @@ async def test_expired_runs_are_the_ended_ones_past_a_time_and_deleted_with_thei
     store: Store,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("old", status="completed", updated_at=NOW - 100))
-        await tx.insert_run(run("older", status="failed", updated_at=NOW - 200))
-        await tx.insert_run(run("kept", workflow="keep", status="cancelled", updated_at=NOW - 300))
-        await tx.insert_run(run("new", status="completed", updated_at=NOW))
-        await tx.insert_run(run("active", status="parked", updated_at=NOW - 500))
-        await tx.put_journal("old", [entry(0), entry(1)])
-        await tx.add_tasks([NewTask("old", NOW + 60, "timer", 1)])
-        await tx.add_signal("old", "go", b"1", NOW)
-        await tx.add_subscription(sub("old"))
-        await tx.put_values("old", {"k": b"1"}, NOW)
-        await tx.add_update(update("old", "u1"))
-        await tx.append_stream("old", "out", [(b"1", None)], NOW)
-        await tx.put_journal("new", [entry(0)])
-        await tx.append_stream("new", "out", [(b"2", 1)], NOW)
+        await tx.runs.insert(run("old", status="completed", updated_at=NOW - 100))
+        await tx.runs.insert(run("older", status="failed", updated_at=NOW - 200))
+        await tx.runs.insert(run("kept", workflow="keep", status="cancelled", updated_at=NOW - 300))
+        await tx.runs.insert(run("new", status="completed", updated_at=NOW))
+        await tx.runs.insert(run("active", status="parked", updated_at=NOW - 500))
+        await tx.journal.put("old", [entry(0), entry(1)])
+        await tx.tasks.add([NewTask("old", NOW + 60, "timer", 1)])
+        await tx.signals.add("old", "go", b"1", NOW)
+        await tx.subscriptions.add(sub("old"))
+        await tx.values.put("old", {"k": b"1"}, NOW)
+        await tx.updates.add(update("old", "u1"))
+        await tx.streams.append("old", "out", [(b"1", None)], NOW)
+        await tx.journal.put("new", [entry(0)])
+        await tx.streams.append("new", "out", [(b"2", 1)], NOW)
 
     def expired(**options: Any) -> Callable[[Tx], Awaitable[list[str]]]:
-        return lambda tx: tx.expired_runs(
+        return lambda tx: tx.runs.expired(
             NOW - 10, **{"workflow": None, "exclude": [], "limit": 10, **options}
         )
 
@@ -2775,18 +2810,18 @@ async def test_expired_runs_are_the_ended_ones_past_a_time_and_deleted_with_thei
     assert await one(store, expired(exclude=["keep"])) == ["older", "old"]
     assert await one(store, expired(workflow="keep")) == ["kept"]
     assert await one(store, expired(limit=1)) == ["kept"]
-    await one(store, lambda tx: tx.delete_runs(["old", "missing"]))
+    await one(store, lambda tx: tx.runs.delete(["old", "missing"]))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("old") is None
-        assert await tx.journal("old") == []
-        assert await tx.due_tasks("old", NOW + 3600) == []
-        assert await tx.signals("old") == []
-        assert await tx.list_subscriptions(run_id="old") == []
-        assert await tx.run_values(["old"]) == {}
-        assert await tx.get_update("old", "u1") is None
-        assert await tx.read_stream("old", "out", 0, 10) == ([], False)
-        assert [e.pos for e in await tx.journal("new")] == [0]  # another run's stays
-        assert [i.value for i in (await tx.read_stream("new", "out", 0, 10))[0]] == [b"2"]
+        assert await tx.runs.get("old") is None
+        assert await tx.journal.read("old") == []
+        assert await tx.tasks.due("old", NOW + 3600) == []
+        assert await tx.signals.list("old") == []
+        assert await tx.subscriptions.list(run_id="old") == []
+        assert await tx.values.of_runs(["old"]) == {}
+        assert await tx.updates.get("old", "u1") is None
+        assert await tx.streams.read("old", "out", 0, 10) == ([], False)
+        assert [e.pos for e in await tx.journal.read("new")] == [0]  # another run's stays
+        assert [i.value for i in (await tx.streams.read("new", "out", 0, 10))[0]] == [b"2"]
     assert await store.next_due() is None
 
 
@@ -2808,14 +2843,14 @@ def human_task(task_id: str, run_id: str = "r1", **fields: Any) -> HumanTaskReco
 async def test_a_callback_is_found_by_its_hash_and_keeps_its_outcome(store: Store) -> None:
     record = CallbackRecord(token_digest("secret"), "r1", "\x1fcallback:1", NOW)
     async with store.transaction() as tx:
-        await tx.insert_run(run("r1"))
-        await tx.add_callback(record)
-        await tx.add_callback(CallbackRecord(token_digest("secret"), "r2", "other", NOW + 1))
-    found = await one(store, lambda tx: tx.get_callback(token_digest("secret")), readonly=True)
+        await tx.runs.insert(run("r1"))
+        await tx.callbacks.add(record)
+        await tx.callbacks.add(CallbackRecord(token_digest("secret"), "r2", "other", NOW + 1))
+    found = await one(store, lambda tx: tx.callbacks.get(token_digest("secret")), readonly=True)
     assert found == record  # (the second add of one hash changed nothing)
-    assert await one(store, lambda tx: tx.get_callback("secret")) is None
-    await one(store, lambda tx: tx.finish_callback(record.token_hash, "failed", b'"no"', NOW + 5))
-    done = await one(store, lambda tx: tx.get_callback(record.token_hash))
+    assert await one(store, lambda tx: tx.callbacks.get("secret")) is None
+    await one(store, lambda tx: tx.callbacks.finish(record.token_hash, "failed", b'"no"', NOW + 5))
+    done = await one(store, lambda tx: tx.callbacks.get(record.token_hash))
     assert (done.status, done.outcome, done.completed_at) == ("failed", b'"no"', NOW + 5)
 
 
@@ -2825,16 +2860,16 @@ async def test_a_human_task_round_trips_every_field_and_finishes_once(store: Sto
         "t2", title=None, form_schema=None, form_model=None, data=None, assignees="[]",
         due_at=None, created_at=NOW + 1,
     )  # fmt: skip
-    await one(store, lambda tx: tx.add_human_tasks([full, bare]))
-    await one(store, lambda tx: tx.add_human_tasks([human_task("t1", name="again")]))
-    assert await one(store, lambda tx: tx.get_human_task("t1"), readonly=True) == full
-    assert await one(store, lambda tx: tx.get_human_task("t2")) == bare
-    assert await one(store, lambda tx: tx.get_human_task("t3")) is None
+    await one(store, lambda tx: tx.human_tasks.add([full, bare]))
+    await one(store, lambda tx: tx.human_tasks.add([human_task("t1", name="again")]))
+    assert await one(store, lambda tx: tx.human_tasks.get("t1"), readonly=True) == full
+    assert await one(store, lambda tx: tx.human_tasks.get("t2")) == bare
+    assert await one(store, lambda tx: tx.human_tasks.get("t3")) is None
 
-    finish = lambda tx: tx.finish_human_task("t1", "completed", NOW + 9, by="ana", result=b"1")  # noqa: E731
+    finish = lambda tx: tx.human_tasks.finish("t1", "completed", NOW + 9, by="ana", result=b"1")  # noqa: E731
     assert await one(store, finish) is True
     assert await one(store, finish) is False  # (no longer open)
-    done = await one(store, lambda tx: tx.get_human_task("t1"))
+    done = await one(store, lambda tx: tx.human_tasks.get("t1"))
     assert (done.status, done.completed_by, done.completed_at, done.result) == (
         "completed", "ana", NOW + 9, b"1",
     )  # fmt: skip
@@ -2843,7 +2878,7 @@ async def test_a_human_task_round_trips_every_field_and_finishes_once(store: Sto
 async def test_human_tasks_are_listed_oldest_first_by_status_assignee_and_workflow(
     store: Store,
 ) -> None:
-    await one(store, lambda tx: tx.add_human_tasks([
+    await one(store, lambda tx: tx.human_tasks.add([
         human_task("a", created_at=NOW, assignees='["ana"]'),
         human_task("b", created_at=NOW + 1, assignees="[]", workflow="other"),
         human_task("c", created_at=NOW + 2, assignees='["ben", "cy"]'),
@@ -2852,7 +2887,9 @@ async def test_human_tasks_are_listed_oldest_first_by_status_assignee_and_workfl
 
     async def listed(**options: Any) -> list[str]:
         query = {"status": "open", "assignee": None, "workflow": None, "limit": 10, **options}
-        found = await one(store, lambda tx: tx.list_human_tasks(**query), readonly=True)
+        found = await one(
+            store, lambda tx: tx.human_tasks.list(HumanTaskFilter(**query)), readonly=True
+        )
         return [t.id for t in found]
 
     assert await listed() == ["a", "b", "c"]
@@ -2870,24 +2907,24 @@ async def test_a_runs_end_cancels_only_its_open_tasks_and_deletion_removes_all(
 ) -> None:
     async with store.transaction() as tx:
         for run_id in ("r1", "r2"):
-            await tx.insert_run(run(run_id))
-        await tx.add_human_tasks([
+            await tx.runs.insert(run(run_id))
+        await tx.human_tasks.add([
             human_task("open1"), human_task("done1", status="completed"),
             human_task("other", run_id="r2"),
         ])  # fmt: skip
-        await tx.add_callback(CallbackRecord(token_digest("t"), "r1", "s", NOW))
-    await one(store, lambda tx: tx.close_human_tasks("r1", NOW + 5))
+        await tx.callbacks.add(CallbackRecord(token_digest("t"), "r1", "s", NOW))
+    await one(store, lambda tx: tx.human_tasks.close_run("r1", NOW + 5))
     async with store.transaction(readonly=True) as tx:
-        closed = await tx.get_human_task("open1")
+        closed = await tx.human_tasks.get("open1")
         assert closed is not None and (closed.status, closed.completed_at) == ("cancelled", NOW + 5)
-        assert (await tx.get_human_task("done1")).status == "completed"  # type: ignore[union-attr]
-        assert (await tx.get_human_task("other")).status == "open"  # type: ignore[union-attr]
-    await one(store, lambda tx: tx.delete_runs(["r1"]))
+        assert (await tx.human_tasks.get("done1")).status == "completed"  # type: ignore[union-attr]
+        assert (await tx.human_tasks.get("other")).status == "open"  # type: ignore[union-attr]
+    await one(store, lambda tx: tx.runs.delete(["r1"]))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_human_task("open1") is None
-        assert await tx.get_human_task("done1") is None
-        assert await tx.get_callback(token_digest("t")) is None
-        assert await tx.get_human_task("other") is not None
+        assert await tx.human_tasks.get("open1") is None
+        assert await tx.human_tasks.get("done1") is None
+        assert await tx.callbacks.get(token_digest("t")) is None
+        assert await tx.human_tasks.get("other") is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2896,22 +2933,24 @@ async def test_a_runs_end_cancels_only_its_open_tasks_and_deletion_removes_all(
 
 async def test_a_held_run_is_neither_claimed_nor_leased_nor_due_nor_backlog(store: Store) -> None:
     await _runs_with_tasks(store, {"held": [NOW - 1], "free": [NOW]})
-    assert await one(store, lambda tx: tx.update_run("held", {"status": "held"}))
+    assert await one(store, lambda tx: tx.runs.update("held", {"status": "held"}))
     claimed = await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert claimed == ["free"]  # the held run's task is older, and stays (its input is kept)
     await store.release_leases("w")
     async with store.transaction() as tx:
-        lease = await tx.lease_run("held", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+        lease = await tx.runs.lease(
+            "held", owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
+        )
     assert lease.taken is False  # (PostgreSQL: known once committed)
     async with store.transaction() as tx:
-        free = await tx.due_tasks("free", NOW)
-        await tx.delete_tasks([t.id for t in free])
+        free = await tx.tasks.due("free", NOW)
+        await tx.tasks.delete([t.id for t in free])
     assert not await store.has_due(NOW)
     stats = await store.stats(NOW)
     assert (stats.due, stats.held, stats.parked) == (0, {"wf": 1}, {})
-    assert [t.kind for t in await one(store, lambda tx: tx.due_tasks("held", NOW))] == ["start"]
+    assert [t.kind for t in await one(store, lambda tx: tx.tasks.due("held", NOW))] == ["start"]
     # A retry makes it running again: claimable, its kept task with it.
-    assert await one(store, lambda tx: tx.update_run("held", {"status": "running"}))
+    assert await one(store, lambda tx: tx.runs.update("held", {"status": "running"}))
     assert await store.has_due(NOW)
     assert await store.claim("w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10) == [
         "held"
@@ -2920,8 +2959,8 @@ async def test_a_held_run_is_neither_claimed_nor_leased_nor_due_nor_backlog(stor
 
 async def test_a_held_run_is_a_live_run_of_its_subject(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("h", status="held", subject="s1"))
-        assert await tx.active_run("wf", "default", "s1") == "h"
+        await tx.runs.insert(run("h", status="held", subject="s1"))
+        assert await tx.runs.active("wf", "default", "s1") == "h"
 
 
 async def test_a_journal_is_outlined_and_copied_in_the_store(store: Store) -> None:
@@ -2931,36 +2970,31 @@ async def test_a_journal_is_outlined_and_copied_in_the_store(store: Store) -> No
         entry(5, deadline=NOW + 9),
     ]  # fmt: skip
     async with store.transaction() as tx:
-        await tx.put_journal("src", source)
-        assert await tx.journal_outline("src") == [
+        await tx.journal.put("src", source)
+        assert await tx.journal.outline("src") == [
             (0, "done"), (1, "done"), (2, "error"), (3, "pending"), (5, "done"),
         ]  # fmt: skip
-        assert await tx.journal_outline("nothing") == []
-        await tx.copy_journal("src", "two", 2)
-        await tx.copy_journal("src", "all", None)
-        await tx.copy_journal("src", "none", 0)
+        assert await tx.journal.outline("nothing") == []
+        await tx.journal.copy("src", "two", 2)
+        await tx.journal.copy("src", "all", None)
+        await tx.journal.copy("src", "none", 0)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.journal("two") == source[:2]
-        assert await tx.journal("all") == [source[0], source[1], source[2], source[4]]
-        assert await tx.journal("none") == []
-        assert await tx.journal("src") == source  # the source is left as it is
+        assert await tx.journal.read("two") == source[:2]
+        assert await tx.journal.read("all") == [source[0], source[1], source[2], source[4]]
+        assert await tx.journal.read("none") == []
+        assert await tx.journal.read("src") == source  # the source is left as it is
 
 
 async def test_a_fork_records_where_it_came_from(store: Store) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("fork"))
-        assert await tx.update_run("fork", {"forked_from": "src", "forked_at": 3})
-        await tx.insert_run(run("plain"))
+        await tx.runs.insert(run("fork"))
+        assert await tx.runs.update("fork", {"forked_from": "src", "forked_at": 3})
+        await tx.runs.insert(run("plain"))
     async with store.transaction(readonly=True) as tx:
-        got = await tx.get_run("fork")
-        plain = await tx.get_run("plain")
-        listed = await tx.list_runs(
-            workflow=None, status=None, subject=None, domain=None, parent_id=None, limit=10
-        )
-        found = await tx.find_runs(
-            statuses=["pending"], workflow=None, subject=None, created_before=None, after=None,
-            limit=10,
-        )  # fmt: skip
+        got = await tx.runs.get("fork")
+        plain = await tx.runs.get("plain")
+        listed = await tx.runs.list(RunFilter(limit=10))
+        found = await tx.runs.find(RunSelection(statuses=["pending"], limit=10))  # fmt: skip
     assert got is not None and (got.forked_from, got.forked_at) == ("src", 3)
     assert plain is not None and (plain.forked_from, plain.forked_at) == (None, None)
     assert {r.id: r.forked_from for r in listed} == {"fork": "src", "plain": None}
@@ -2974,20 +3008,20 @@ async def test_a_claim_with_serves_leases_only_the_runs_it_serves(store: Store) 
     from parkway.store.fleet import serve_keys
 
     async with store.transaction() as tx:
-        await tx.insert_run(run("v1", workflow="wf", version="1"))
-        await tx.insert_run(run("v2", workflow="wf", version="2"))
-        await tx.insert_run(run("any", workflow="wf", version=""))  # started by name
-        await tx.insert_run(run("other", workflow="other", version="1"))
-        await tx.add_tasks([NewTask(r, NOW, "start") for r in ("v1", "v2", "any", "other")])
+        await tx.runs.insert(run("v1", workflow="wf", version="1"))
+        await tx.runs.insert(run("v2", workflow="wf", version="2"))
+        await tx.runs.insert(run("any", workflow="wf", version=""))  # started by name
+        await tx.runs.insert(run("other", workflow="other", version="1"))
+        await tx.tasks.add([NewTask(r, NOW, "start") for r in ("v1", "v2", "any", "other")])
     serves = serve_keys({"wf": ["2"]})
     claimed = await store.claim(
         "w", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10, serves=serves
     )
     assert sorted(claimed) == ["any", "v2"]
     async with store.transaction(readonly=True) as tx:
-        assert await tx.unserved_runs(serves, NOW, 10) == ["other", "v1"]
-        assert await tx.unserved_runs(serves, NOW, 1) == ["other"]
-        assert await tx.unserved_runs(serve_keys({"wf": ["1", "2"], "other": ["1"]}), NOW, 10) == []
+        assert await tx.runs.unserved(serves, NOW, 10) == ["other", "v1"]
+        assert await tx.runs.unserved(serves, NOW, 1) == ["other"]
+        assert await tx.runs.unserved(serve_keys({"wf": ["1", "2"], "other": ["1"]}), NOW, 10) == []
     # Without serves, every due run (as before there were versions to serve).
     rest = await store.claim("w2", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=10)
     assert sorted(rest) == ["other", "v1"]
@@ -2999,19 +3033,19 @@ async def test_workers_are_listed_while_alive_and_pruned_after(store: Store) -> 
     first = WorkerRecord("h:1:a", "h", 1, WALL, WALL, WALL + 3, {"wf": ["1"]})
     second = WorkerRecord("h:2:b", "h", 2, WALL + 1, WALL + 1, WALL + 4, {"wf": ["2"], "x": ["1"]})
     async with store.transaction() as tx:
-        await tx.beat_worker(first)
-        await tx.beat_worker(second)
+        await tx.workers.beat(first)
+        await tx.workers.beat(second)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.list_workers(WALL + 2) == [first, second]
-        assert await tx.list_workers(WALL + 3.5) == [second]
+        assert await tx.workers.list(WALL + 2) == [first, second]
+        assert await tx.workers.list(WALL + 3.5) == [second]
     renewed = WorkerRecord("h:1:a", "h", 1, WALL + 9, WALL + 5, WALL + 8, {"wf": ["1", "2"]})
     async with store.transaction() as tx:
-        await tx.beat_worker(renewed)  # (its start stays the first's)
+        await tx.workers.beat(renewed)  # (its start stays the first's)
     async with store.transaction() as tx:
-        (found,) = await tx.list_workers(WALL + 6)
+        (found,) = await tx.workers.list(WALL + 6)
         assert found == WorkerRecord("h:1:a", "h", 1, WALL, WALL + 5, WALL + 8, {"wf": ["1", "2"]})
-        assert await tx.prune_workers(WALL + 6) == 1
-        assert await tx.list_workers(0) == [found]
+        assert await tx.workers.prune(WALL + 6) == 1
+        assert await tx.workers.list(0) == [found]
 
 
 async def test_operator_entries_are_kept_in_order_and_go_with_their_run(store: Store) -> None:
@@ -3019,50 +3053,43 @@ async def test_operator_entries_are_kept_in_order_and_go_with_their_run(store: S
 
     entries = [OperatorRecord("r", "pause", "ann", NOW), OperatorRecord("r", "resume", None, NOW)]
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
+        await tx.runs.insert(run("r"))
         for one in entries:
-            await tx.add_operator_entry(one)
-        await tx.add_operator_entry(OperatorRecord("other", "cancel", "bo", NOW))
+            await tx.operators.add(one)
+        await tx.operators.add(OperatorRecord("other", "cancel", "bo", NOW))
     async with store.transaction(readonly=True) as tx:
-        assert await tx.operator_entries("r") == entries
+        assert await tx.operators.list("r") == entries
     async with store.transaction() as tx:
-        await tx.delete_runs(["r"])
+        await tx.runs.delete(["r"])
     async with store.transaction(readonly=True) as tx:
-        assert await tx.operator_entries("r") == []
-        assert len(await tx.operator_entries("other")) == 1
+        assert await tx.operators.list("r") == []
+        assert len(await tx.operators.list("other")) == 1
 
 
 async def test_event_links_are_listed_with_their_events_and_go_with_them(store: Store) -> None:
     from parkway.store.fleet import EventLink
 
     async with store.transaction() as tx:
-        await tx.insert_event(event("e1", subject="s1", published_at=NOW))
-        await tx.insert_event(event("e2", name="other", published_at=NOW + 1))
-        await tx.link_event("e1", NOW, "resumed", ["r1", "r2"])
-        await tx.link_event("e1", NOW, "started", ["r3"])
-        await tx.link_event("e2", NOW + 1, "started", [])
+        await tx.events.insert(event("e1", subject="s1", published_at=NOW))
+        await tx.events.insert(event("e2", name="other", published_at=NOW + 1))
+        await tx.events.link("e1", NOW, "resumed", ["r1", "r2"])
+        await tx.events.link("e1", NOW, "started", ["r3"])
+        await tx.events.link("e2", NOW + 1, "started", [])
     async with store.transaction(readonly=True) as tx:
-        listed = await tx.list_events(name=None, subject=None, since=None, limit=10)
+        listed = await tx.events.list(EventFilter(limit=10))
         assert [row[0] for row in listed] == ["e2", "e1"]
         assert listed[1] == ("e1", "order.paid", "default", "s1", b'{"a": 1}', NOW)
-        assert [
-            r[0]
-            for r in await tx.list_events(name="order.paid", subject=None, since=None, limit=10)
-        ] == ["e1"]
-        assert [
-            r[0] for r in await tx.list_events(name=None, subject="s1", since=None, limit=10)
-        ] == ["e1"]
-        assert [
-            r[0] for r in await tx.list_events(name=None, subject=None, since=NOW + 1, limit=10)
-        ] == ["e2"]
-        assert [
-            r[0] for r in await tx.list_events(name=None, subject=None, since=None, limit=1)
-        ] == ["e2"]
-        assert await tx.event_links(["e1", "e2"]) == [
+        assert [r[0] for r in await tx.events.list(EventFilter(name="order.paid", limit=10))] == [
+            "e1"
+        ]
+        assert [r[0] for r in await tx.events.list(EventFilter(subject="s1", limit=10))] == ["e1"]
+        assert [r[0] for r in await tx.events.list(EventFilter(since=NOW + 1, limit=10))] == ["e2"]
+        assert [r[0] for r in await tx.events.list(EventFilter(limit=1))] == ["e2"]
+        assert await tx.events.links(["e1", "e2"]) == [
             EventLink("e1", "resumed", "r1"), EventLink("e1", "resumed", "r2"),
             EventLink("e1", "started", "r3"),
         ]  # fmt: skip
     async with store.transaction() as tx:
-        assert await tx.prune_events(NOW + 0.5) == 1
+        assert await tx.events.prune(NOW + 0.5) == 1
     async with store.transaction(readonly=True) as tx:
-        assert await tx.event_links(["e1"]) == []
+        assert await tx.events.links(["e1"]) == []

@@ -171,7 +171,7 @@ class Advancer:
                     "left to the workers that do", run_id, run.workflow, run.version,
                 )  # fmt: skip
                 async with store.transaction() as tx:
-                    await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner)
+                    await tx.runs.update(run.id, {"updated_at": run.updated_at}, owner=self.owner)
                 return
             if run.version == LATEST:
                 pinned = await self._pin(run, tasks, wf)
@@ -181,7 +181,7 @@ class Advancer:
             updates = None
             if any(t.kind == "update" for t in tasks):
                 async with self._store_call(run) as tx:
-                    updates = await tx.pending_updates(run.id)
+                    updates = await tx.updates.pending(run.id)
             rt.telemetry.begin(run, tasks, rt.now())
             if cached is not None and cached.fits(loaded, wf):
                 machine, cached = cached.machine, None
@@ -254,7 +254,7 @@ class Advancer:
             return loaded
         # (This worker parked it last, and may no longer keep it.)
         async with self._store_call(run) as tx:
-            journal = await tx.journal(run.id)
+            journal = await tx.journal.read(run.id)
         return dataclasses.replace(loaded, journal=journal)
 
     async def _stop_at_once(
@@ -268,13 +268,13 @@ class Advancer:
             else:
                 ended = await cancel(rt, tx, run, rt.now(), owner=self.owner, checked=True)
             if ended:
-                await tx.delete_tasks([t.id for t in tasks])
+                await tx.tasks.delete([t.id for t in tasks])
         rt.results.notify(run.id)
 
     def _unpause(self, run: RunRecord) -> Job:
         async def job(tx: Tx) -> None:
             changes = {"paused": False, "updated_at": self.rt.now()}
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
 
         run.paused = False
         return job
@@ -360,8 +360,10 @@ class Advancer:
         )  # fmt: skip
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, {"updated_at": now}, owner=self.owner, release=False)
-            await tx.put_journal(run.id, [entry])
+            await tx.runs.update_leased(
+                run.id, {"updated_at": now}, owner=self.owner, release=False
+            )
+            await tx.journal.put(run.id, [entry])
 
         with _store_errors(run):
             await self.commit(run.id, rt.telemetry.bind(job))
@@ -369,10 +371,10 @@ class Advancer:
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self._store_call(run) as tx:
             if isinstance(request, ReadMailbox):
-                return await tx.signals(run.id)
+                return await tx.signals.list(run.id)
             if isinstance(request, ReadRun):
-                return await tx.get_run(request.run_id)
-            return await tx.message_wait(request.name, request.key)
+                return await tx.runs.get(request.run_id)
+            return await tx.messages.wait(request.name, request.key)
 
     async def _flush(self, run: RunRecord, machine: Machine) -> dict[int, JournalEntry]:
         """Commit the machine's writes so far (fenced by the lease) before a side effect
@@ -396,7 +398,7 @@ class Advancer:
             changes: dict[str, object] = {"updated_at": rt.now()}
             if not settled:
                 changes.update(status=RunStatus.RUNNING.value, advanced_by=None)
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 
         with _store_errors(run):
@@ -436,7 +438,7 @@ class Advancer:
         pinned = dataclasses.replace(run, version=wf.version, input=data)
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
             # (Its starter did not know the workflow: its cancel conditions start now.)
             await cancel_on.register(self.rt.registry, tx, pinned, self.rt.now())
 
@@ -496,10 +498,10 @@ class Advancer:
         deadline = machine.deadline_entry if machine is not None else None
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner)
             if held:
                 if evicted:
-                    await tx.drop_cache_marks(evicted, self.owner)
+                    await tx.runs.drop_cache_marks(evicted, self.owner)
                 return
             consumed = frozenset(writes.consumed_tasks)
             await apply_writes(rt, tx, writes, ending=status in ENDED)
@@ -508,29 +510,29 @@ class Advancer:
                 # finish() drops all the run's tasks, and buffers again each message
                 # it did not take, if it may have any: the ones it took go first.
                 if rebuffers:
-                    await tx.delete_tasks(list(consumed))
+                    await tx.tasks.delete(list(consumed))
                 await finish(rt, tx, run, now, messages=rebuffers)
                 if stopped:  # (cancelled, or past its deadline: its children stop too)
                     await cancel_children(tx, run, now)
             else:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
-                await tx.delete_tasks(list(claimed))
+                await tx.tasks.delete(list(claimed))
             if status == "continued":
-                await tx.clear_journal(run.id)
+                await tx.journal.clear(run.id)
                 if deadline is not None:  # (its deadline holds across generations)
-                    await tx.put_journal(run.id, [deadline])
+                    await tx.journal.put(run.id, [deadline])
                 await rebuffer(rt, tx, run.id, now)
-                await tx.delete_wait_tasks(run.id)
-                await tx.delete_run_subscriptions(run.id)
-                await tx.add_tasks([NewTask(run.id, now, "start")])
+                await tx.tasks.delete_waits(run.id)
+                await tx.subscriptions.delete_run(run.id)
+                await tx.tasks.add([NewTask(run.id, now, "start")])
                 # The new generation holds its cancel conditions anew (its input's).
                 renewed = dataclasses.replace(run, input=outcome.new_input)
                 await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
-                    await tx.add_tasks([NewTask(run.id, now, "update")])
+                    await tx.tasks.add([NewTask(run.id, now, "update")])
             if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
-                await tx.drop_cache_marks(evicted, self.owner)
+                await tx.runs.drop_cache_marks(evicted, self.owner)
 
         # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
         order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (
@@ -601,15 +603,15 @@ class Advancer:
         self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
     ) -> None:
         async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, changes, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
+            if await tx.runs.update(run.id, changes, owner=self.owner):
+                await tx.tasks.delete([t.id for t in tasks])
 
     async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
         later = self.rt.now() + RETRY_DELAY
         async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
-                await tx.add_tasks(
+            if await tx.runs.update(run.id, {"updated_at": run.updated_at}, owner=self.owner):
+                await tx.tasks.delete([t.id for t in tasks])
+                await tx.tasks.add(
                     [NewTask(t.run_id, later, t.kind, t.pos, t.payload) for t in tasks]
                 )
 

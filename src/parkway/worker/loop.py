@@ -390,7 +390,7 @@ class Worker:
         """Say in the store that this worker lives (or that it ``stopped``)."""
         try:
             async with self.rt.store.transaction() as tx:
-                await tx.beat_worker(self.record(stopped=stopped))
+                await tx.workers.beat(self.record(stopped=stopped))
         except Exception:  # the next beat tries again; meanwhile it may look gone
             log.warning("could not renew worker %s in the store", self.owner, exc_info=True)
 

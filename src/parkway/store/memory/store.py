@@ -103,7 +103,7 @@ class MemoryStore:
     async def load_run(
         self, run_id: str, now: float, *, owner: str | None = None
     ) -> LoadedRun | None:
-        return await load_in_transaction(self, run_id, now, owner)
+        return await load_in_transaction(self, run_id, now, owner)  # type: ignore[arg-type]  # transitional
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
         pass  # no push: the worker polls changed()

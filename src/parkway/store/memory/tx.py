@@ -13,7 +13,6 @@ from typing import Any
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
-    ComposedTx,
     EventRecord,
     JournalEntry,
     Lease,
@@ -25,6 +24,7 @@ from parkway.store.base import (
     TaskRecord,
     load_in,
 )
+from parkway.store.legacy import ComposedTx, LegacyParts, attach_parts
 from parkway.store.memory.fleet import MemoryFleet
 from parkway.store.memory.flow import _FlowControl
 from parkway.store.memory.people import MemoryPeople
@@ -42,6 +42,7 @@ class MemoryTx(
     MemoryFleet,
     _FlowControl,
     ComposedTx,
+    LegacyParts,
 ):
     """A transaction over :class:`_State` with an undo log."""
 
@@ -49,6 +50,7 @@ class MemoryTx(
         self._s = state
         self._undo: list[Callable[[], object]] = []
         self._schedules = state.schedules
+        attach_parts(self)  # transitional: see parkway.store.legacy
 
     def rollback(self) -> None:
         for undo in reversed(self._undo):
@@ -104,7 +106,7 @@ class MemoryTx(
         if run.status == "pending":
             run.status = "running"
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
-        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
+        return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))  # type: ignore[arg-type]  # transitional
 
     async def list_runs(
         self,

@@ -297,7 +297,7 @@ class SQLiteStore:
         claimed = self._claimed.pop(run_id, None)
         if claimed is not None:  # (read by the claim that leased it, just now)
             return claimed
-        return await load_in_transaction(self, run_id, now, owner)
+        return await load_in_transaction(self, run_id, now, owner)  # type: ignore[arg-type]  # transitional
 
     def watch(self, callback: Callable[[float | None], None]) -> None:
         # This process's commits that added tasks to runs it did not lease to its own

@@ -17,7 +17,6 @@ from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
     AttemptRecord,
-    ComposedTx,
     EventRecord,
     JournalEntry,
     Lease,
@@ -33,6 +32,7 @@ from parkway.store.base import (
     load_with,
     reads_mailbox,
 )
+from parkway.store.legacy import ComposedTx, LegacyParts, attach_parts
 from parkway.store.sqlite.fleet import SQLiteFleet
 from parkway.store.sqlite.flow import FlowOps
 from parkway.store.sqlite.people import SQLitePeople
@@ -51,7 +51,9 @@ from parkway.store.sqltext import run_conditions
 RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 
-class SQLiteTx(SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, ComposedTx):
+class SQLiteTx(
+    SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, ComposedTx, LegacyParts
+):
     """Primitive operations on an open SQLite transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -66,6 +68,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, C
         # Runs this transaction inserted pending: a hand-over's lease of one sets its
         # status (see lease_run), any other run's is left unnamed.
         self._pending: set[str] = set()
+        attach_parts(self)  # transitional: see parkway.store.legacy
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
@@ -99,7 +102,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, C
             row = self._c.execute(LEASE[query], params).fetchone()
             if row is not None:
                 self._given.discard(run_id)
-                loaded = await load_with(self, RunRecord(*row), now, owner)
+                loaded = await load_with(self, RunRecord(*row), now, owner)  # type: ignore[arg-type]  # transitional
                 return Lease(run_id, taken=True, loaded=loaded)
         return Lease(run_id, taken=False)
 

@@ -12,7 +12,7 @@ from parkway.errors import LeaseLostError, StoreError
 from parkway.store import Store
 from parkway.store.base import NewTask, Tx
 
-from .test_conformance import NOW, WALL, entry, run
+from .conformance.support import NOW, WALL, entry, run
 
 
 async def leased(store: Store, count: int, owner: str = "w") -> list[str]:

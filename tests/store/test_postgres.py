@@ -36,7 +36,7 @@ from parkway.store.postgres import (
 from parkway.store.runs import RunFilter
 
 from ..conftest import postgres_harness
-from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
+from .conformance.support import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 

@@ -13,7 +13,7 @@ import parkway.store.sqlite.checkpoints
 import parkway.store.sqlite.store
 from parkway.store.sqlite import SQLiteStore
 
-from .test_conformance import run
+from .conformance.support import run
 
 
 async def commit_runs(store: SQLiteStore, count: int) -> None:

@@ -77,7 +77,7 @@ async def pause(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
         if run.status in ENDED:
             raise RunStateError(run_id, run.status, "pause", "only an active run can be paused")
         if not run.paused:
-            # With the owner given, the update also drops the lease (see Tx.update_run).
+            # With the owner given, the update also drops the lease (see tx.runs.update).
             await tx.runs.update(
                 run_id, {"paused": True, "advanced_by": None}, owner=run.lease_owner
             )

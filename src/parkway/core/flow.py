@@ -14,7 +14,7 @@ hold across every process on the store without a coordinator:
 - :func:`hold` (from the worker): a run that is not admitted yet but was given a
   task anyway (a signal, an update) is put back, its tasks deferred until it is.
 
-A key's slot row (``Tx.flow_slot``) is locked first by each of these, so one
+A key's slot row (``tx.admission.slot``) is locked first by each of these, so one
 key's changes are serialised while other keys go on. ``continue_as_new`` keeps
 the run's slot: it is the same run, still active.
 """

@@ -226,9 +226,9 @@ async def deliver_event(
     ``"duplicate"``, nothing written) and take every event wait its ``payload``
     matches (see :func:`take_event_waits`), each with a delivery task carrying
     ``envelope``. With ``owner``, lease the first run delivered to, as
-    ``Tx.lease_run`` would.
+    ``tx.runs.lease`` would.
 
-    ``fused``: the store's one-operation version (``FusedTx.deliver_event``, on a
+    ``fused``: the store's one-operation version (``tx.events.deliver``, on a
     store with the ``"fused"`` capability): the same, sent with the ``COMMIT``,
     or declined (nothing written); it takes no ``paused``.
     """

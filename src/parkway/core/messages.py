@@ -189,13 +189,13 @@ async def deliver_message(
 
     Unless ``message_id`` was seen at or after ``fresh_after`` (then
     ``"duplicate"``, nothing written), take the wait for ``(name, key)`` as
-    ``Tx.take_message_wait`` would (not one whose deadline has passed), give its
+    ``tx.messages.take_wait`` would (not one whose deadline has passed), give its
     run a :data:`MESSAGE_TASK` task carrying ``body`` due at ``now``, and
     remember ``message_id`` (or ``remember``) as seen at ``now``. With ``owner``,
-    also lease the run to it as ``Tx.lease_run`` would. With no wait, nothing is
+    also lease the run to it as ``tx.runs.lease`` would. With no wait, nothing is
     written (outcome ``None``).
 
-    ``fused``: the store's one-operation version (``FusedTx.deliver_message``, on
+    ``fused``: the store's one-operation version (``tx.messages.deliver``, on
     a store with the ``"fused"`` capability): the same, sent with the ``COMMIT``.
     """
     if fused:

@@ -101,7 +101,7 @@ def _callback_result(record: CallbackRecord, *, duplicate: bool) -> CallbackResu
 async def list_tasks(
     rt: Runtime, *, status: str | None, assignee: str | None, workflow: str | None, limit: int
 ) -> list[HumanTask]:
-    """Human tasks, oldest first (see ``Tx.list_human_tasks``)."""
+    """Human tasks, oldest first (see ``tx.human_tasks.list``)."""
     async with rt.store.transaction(readonly=True) as tx:
         records = await tx.human_tasks.list(
             HumanTaskFilter(status=status, assignee=assignee, workflow=workflow, limit=limit)

@@ -273,7 +273,7 @@ async def describe(rt: Runtime, run_id: str) -> RunInfo:
 
 
 async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) -> list[RunInfo]:
-    """Runs as ``Tx.list_runs`` finds them, each with its values.
+    """Runs as ``tx.runs.list`` finds them, each with its values.
 
     Raises:
         InvalidArgumentError: ``before`` (the keyset cursor) names no run.
@@ -295,7 +295,7 @@ async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) 
 
 
 async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
-    """``{workflow: {status: runs}}``, as ``Tx.run_counts`` counts them."""
+    """``{workflow: {status: runs}}``, as ``tx.runs.counts`` counts them."""
     async with rt.store.transaction(readonly=True) as tx:
         rows = await tx.runs.counts()
     out: dict[str, dict[str, int]] = {}

@@ -1,7 +1,7 @@
 """Signals: a payload addressed to one run by id, kept in its mailbox until consumed.
 
 One path for both client operations: :func:`signal` buffers the signal with
-its task in one store operation (``Tx.send_signal``, which refuses a missing or
+its task in one store operation (``tx.signals.send``, which refuses a missing or
 ended run); ``signal_with_start`` is the same, after inserting the run in the
 same transaction if it does not exist, so the signal is never lost to a race
 with the start.

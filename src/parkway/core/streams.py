@@ -13,7 +13,7 @@ Readers follow without polling: a commit of this process wakes them as it
 returns (``Runtime.streams``), another process's through the store's
 notifications. A stream ends when the workflow closes it or the run ends; the
 run's end wakes its readers too (this process's by ``Results``, others' by
-``Tx.streams_ended``, for the streams written so far: a reader elsewhere of a
+``tx.streams.end_run``, for the streams written so far: a reader elsewhere of a
 key never written learns it by its net). A reader also reads again after
 :data:`NET` seconds without news, the safety net for a notification lost on
 the way (a full socket buffer), never the way it learns.

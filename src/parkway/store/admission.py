@@ -25,7 +25,7 @@ class Admission(Protocol):
         ...
 
     async def put_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:
-        """Store the key's counters (its row was read by :meth:`flow_slot`)."""
+        """Store the key's counters (its row was read by ``tx.admission.slot``)."""
         ...
 
     async def enter(
@@ -41,7 +41,7 @@ class Admission(Protocol):
 
     async def leave(self, run_id: str) -> FlowEntry | None:
         """Remove the run's entry and return it as it was (``None``: it had none), read
-        under the key's lock (:meth:`flow_slot`, taken first): an entry read before
+        under the key's lock (``tx.admission.slot``, taken first): an entry read before
         it may have been dequeued since."""
         ...
 

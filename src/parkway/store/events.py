@@ -41,7 +41,7 @@ class Events(Protocol):
 
         ``digest(shape)``: the event payload's digest under a match shape (see
         :mod:`parkway.matching`), so a store may read ahead the event waits that
-        the publish looks for next (``find_subscriptions``).
+        the publish looks for next (``tx.subscriptions.find``).
         """
         ...
 
@@ -65,7 +65,7 @@ class Events(Protocol):
 
     async def link(self, event_id: str, at: float, how: str, run_ids: Sequence[str]) -> None:
         """Record that event ``event_id`` (published at ``at``) started or resumed
-        ``run_ids``; links go with their event (``prune_events``)."""
+        ``run_ids``; links go with their event (``tx.events.prune``)."""
         ...
 
     async def links(self, event_ids: Sequence[str]) -> builtins.list[EventLink]:
@@ -91,11 +91,11 @@ class FusedEvents(Events, Protocol):
         """A publish that only resumes waits (no workflow starts for it).
 
         Unless the event's id was seen at or after ``fresh_after`` (then
-        ``"duplicate"``, nothing written), record it as :meth:`record_event`
+        ``"duplicate"``, nothing written), record it as ``tx.events.record``
         would and take every event wait its ``payload`` (``event.payload``
         decoded) matches, as :func:`parkway.core.intake.take_event_waits` does: each gets a delivery
         task carrying ``envelope`` due at ``event.published_at``. With
-        ``owner``, also lease the first run to it as :meth:`lease_run` would.
+        ``owner``, also lease the first run to it as ``tx.runs.lease`` would.
         A store may decline (say, because the waits' match shapes are not the
         ones it expected), writing nothing. What it did may be known only once
         the transaction has committed, so that a store can send all of it with

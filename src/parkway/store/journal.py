@@ -32,7 +32,7 @@ class Journal(Protocol):
 
     async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
         """Keep failed attempts of steps (one already kept, by run, position and
-        attempt, is left as it is). ``clear_journal`` and ``delete_runs`` drop them."""
+        attempt, is left as it is). ``tx.journal.clear`` and ``tx.runs.delete`` drop them."""
         ...
 
     async def attempts(self, run_id: str) -> list[AttemptRecord]:

@@ -73,10 +73,10 @@ class FusedMessages(Messages, Protocol):
 
         Unless ``message_id`` was seen at or after ``fresh_after`` (then:
         ``"duplicate"``, nothing written), take the wait as
-        :meth:`take_message_wait` would, give its run a :data:`MESSAGE_TASK`
+        ``tx.messages.take_wait`` would, give its run a :data:`MESSAGE_TASK`
         task carrying ``body`` due at ``now``, and remember ``message_id`` as
         seen at ``now``. With ``owner``, also lease the run to it as
-        :meth:`lease_run` would. With no wait, nothing is written: the caller
+        ``tx.runs.lease`` would. With no wait, nothing is written: the caller
         goes on to start a run or buffer the message, in a transaction of its
         own. What it did may be known only once the transaction has committed,
         so that a store can send all of it with the ``COMMIT``.

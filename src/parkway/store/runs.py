@@ -93,7 +93,7 @@ class Runs(Protocol):
     async def update_leased(
         self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
     ) -> None:
-        """``update_run`` for the worker that leases the run: fenced by the lease.
+        """``tx.runs.update`` for the worker that leases the run: fenced by the lease.
 
         Raises :class:`parkway.errors.LeaseLostError` when ``owner`` no longer
         holds the lease, either at once or when the transaction commits (then

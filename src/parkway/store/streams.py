@@ -51,6 +51,6 @@ class Streams(Protocol):
         self, run_id: str, key: str, offset: int, limit: int
     ) -> tuple[list[StreamRecord], bool]:
         """Up to ``limit`` items from ``offset`` on, in order, and whether the stream
-        was closed (:meth:`close_stream`; then no item follows the last one read,
+        was closed (``tx.streams.close``; then no item follows the last one read,
         if ``limit`` was not reached)."""
         ...

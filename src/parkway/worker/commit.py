@@ -1,6 +1,6 @@
 """Committing what an advance decided: its writes, and how the run ended.
 
-Every commit of an advance is fenced by the run's lease (``Tx.update_leased``
+Every commit of an advance is fenced by the run's lease (``tx.runs.update_leased``
 first), so a worker that lost its lease can never write. The writes are data
 (:class:`parkway.replay.writes.Writes`); this is where they meet the store:
 publishes are published, waits are registered (with the look-back of

@@ -309,7 +309,7 @@ class Worker:
 
     def reserve(self) -> str | None:
         """A place for a run this process is about to give a task: the owner to lease
-        it to in that same transaction (``Tx.lease_run``), then :meth:`adopt` it.
+        it to in that same transaction (``tx.runs.lease``), then :meth:`adopt` it.
 
         ``None`` when there is no free place (the run is then claimed as usual).
         """

@@ -18,7 +18,7 @@ def open_store(url: str) -> Store:
     if scheme == "memory":
         from parkway.store.memory import MemoryStore
 
-        return MemoryStore()  # type: ignore[return-value]  # transitional
+        return MemoryStore()
     if scheme == "sqlite":
         from parkway.store.sqlite import SQLiteStore
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from parkway.store.base import (
@@ -13,6 +14,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    Tx,
     UpdateRecord,
 )
 from parkway.store.fleet import EventLink, OperatorRecord, WorkerRecord
@@ -113,3 +115,15 @@ def claimable(run: RunRecord, kind: str = "") -> bool:
     """Whether a claim (for a task of ``kind``) or a lease may take ``run``: a paused
     run waits for its resume (but for its deadline), a held one for its retry."""
     return run.status != "held" and (not run.paused or kind == "deadline")
+
+
+class _Part:
+    """What every part of a :class:`parkway.store.memory.MemoryTx` holds: the
+    transaction (for the parts it composes with), its state and its undo log."""
+
+    __slots__ = ("_s", "_tx", "_undo")
+
+    def __init__(self, tx: Tx, state: _State, undo: list[Callable[[], object]]) -> None:
+        self._tx = tx
+        self._s = state
+        self._undo = undo

@@ -22,7 +22,7 @@ def open_store(url: str) -> Store:
     if scheme == "sqlite":
         from parkway.store.sqlite import SQLiteStore
 
-        return SQLiteStore.from_url(url)  # type: ignore[return-value]  # transitional
+        return SQLiteStore.from_url(url)
     if scheme in ("postgres", "postgresql"):
         try:
             from parkway.store.postgres import PostgresStore

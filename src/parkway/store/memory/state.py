@@ -63,7 +63,7 @@ class _State:
         self.updates: dict[tuple[str, str], UpdateRecord] = {}
         self.next_update = 1
         self.schedules: dict[str, ScheduleRecord] = {}
-        # Flow control (see _FlowControl).
+        # Admission: concurrency and rate limits (see admission.py).
         self.flow_slots: dict[tuple[str, str], FlowSlot] = {}
         self.flow_runs: dict[str, _FlowRun] = {}
         # A key's queue: (-priority, seq, run id), entries no longer queued dropped lazily.
@@ -75,7 +75,7 @@ class _State:
         # Callbacks by the hash of their token, human tasks by id.
         self.callbacks: dict[str, CallbackRecord] = {}
         self.human_tasks: dict[str, HumanTaskRecord] = {}
-        # The fleet (see MemoryFleet): workers by id, operator entries by run,
+        # The fleet (see fleet.py, events.py): workers by id, operator entries by run,
         # event links by event.
         self.workers: dict[str, WorkerRecord] = {}
         self.operator_entries: dict[str, list[OperatorRecord]] = {}

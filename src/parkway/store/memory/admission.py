@@ -12,8 +12,6 @@ class MemoryAdmission(_Part):
     """Admission keys, their runs and rate rings. One writer at a time (the store's
     lock) is what serialises a key's changes."""
 
-    __slots__ = ()
-
     async def slot(self, workflow: str, key: str) -> FlowSlot:
         found = self._s.flow_slots.get((workflow, key))
         return FlowSlot() if found is None else _copy(found)

@@ -17,8 +17,6 @@ from parkway.store.memory.state import _Part
 class MemoryEvents(_Part):
     """Events by id in publish order (a dict's), their links by event."""
 
-    __slots__ = ()
-
     def record(
         self,
         event: EventRecord,

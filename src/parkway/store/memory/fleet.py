@@ -21,8 +21,6 @@ def delete_operator_entries(state: _State, undo: list[Callable[[], object]], run
 class MemoryWorkers(_Part):
     """Workers by id, undone with the transaction."""
 
-    __slots__ = ()
-
     async def beat(self, worker: WorkerRecord) -> None:
         workers = self._s.workers
         before = workers.get(worker.id)
@@ -49,8 +47,6 @@ class MemoryWorkers(_Part):
 
 class MemoryOperators(_Part):
     """Operator entries by run, in the order recorded."""
-
-    __slots__ = ()
 
     async def add(self, entry: OperatorRecord) -> None:
         entries = self._s.operator_entries.setdefault(entry.run_id, [])

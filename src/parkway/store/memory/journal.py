@@ -13,8 +13,6 @@ from parkway.store.memory.state import _copy, _Part, _restore
 class MemoryJournal(_Part):
     """Journals by run, then position; every change undone with the transaction."""
 
-    __slots__ = ()
-
     async def read(self, run_id: str) -> list[JournalEntry]:
         entries = self._s.journal.get(run_id, {})
         return [_copy(entries[p]) for p in sorted(entries)]

@@ -16,8 +16,6 @@ from parkway.store.memory.state import _copy, _Part
 class MemoryMessages(_Part):
     """Messages by id (a dict's order is theirs), the ids seen with when."""
 
-    __slots__ = ()
-
     async def wait(self, name: str, key: str) -> SubscriptionRecord | None:
         found = self._s.message_waits.get((name, key))
         return self._s.subs.get(found) if found else None

@@ -45,8 +45,6 @@ class MemoryCallbacks(_Part):
     """Callbacks in a dict, by the hash of their token; every change undone if the
     transaction fails."""
 
-    __slots__ = ()
-
     async def add(self, record: CallbackRecord) -> None:
         if record.token_hash in self._s.callbacks:
             return
@@ -69,8 +67,6 @@ class MemoryCallbacks(_Part):
 
 class MemoryHumanTasks(_Part):
     """Human tasks in a dict, by id; every change undone if the transaction fails."""
-
-    __slots__ = ()
 
     async def add(self, records: Sequence[HumanTaskRecord]) -> None:
         for record in records:

@@ -21,8 +21,6 @@ from parkway.store.runs import RunFilter, RunSelection
 class MemoryRuns(_Part):
     """Runs in a dict, every change undone with the transaction."""
 
-    __slots__ = ()
-
     async def get(self, run_id: str) -> RunRecord | None:
         run = self._s.runs.get(run_id)
         return _copy(run) if run else None

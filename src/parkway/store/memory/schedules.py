@@ -13,8 +13,6 @@ class MemorySchedules(_Part):
     """Schedules in a dict; every change undone if the transaction fails. (The store's
     one lock serialises transactions, so a due schedule is never another's.)"""
 
-    __slots__ = ()
-
     def _keep(self, schedule_id: str) -> None:
         schedules = self._s.schedules
         before = schedules.get(schedule_id)

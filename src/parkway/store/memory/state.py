@@ -121,8 +121,6 @@ class _Part:
     """What every part of a :class:`parkway.store.memory.MemoryTx` holds: the
     transaction (for the parts it composes with), its state and its undo log."""
 
-    __slots__ = ("_s", "_tx", "_undo")
-
     def __init__(self, tx: Tx, state: _State, undo: list[Callable[[], object]]) -> None:
         self._tx = tx
         self._s = state

@@ -18,8 +18,6 @@ def drop_streams(state: _State, undo: list[Callable[[], object]], run_id: str) -
 class MemoryStreams(_Part):
     """Run streams by run, then key; one process, so no one to tell."""
 
-    __slots__ = ()
-
     def _stream(self, run_id: str, key: str) -> _Stream:
         streams = self._s.streams.setdefault(run_id, {})
         stream = streams.get(key)

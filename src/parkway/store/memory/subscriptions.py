@@ -14,8 +14,6 @@ class MemorySubscriptions(_Part):
     """Waits by (run, position), with the publish index, the shapes in use and the
     message waits by (name, key)."""
 
-    __slots__ = ()
-
     async def add(self, sub: SubscriptionRecord) -> None:
         key = (sub.run_id, sub.pos)
         if key in self._s.subs:

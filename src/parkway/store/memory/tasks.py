@@ -19,8 +19,6 @@ from parkway.store.records import DEFERRED
 class MemoryTasks(_Part):
     """Tasks by id, indexed by run and by due time (the claims' heap)."""
 
-    __slots__ = ()
-
     async def add(self, tasks: Sequence[NewTask]) -> None:
         for task in tasks:
             task_id = self._s.next_task
@@ -101,8 +99,6 @@ class MemoryTasks(_Part):
 
 class MemorySignals(_Part):
     """Each run's mailbox: signals by id, and the ids of each run's in order."""
-
-    __slots__ = ()
 
     async def add(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         signal_id = self._s.next_signal

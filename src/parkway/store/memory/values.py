@@ -12,8 +12,6 @@ from parkway.store.records import UPDATE_PENDING
 class MemoryValues(_Part):
     """Run values by run, then key."""
 
-    __slots__ = ()
-
     async def put(self, run_id: str, values: Mapping[str, bytes], at: float) -> None:
         before = dict(self._s.values.get(run_id, {}))
         self._s.values.setdefault(run_id, {}).update(values)
@@ -25,8 +23,6 @@ class MemoryValues(_Part):
 
 class MemoryUpdates(_Part):
     """Updates by (run, id), numbered in the order they arrived."""
-
-    __slots__ = ()
 
     async def add(self, update: UpdateRecord) -> UpdateRecord | None:
         key = (update.run_id, update.id)

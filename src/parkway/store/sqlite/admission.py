@@ -17,8 +17,6 @@ F = load_queries(__package__, "flow.sql")
 class SQLiteAdmission(Part):
     """Admission's statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def slot(self, workflow: str, key: str) -> FlowSlot:
         row = self._c.execute(F["flow_slot"], (workflow, key)).fetchone()
         return FlowSlot() if row is None else FlowSlot(*row)

@@ -21,8 +21,6 @@ from parkway.store.sqlite.transport import Part
 class SQLiteEvents(Part):
     """Events' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     def record(
         self,
         event: EventRecord,

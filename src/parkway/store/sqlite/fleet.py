@@ -21,8 +21,6 @@ def _worker(row: tuple[str, str, int, float, float, float, str]) -> WorkerRecord
 class SQLiteWorkers(Part):
     """Workers' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def beat(self, worker: WorkerRecord) -> None:
         workflows = orjson.dumps(worker.workflows).decode()
         self._c.execute(
@@ -47,8 +45,6 @@ class SQLiteWorkers(Part):
 
 class SQLiteOperators(Part):
     """Operator entries' statements on the transaction's connection."""
-
-    __slots__ = ()
 
     async def add(self, entry: OperatorRecord) -> None:
         self._c.execute(S["add_operator_entry"], (entry.run_id, entry.action, entry.by, entry.at))

@@ -13,8 +13,6 @@ from parkway.store.sqlite.transport import Part
 class SQLiteJournal(Part):
     """Journals' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def read(self, run_id: str) -> list[JournalEntry]:
         return [JournalEntry(*row) for row in self._c.execute(Q["journal"], (run_id,))]
 

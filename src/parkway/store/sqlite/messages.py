@@ -16,8 +16,6 @@ from parkway.store.sqlite.transport import Part
 class SQLiteMessages(Part):
     """Messages' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def wait(self, name: str, key: str) -> SubscriptionRecord | None:
         row = self._c.execute(Q["message_wait"], (name, key)).fetchone()
         return SubscriptionRecord(*row) if row else None

@@ -28,8 +28,6 @@ S = load_queries(__package__, "people.sql")
 class SQLiteCallbacks(Part):
     """Callbacks' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def add(self, record: CallbackRecord) -> None:
         self._c.execute(S["add_callback"], callback_row(record))
 
@@ -43,8 +41,6 @@ class SQLiteCallbacks(Part):
 
 class SQLiteHumanTasks(Part):
     """Human tasks' statements on the transaction's connection."""
-
-    __slots__ = ()
 
     async def add(self, records: Sequence[HumanTaskRecord]) -> None:
         self._c.executemany(S["add_human_task"], [task_row(r) for r in records])

@@ -53,8 +53,6 @@ _DELETE_RUNS = (
 class SQLiteRuns(Part):
     """Runs' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def get(self, run_id: str) -> RunRecord | None:
         row = self._c.execute(Q["get_run"], (run_id,)).fetchone()
         return RunRecord(*row) if row else None

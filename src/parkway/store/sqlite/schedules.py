@@ -19,8 +19,6 @@ S = load_queries(__package__, "schedules.sql")
 class SQLiteSchedules(Part):
     """Schedules' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def get(self, schedule_id: str) -> ScheduleRecord | None:
         row = self._c.execute(S["get_schedule"], (schedule_id,)).fetchone()
         return None if row is None else schedule_record(row)

@@ -21,8 +21,6 @@ class SQLiteStreams(Part):
     """Run streams over the transaction's connection; the runs whose streams changed
     are noted (``Transport.streamed``): other processes are told at commit."""
 
-    __slots__ = ()
-
     async def append(
         self, run_id: str, key: str, items: Sequence[tuple[bytes, int | None]], at: float
     ) -> int | None:

@@ -14,8 +14,6 @@ from parkway.store.subscriptions import WaitKey
 class SQLiteSubscriptions(Part):
     """Subscriptions' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def add(self, sub: SubscriptionRecord) -> None:
         self._c.execute(
             Q["add_subscription"],

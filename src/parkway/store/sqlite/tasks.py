@@ -19,8 +19,6 @@ from parkway.store.sqlite.transport import Part
 class SQLiteTasks(Part):
     """Tasks' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def add(self, tasks: Sequence[NewTask]) -> None:
         self._t.given.update(t.run_id for t in tasks)
         self._c.executemany(
@@ -59,8 +57,6 @@ class SQLiteTasks(Part):
 
 class SQLiteSignals(Part):
     """Mailboxes' statements on the transaction's connection."""
-
-    __slots__ = ()
 
     async def add(self, run_id: str, name: str, payload: bytes | None, at: float) -> None:
         self._c.execute(Q["add_signal"], (run_id, name, payload, at))

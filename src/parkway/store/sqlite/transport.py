@@ -48,8 +48,6 @@ class Part:
     """What every part of a :class:`parkway.store.sqlite.SQLiteTx` holds: the
     connection, the transport and the transaction (for the parts it composes with)."""
 
-    __slots__ = ("_c", "_t", "_tx")
-
     def __init__(self, tx: Tx, transport: Transport) -> None:
         self._tx = tx
         self._t = transport

@@ -13,8 +13,6 @@ from parkway.store.sqlite.transport import Part
 class SQLiteValues(Part):
     """Run values' statements on the transaction's connection."""
 
-    __slots__ = ()
-
     async def put(self, run_id: str, values: Mapping[str, bytes], at: float) -> None:
         self._c.executemany(Q["put_value"], [(run_id, k, v, at) for k, v in values.items()])
 
@@ -27,8 +25,6 @@ class SQLiteValues(Part):
 
 class SQLiteUpdates(Part):
     """Updates' statements on the transaction's connection."""
-
-    __slots__ = ()
 
     async def add(self, update: UpdateRecord) -> UpdateRecord | None:
         u = update

@@ -59,7 +59,7 @@ async def subscriptions(
     run_id = limits.optional_reference(run_id, "run id", field="run_id")
     name = limits.optional_reference(name, "name", field="name")
     async with state.rt.store.transaction(readonly=True) as tx:
-        subs = await tx.list_subscriptions(run_id=run_id, name=name)
+        subs = await tx.subscriptions.list(run_id=run_id, name=name)
     out = []
     for sub in subs:
         is_message = sub.kind == "message"

@@ -53,6 +53,7 @@ from parkway.store.base import (
     SubscriptionRecord,
     Tx,
 )
+from parkway.store.subscriptions import WaitKey
 
 log = logging.getLogger("parkway.events")
 
@@ -232,21 +233,21 @@ async def deliver_event(
     ``"duplicate"``, nothing written) and take every event wait its ``payload``
     matches (see :func:`take_event_waits`), each with a delivery task carrying
     ``envelope``. With ``owner``, lease the first run delivered to, as
-    ``Tx.lease_run`` would.
+    ``tx.runs.lease`` would.
 
-    ``fused``: the store's one-operation version (``FusedTx.deliver_event``, on a
+    ``fused``: the store's one-operation version (``tx.events.deliver``, on a
     store with the ``"fused"`` capability): the same, sent with the ``COMMIT``,
     or declined (nothing written); it takes no ``paused``.
     """
     if fused:
         fused_tx = cast(FusedTx, tx)
-        return await fused_tx.deliver_event(
+        return await fused_tx.events.deliver(
             record, payload, envelope, fresh_after=fresh_after, owner=owner,
             wall_now=wall_now, lease_until=lease_until,
         )  # fmt: skip
     # An id seen within the retention is a duplicate; past it, a new event.
     digest = functools.partial(payload_digest, payload)
-    if await tx.record_event(record, fresh_after, digest=digest) is not None:
+    if await tx.events.record(record, fresh_after, digest=digest) is not None:
         return EventDelivery("duplicate", known=True)
     waits = await take_event_waits(tx, record, payload, envelope, paused)
     if waits:  # (the fused statement links them itself)
@@ -254,7 +255,7 @@ async def deliver_event(
     await cancel_on.take(tx, record, payload)
     lease = None
     if owner is not None and waits:
-        lease = await tx.lease_run(
+        lease = await tx.runs.lease(
             waits[0][0], owner=owner, now=record.published_at, wall_now=wall_now,
             lease_until=lease_until,
         )  # fmt: skip
@@ -275,25 +276,31 @@ async def take_event_waits(
     """
     now = event.published_at
     taken: list[tuple[str, str]] = []
-    for shape in await tx.shapes(event.domain, event.name):
+    for shape in await tx.subscriptions.shapes(event.domain, event.name):
         digest = payload_digest(payload, shape)
         if digest is None:
             continue
-        subs = await tx.find_subscriptions(
-            domain=event.domain, name=event.name, shape=shape, digest=digest,
-            subject=event.subject, kind="event",
-        )  # fmt: skip
+        subs = await tx.subscriptions.find(
+            WaitKey(
+                domain=event.domain,
+                name=event.name,
+                shape=shape,
+                digest=digest,
+                subject=event.subject,
+                kind="event",
+            )
+        )
         for sub in subs:
             if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
                 continue
             if sub.deadline is not None and now > sub.deadline:
                 continue  # the wait's timeout passed first; its timer will say so
             if paused:
-                run = await tx.get_run(sub.run_id)
+                run = await tx.runs.get(sub.run_id)
                 if run is not None and run.workflow in paused:
                     continue
-            await tx.delete_subscription(sub.run_id, sub.pos)
-            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            await tx.subscriptions.delete(sub.run_id, sub.pos)
+            await tx.tasks.add([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
             taken.append((sub.run_id, sub.wait))
     return taken
 
@@ -342,7 +349,7 @@ async def register_wait(
     """
     if since is not None:
         match = _json.loads(sub.match)
-        for event in await tx.events_since(sub.domain, sub.name, since):
+        for event in await tx.events.since(sub.domain, sub.name, since):
             if event.id in consumed:
                 continue
             if sub.subject != "*" and event.subject != sub.subject:
@@ -353,9 +360,9 @@ async def register_wait(
                     event.name, payload, id=event.id, domain=event.domain, subject=event.subject
                 )
                 body = _json.dumps(envelope.to_dict())
-                await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
+                await tx.tasks.add([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
                 return
-    await tx.add_subscription(sub)
+    await tx.subscriptions.add(sub)
 
 
 def _record(event: Event, payload: bytes, now: float) -> EventRecord:
@@ -398,9 +405,9 @@ async def start_event_run(
         if run_id is None:
             return None
     run_id = run_id or f"evt:{event.id}:{wf.name}"
-    if await tx.get_run(run_id) is not None:
+    if await tx.runs.get(run_id) is not None:
         return None
-    if wf.unique_per_subject and await tx.active_run(wf.name, event.domain, event.subject):
+    if wf.unique_per_subject and await tx.runs.active(wf.name, event.domain, event.subject):
         log.info(
             "event %s: %s already has an active run for subject %r; not starting another",
             event.id, wf.name, event.subject,

@@ -130,7 +130,7 @@ class Advancer:
                     "left to the workers that do", run_id, run.workflow, run.version,
                 )  # fmt: skip
                 async with store.transaction() as tx:
-                    await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner)
+                    await tx.runs.update(run.id, {"updated_at": run.updated_at}, owner=self.owner)
                 return
             if run.version == LATEST:
                 pinned = await self._pin(run, tasks, wf)
@@ -140,7 +140,7 @@ class Advancer:
             updates = None
             if any(t.kind == "update" for t in tasks):
                 async with self._driver.store_call(run) as tx:
-                    updates = await tx.pending_updates(run.id)
+                    updates = await tx.updates.pending(run.id)
             rt.telemetry.begin(run, tasks, rt.now())
             if cached is not None and cached.fits(loaded, wf):
                 machine, cached = cached.machine, None
@@ -213,7 +213,7 @@ class Advancer:
             return loaded
         # (This worker parked it last, and may no longer keep it.)
         async with self._driver.store_call(run) as tx:
-            journal = await tx.journal(run.id)
+            journal = await tx.journal.read(run.id)
         return dataclasses.replace(loaded, journal=journal)
 
     async def _stop_at_once(
@@ -227,13 +227,13 @@ class Advancer:
             else:
                 ended = await cancel(rt, tx, run, rt.now(), owner=self.owner, checked=True)
             if ended:
-                await tx.delete_tasks([t.id for t in tasks])
+                await tx.tasks.delete([t.id for t in tasks])
         rt.results.notify(run.id)
 
     def _unpause(self, run: RunRecord) -> Job:
         async def job(tx: Tx) -> None:
             changes = {"paused": False, "updated_at": self.rt.now()}
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
 
         run.paused = False
         return job
@@ -265,7 +265,7 @@ class Advancer:
         pinned = dataclasses.replace(run, version=wf.version, input=data)
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
             # (Its starter did not know the workflow: its cancel conditions start now.)
             await cancel_on.register(self.rt.registry, tx, pinned, self.rt.now())
 
@@ -276,14 +276,14 @@ class Advancer:
         self, run: RunRecord, tasks: list[TaskRecord], changes: dict[str, object]
     ) -> None:
         async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, changes, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
+            if await tx.runs.update(run.id, changes, owner=self.owner):
+                await tx.tasks.delete([t.id for t in tasks])
 
     async def _postpone(self, run: RunRecord, tasks: list[TaskRecord]) -> None:
         later = self.rt.now() + RETRY_DELAY
         async with self.rt.store.transaction() as tx:
-            if await tx.update_run(run.id, {"updated_at": run.updated_at}, owner=self.owner):
-                await tx.delete_tasks([t.id for t in tasks])
-                await tx.add_tasks(
+            if await tx.runs.update(run.id, {"updated_at": run.updated_at}, owner=self.owner):
+                await tx.tasks.delete([t.id for t in tasks])
+                await tx.tasks.add(
                     [NewTask(t.run_id, later, t.kind, t.pos, t.payload) for t in tasks]
                 )

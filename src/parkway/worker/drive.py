@@ -132,8 +132,10 @@ class Driver:
         )  # fmt: skip
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, {"updated_at": now}, owner=self.owner, release=False)
-            await tx.put_journal(run.id, [entry])
+            await tx.runs.update_leased(
+                run.id, {"updated_at": now}, owner=self.owner, release=False
+            )
+            await tx.journal.put(run.id, [entry])
 
         with store_errors(run):
             await self.commit(run.id, rt.telemetry.bind(job))
@@ -141,10 +143,10 @@ class Driver:
     async def _read(self, run: RunRecord, request: ReadMailbox | ReadRun | ReadHolder) -> Any:
         async with self.store_call(run) as tx:
             if isinstance(request, ReadMailbox):
-                return await tx.signals(run.id)
+                return await tx.signals.list(run.id)
             if isinstance(request, ReadRun):
-                return await tx.get_run(request.run_id)
-            return await tx.message_wait(request.name, request.key)
+                return await tx.runs.get(request.run_id)
+            return await tx.messages.wait(request.name, request.key)
 
     async def flush(self, run: RunRecord, machine: Machine) -> dict[int, JournalEntry]:
         """Commit the machine's writes so far (fenced by the lease) before a side effect
@@ -168,7 +170,7 @@ class Driver:
             changes: dict[str, object] = {"updated_at": rt.now()}
             if not settled:
                 changes.update(status=RunStatus.RUNNING.value, advanced_by=None)
-            await tx.update_leased(run.id, changes, owner=self.owner, release=False)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 
         with store_errors(run):

@@ -97,10 +97,10 @@ class FinalCommit:
         deadline = machine.deadline_entry if machine is not None else None
 
         async def job(tx: Tx) -> None:
-            await tx.update_leased(run.id, changes, owner=self.owner)
+            await tx.runs.update_leased(run.id, changes, owner=self.owner)
             if held:
                 if evicted:
-                    await tx.drop_cache_marks(evicted, self.owner)
+                    await tx.runs.drop_cache_marks(evicted, self.owner)
                 return
             consumed = frozenset(writes.consumed_tasks)
             await apply_writes(rt, tx, writes, ending=status in ENDED)
@@ -109,29 +109,29 @@ class FinalCommit:
                 # finish() drops all the run's tasks, and buffers again each message
                 # it did not take, if it may have any: the ones it took go first.
                 if rebuffers:
-                    await tx.delete_tasks(list(consumed))
+                    await tx.tasks.delete(list(consumed))
                 await finish(rt, tx, run, now, messages=rebuffers)
                 if stopped:  # (cancelled, or past its deadline: its children stop too)
                     await cancel_children(tx, run, now)
             else:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
-                await tx.delete_tasks(list(claimed))
+                await tx.tasks.delete(list(claimed))
             if status == "continued":
-                await tx.clear_journal(run.id)
+                await tx.journal.clear(run.id)
                 if deadline is not None:  # (its deadline holds across generations)
-                    await tx.put_journal(run.id, [deadline])
+                    await tx.journal.put(run.id, [deadline])
                 await rebuffer(rt, tx, run.id, now)
-                await tx.delete_wait_tasks(run.id)
-                await tx.delete_run_subscriptions(run.id)
-                await tx.add_tasks([NewTask(run.id, now, "start")])
+                await tx.tasks.delete_waits(run.id)
+                await tx.subscriptions.delete_run(run.id)
+                await tx.tasks.add([NewTask(run.id, now, "start")])
                 # The new generation holds its cancel conditions anew (its input's).
                 renewed = dataclasses.replace(run, input=outcome.new_input)
                 await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
-                    await tx.add_tasks([NewTask(run.id, now, "update")])
+                    await tx.tasks.add([NewTask(run.id, now, "update")])
             if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
-                await tx.drop_cache_marks(evicted, self.owner)
+                await tx.runs.drop_cache_marks(evicted, self.owner)
 
         # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
         order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (

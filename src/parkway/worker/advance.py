@@ -342,6 +342,8 @@ class Advancer:
             result = await self.rt.telemetry.step(request, attempt)
         finally:
             step_streams.CURRENT.reset(token)
+        if not writer.used:  # (most steps write no stream)
+            return result
         try:
             await writer.settle()
         except Exception as exc:
@@ -487,6 +489,10 @@ class Advancer:
             elif status == RunStatus.FAILED.value:
                 changes["error"] = _json.dumps(outcome.error)
         rebuffers = machine is not None and machine.may_hold_deliveries
+        # Open human tasks to close at its end: only a run that opened one has any
+        # (a task's id is journaled in the commit that opens it; an earlier
+        # generation's, cleared from the journal, may still be open).
+        people = machine is None or run.generation > 0 or _opened_human_tasks(machine)
         # Updates given that the run did not get to before it went on as new wait
         # for the new generation (an ended run's are closed: see core.updates).
         updates_left = machine is not None and machine.unhandled_updates
@@ -509,7 +515,7 @@ class Advancer:
                 # it did not take, if it may have any: the ones it took go first.
                 if rebuffers:
                     await tx.delete_tasks(list(consumed))
-                await finish(rt, tx, run, now, messages=rebuffers)
+                await finish(rt, tx, run, now, messages=rebuffers, human_tasks=people)
                 if stopped:  # (cancelled, or past its deadline: its children stop too)
                     await cancel_children(tx, run, now)
             else:
@@ -711,8 +717,15 @@ async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any], deadlines: Deadl
         deadlines.cancel(box)
 
 
+def _opened_human_tasks(machine: Machine) -> bool:
+    """Whether the run's journal holds a human task it opened (``ctx.human_task``)."""
+    return any(e.kind == "value" and e.name == "human_task" for e in machine.entries.values())
+
+
 async def _closed(beats: Heartbeats, *, succeeded: bool) -> bytes | None:
     """The attempt's heartbeats written out; the last details recorded, if any."""
+    if beats.close_unused():  # (most steps: nothing to write)
+        return None
     with contextlib.suppress(Exception):  # (logged; the attempt's outcome stands)
         await beats.close(succeeded=succeeded)
     return beats.written

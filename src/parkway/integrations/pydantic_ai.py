@@ -66,7 +66,6 @@ try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep 
         FunctionToolResultEvent,
         ModelMessage,
         ModelResponse,
-        RetryPromptPart,
         ToolCallPart,
         ToolReturnPart,
     )
@@ -233,8 +232,10 @@ def _result_event(name: str, call_id: str, outcome: Any) -> Any:
     """The ``function_tool_result`` event of a tool call's recorded outcome."""
     try:
         content = unwrap_tool_call_result(outcome)
-    except ModelRetry as retry:
-        part: Any = RetryPromptPart(content=retry.message, tool_name=name, tool_call_id=call_id)
+    except ModelRetry as retry:  # (the model reads the message, and may call again)
+        part = ToolReturnPart(
+            tool_name=name, content=retry.message, tool_call_id=call_id, outcome="retried"
+        )
         return FunctionToolResultEvent(part)
     except Exception as exc:  # (a deferral, an approval asked for: its name says what)
         content = f"{type(exc).__name__}: {exc}"
@@ -459,7 +460,7 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
                 agent.override(model=model, toolsets=toolsets, tools=[]),
                 agent.parallel_tool_call_execution_mode("sequential"),
             ):
-                return await agent.run(
+                result: AgentRunResult[Any] = await agent.run(
                     prompt,
                     deps=deps,
                     message_history=history,
@@ -467,6 +468,7 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
                     output_type=output_type,
                     run_id=run_id,
                 )
+                return result
 
         return await _bridge.drive(ctx, loop)
 

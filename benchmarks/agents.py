@@ -75,19 +75,27 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-async def timed(n: int, once: Callable[[], Awaitable[Any]]) -> tuple[float, float]:
-    """The median seconds of ``once()`` over ``n`` calls, after a few not counted, and
-    the process's CPU seconds per call (all its threads: a machine shared with other
-    work slows the wall clock far more than the CPU a call takes)."""
+async def timed(
+    n: int, systems: dict[str, Callable[[], Awaitable[Any]]]
+) -> dict[str, tuple[float, float]]:
+    """Each system's median seconds of a call over ``n`` rounds (after a few not
+    counted), and its median CPU seconds of a call (the process's, all its threads: a
+    machine shared with other work slows the wall clock far more than the CPU a call
+    takes). Each round calls every system once, so the machine's drift hits all alike."""
     for _ in range(5):
-        await once()
-    took = []
-    cpu0 = time.process_time()
+        for once in systems.values():
+            await once()
+    took: dict[str, list[float]] = {name: [] for name in systems}
+    spent: dict[str, list[float]] = {name: [] for name in systems}
     for _ in range(n):
-        t0 = time.perf_counter()
-        await once()
-        took.append(time.perf_counter() - t0)
-    return statistics.median(took), (time.process_time() - cpu0) / n
+        for name, once in systems.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            await once()
+            took[name].append(time.perf_counter() - t0)
+            spent[name].append(time.process_time() - c0)
+    return {
+        name: (statistics.median(took[name]), statistics.median(spent[name])) for name in systems
+    }
 
 
 def fit(overhead: dict[str, float]) -> dict[str, float]:
@@ -149,14 +157,11 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
 
                 expected = await run_plain()
                 assert await run_parkway() == expected == await run_dbos(), shape
-                # Interleaved, so that the machine's drift hits all three alike.
-                for _ in range(2):
-                    for system, once in (
-                        ("plain", run_plain), ("parkway", run_parkway), ("dbos", run_dbos),
-                    ):  # fmt: skip
-                        took, spent = await timed(n // 2, once)
-                        results[system][shape] = min(results[system].get(shape, took), took)
-                        cpu[system][shape] = min(cpu[system].get(shape, spent), spent)
+                figures = await timed(
+                    n, {"plain": run_plain, "parkway": run_parkway, "dbos": run_dbos}
+                )
+                for system, (took, spent) in figures.items():
+                    results[system][shape], cpu[system][shape] = took, spent
         DBOS.destroy()
         over = {
             system: fit({s: results[system][s] - results["plain"][s] for s in SHAPES})

@@ -224,6 +224,16 @@ def _table(rows: list[dict[str, Any]], figures: str, plain_key: str, what: str) 
         f"{row['db']} {s}: {row[plain_key]['plain'][s] * 1000:.3f}" for row in rows for s in SHAPES
     )
     lines.append(f"(plain agent's figures, ms: {plain})")
+    for system in ("parkway", "dbos"):
+        # Each shape's whole overhead, divided by its operations (requests and tool
+        # calls): no subtraction between shapes, so the least disturbed by noise.
+        each = ", ".join(
+            f"{row['db']} {s}: {ms:.3f} ({ms / sum(SHAPES[s]):.3f} per operation)"
+            for row in rows
+            for s in SHAPES
+            for ms in [(row[plain_key][system][s] - row[plain_key]["plain"][s]) * 1000]
+        )
+        lines.append(f"({system}'s overhead per conversation, ms: {each})")
     return "\n".join(lines)
 
 

@@ -148,7 +148,7 @@ class PostgresStore(Connections):
         if due is not None:
             # Tasks were added: this process's worker is told here, as other
             # processes' are by the notification (which the listener drops as
-            # ours), unless they are all for runs it was just handed (see lease_run).
+            # ours), unless they are all for runs it was just handed (see runs.lease).
             self._listener.report(due)
 
     # -- the worker's calls ------------------------------------------------------------------

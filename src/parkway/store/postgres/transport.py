@@ -348,7 +348,7 @@ class Transport(Recovery):
         """After the commit: the earliest due time of the tasks it added that this
         process's worker must be told of (None: none). Other processes' workers hear
         of them by the notification; this one drops its own notifications, and needs
-        no word of the runs this transaction leased to it (see lease_run)."""
+        no word of the runs this transaction leased to it (see runs.lease)."""
         announced = self._announced()
         if announced is not None and not self._task_runs <= self._leased:
             return announced

@@ -37,8 +37,7 @@ class PostgresTx:
 
     A transaction is made per commit, and most use a few of its sixteen parts:
     each part is made on first use (the class defaults below say "not yet"), so
-    opening one costs a single attribute, and a part once made is an attribute
-    read away.
+    opening a transaction costs one attribute, not sixteen objects.
     """
 
     _runs: PostgresRuns | None = None

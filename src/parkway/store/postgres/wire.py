@@ -63,6 +63,8 @@ class BinaryRows(str):
     types; only a ``void`` column (``pg_notify``'s) reads as ``b""`` instead of ``""``.
     """
 
+    __slots__ = ()
+
 
 # %s, %(name)s, or an escaped %%: psycopg's placeholder syntax.
 _PLACEHOLDER = re.compile(rb"%(?:\((\w+)\))?(s)|%%")

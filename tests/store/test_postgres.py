@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
-import textwrap
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -200,36 +198,6 @@ async def test_the_postgres_scheme_works_too(engine_url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Schema and migrations
-
-
-async def test_a_fresh_database_gets_the_schema_once_from_racing_processes(
-    empty_database: str,
-) -> None:
-    url = with_path(ADMIN_URL, empty_database)
-    script = textwrap.dedent(
-        f"""
-        import asyncio
-        from parkway.store import open_store
-        async def main():
-            store = open_store({url!r})
-            await store.open()
-            async with store.transaction() as tx:
-                await tx.signals.add("r", "ok", None, 0.0)
-            await store.close()
-        asyncio.run(main())
-        """
-    )
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, stderr=asyncio.subprocess.PIPE
-        )
-        for _ in range(6)
-    ]
-    errors = [(await p.communicate())[1].decode() for p in procs]
-    assert [p.returncode for p in procs] == [0] * 6, errors
-    versions = admin_sql("SELECT version FROM parkway.schema_version ORDER BY 1", empty_database)
-    assert versions == [(v,) for v, _ in MIGRATIONS]
-    assert admin_sql("SELECT count(*) FROM parkway.mailbox", empty_database) == [(6,)]
 
 
 async def test_a_newer_schema_asks_for_a_newer_parkway(engine_url: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import WorkerProcess, failed, ok_json, parkway
+from tests.helpers import WorkerProcess, failed, ok_json, parkway
 
 APP = "opsapp:engine"
 

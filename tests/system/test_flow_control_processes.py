@@ -19,14 +19,14 @@ import pytest
 
 import parkway
 from parkway import Engine, RunStatus
+from tests.helpers import APPS
 
-HERE = Path(__file__).parent
 LEASE = 2
 
 
 def _load_app() -> ModuleType:
     # By path, so the test does not depend on pytest's import mode.
-    spec = importlib.util.spec_from_file_location("parkway_flow_app", HERE / "flow_app.py")
+    spec = importlib.util.spec_from_file_location("parkway_flow_app", APPS / "flow_app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -54,7 +54,7 @@ class Workers:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "parkway", "worker", "flow_app:engine",
                 "--lease", str(LEASE), "--concurrency", "8",
-                cwd=HERE, env=env, stdin=asyncio.subprocess.DEVNULL,
+                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
         self.procs.append((proc, stderr))

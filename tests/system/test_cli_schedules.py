@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import failed, ok_json, parkway
+from tests.helpers import failed, ok_json, parkway
 
 APP_SOURCE = """
 from parkway import Engine, Schedule

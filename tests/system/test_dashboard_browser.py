@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import textwrap
 import time
 from collections.abc import Iterator
@@ -30,18 +29,8 @@ import pytest
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from .test_http import Served
+from tests.helpers import Served
 
-CHROMIUM = os.environ.get("PARKWAY_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOKEN = "dashboard-token"
 SCREENSHOTS = os.environ.get("PARKWAY_SCREENSHOTS")
 
@@ -106,24 +95,6 @@ if hasattr(engine, "add_schedule"):  # (a parkway with schedules)
     async def nightly(ctx, _input):
         return "reindexed"
 """
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    """A headless Chromium driven by Playwright, or a skip that says what is missing."""
-    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
-        pytest.skip(
-            f"no Chromium at {CHROMIUM} (apt-get install chromium, or set PARKWAY_TEST_CHROMIUM)"
-        )
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="Playwright is not installed: pip install playwright"
-    )
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_cli import failed, ok_json, parkway
+from tests.helpers import failed, ok_json, parkway
 
 APP_SOURCE = """
 from parkway import Engine

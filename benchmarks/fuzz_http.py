@@ -6,7 +6,7 @@ Serves a small app (two workflows) on a free loopback port, once without a
 token and once with one, and runs ``schemathesis run`` on each: every
 operation, valid and invalid requests (``--examples`` each, 2,000 by default:
 about 30,000 requests in all), with the checks the test suite's short run uses
-(tests/acceptance/test_schemathesis.py). Exits non-zero on the first server
+(tests/system/test_schemathesis.py). Exits non-zero on the first server
 error, undocumented status, media type or body, or invalid request accepted.
 ``--url`` serves it on another store (a ``postgresql://`` database, say); by
 default a fresh SQLite file. Needs the dev extra (schemathesis).

@@ -32,6 +32,7 @@ from parkway.store.postgres import (
     wire,
 )
 from parkway.store.runs import RunFilter
+from tests.helpers import wait_for
 
 from ..conftest import postgres_harness
 from .conformance.support import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
@@ -1337,15 +1338,6 @@ async def test_a_closed_store_says_so(engine_url: str) -> None:
 async def changed_is(store: object, expected: bool) -> bool:
     assert isinstance(store, PostgresStore)
     return await store.changed() is expected
-
-
-async def wait_for(check: object, what: str, timeout: float = 10) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():  # type: ignore[operator]
-        if loop.time() > deadline:
-            pytest.fail(f"waited {timeout}s for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(

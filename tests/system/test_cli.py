@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import WorkerProcess, failed, ok_json, parkway
+from tests.helpers import WorkerProcess, failed, ok_json, parkway, write_app
 
 APP_SOURCE = """
 from parkway import Engine
@@ -45,7 +44,7 @@ not_an_engine = {{"a": 1}}
 def app(tmp_path: Path) -> Path:
     """A user's app module in ``tmp_path`` (the commands run there), on SQLite in ``tmp_path``."""
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "shopapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    write_app(tmp_path, "shopapp", APP_SOURCE, url)
     return tmp_path
 
 

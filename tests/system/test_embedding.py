@@ -12,13 +12,14 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import write_app
 
 pytest.importorskip("fastapi", reason="fastapi is in the dev extra")
 import httpx
@@ -51,7 +52,7 @@ def _free_port() -> int:
 @pytest.fixture
 def shop_server(tmp_path: Path) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'shop.db'}"
-    (tmp_path / "shopweb.py").write_text(textwrap.dedent(SHOP_APP.format(url=url)))
+    write_app(tmp_path, "shopweb", SHOP_APP, url)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")}
     err = (tmp_path / "uvicorn.stderr").open("wb")

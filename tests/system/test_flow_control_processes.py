@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import signal
 import sys
 import time
@@ -17,9 +16,8 @@ from types import ModuleType
 
 import pytest
 
-import parkway
 from parkway import Engine, RunStatus
-from tests.helpers import APPS
+from tests.helpers import APPS, subprocess_env
 
 LEASE = 2
 
@@ -44,11 +42,7 @@ class Workers:
         self.procs: list[tuple[asyncio.subprocess.Process, Path]] = []
 
     async def spawn(self) -> asyncio.subprocess.Process:
-        env = {**os.environ, "PARKWAY_URL": self.url, "FLOW_LOG": str(self.log)}
-        # The parkway under test, whatever the working directory (a relative
-        # PYTHONPATH would not reach it from the app's folder).
-        source = str(Path(parkway.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
+        env = subprocess_env(PARKWAY_URL=self.url, FLOW_LOG=str(self.log))
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(

@@ -12,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+
+from tests.helpers import write_app
 
 FORK_APP = """
 from parkway import Engine
@@ -41,7 +42,7 @@ asyncio.run(main())
 
 def test_parkway_fork_from_the_command_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "shop.py").write_text(textwrap.dedent(FORK_APP.format(url=url)))
+    write_app(tmp_path, "shop", FORK_APP, url)
 
     def parkway(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}

@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-from tests.helpers import failed, ok_json, parkway
+from tests.helpers import failed, ok_json, parkway, write_app
 
 CLI_APP = """
 from parkway import Engine
@@ -45,7 +44,7 @@ asyncio.run(main())
 
 def test_tasks_are_listed_and_completed_from_the_command_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "reviews.py").write_text(textwrap.dedent(CLI_APP.format(url=url)))
+    write_app(tmp_path, "reviews", CLI_APP, url)
     (tmp_path / "drive.py").write_text(CLI_RUN)
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
 

@@ -11,14 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 from parkway import Engine, RunStatus
-from tests.helpers import WorkerProcess
+from tests.helpers import WorkerProcess, write_app
 
 FAILING_APP = """
 from parkway import Engine
@@ -39,7 +38,7 @@ async def checkout(ctx, cart):
 @pytest.fixture
 def failing_app(tmp_path: Path) -> tuple[Path, str]:
     url = f"sqlite:///{tmp_path / 'shop.db'}"
-    (tmp_path / "shop.py").write_text(textwrap.dedent(FAILING_APP.format(url=url)))
+    write_app(tmp_path, "shop", FAILING_APP, url)
     return tmp_path, url
 
 

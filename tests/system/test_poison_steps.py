@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -16,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import parkway
 from parkway import RunStatus
 from tests.acceptance.test_poison_steps import attempts, poison_app, poison_fails
-from tests.helpers import APPS
+from tests.helpers import APPS, subprocess_env
 
 
 class WorkerProcess:
@@ -31,12 +29,7 @@ class WorkerProcess:
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        # The subprocess imports this parkway (the source tree under test), whatever the cwd.
-        source = str(Path(parkway.__file__).resolve().parents[1])
-        env = {
-            **os.environ, "PARKWAY_URL": self.url,
-            "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
-        }  # fmt: skip
+        env = subprocess_env(PARKWAY_URL=self.url)
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "parkway", "worker", "poison_app:engine", *self.args,

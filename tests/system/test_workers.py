@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
@@ -21,10 +20,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import parkway
 from parkway.cli import cli
 from tests.acceptance.test_workers import LEASE, _until, fleet_app
-from tests.helpers import APPS
+from tests.helpers import APPS, subprocess_env
 
 
 class Workers:
@@ -35,9 +33,7 @@ class Workers:
         self.procs: list[tuple[asyncio.subprocess.Process, Path]] = []
 
     async def spawn(self, versions: str) -> asyncio.subprocess.Process:
-        env = {**os.environ, "PARKWAY_URL": self.url, "FLEET_VERSIONS": versions}
-        source = str(Path(parkway.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
+        env = subprocess_env(PARKWAY_URL=self.url, FLEET_VERSIONS=versions)
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(

@@ -28,11 +28,15 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/parkway demo
 
+# The fast tier's trims: property tests at a fifth of their examples, and no plugin it does not use.
+CHECK_OPTIONS := --hypothesis-profile quick -p no:schemathesis -p no:anyio
+
 ## The fast tier, for every change (under two minutes): unit, store conformance and in-process
 ## acceptance tests on the memory and SQLite backends (no subprocess, server, browser or
 ## PostgreSQL: those are tests/system and the postgres backend, which `make test` runs), then ruff.
 check: $(STAMP)
-	PARKWAY_TEST_BACKENDS=memory,sqlite $(BIN)/python -m pytest -q tests/unit tests/store tests/acceptance
+	PARKWAY_TEST_BACKENDS=memory,sqlite $(BIN)/python -m pytest -q $(CHECK_OPTIONS) \
+		tests/unit tests/store tests/acceptance
 	$(BIN)/ruff check src tests benchmarks
 
 ## Everything: unit, store conformance, acceptance and system tests (processes, servers, the

@@ -28,9 +28,14 @@ from types import ModuleType
 from typing import Any, Protocol
 
 import pytest
+from hypothesis import settings
 
 from parkway import Engine
 from parkway.testing import ManualClock
+
+# `pytest --hypothesis-profile quick` (make check): property tests run a fifth of their
+# examples (Hypothesis's default is 100; tests.helpers.examples scales explicit counts).
+settings.register_profile("quick", max_examples=20)
 
 # A fixed, round start time makes engine timestamps easy to reason about.
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

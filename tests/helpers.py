@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import parkway as parkway_package
 
@@ -40,6 +41,12 @@ async def wait_for(
         if loop.time() > deadline:
             pytest.fail(f"waited {timeout}s for {what}")
         await asyncio.sleep(interval)
+
+
+def examples(full: int) -> int:
+    """``full`` Hypothesis examples, scaled by the loaded profile: the default one runs
+    ``full``; ``make check`` loads ``quick`` (tests/conftest.py), a fifth of them."""
+    return max(1, full * settings.default.max_examples // 100)
 
 
 def free_port() -> int:

@@ -1,6 +1,7 @@
 """Malformed flows are refused when loaded, with the node (or edge) and the field at fault.
 
-Covers ``engine.add_flow`` and ``parkway flows validate FILE`` (in a subprocess).
+Covers ``engine.add_flow``; ``parkway flows validate FILE`` (in a subprocess) is in
+tests/system/test_flows_definitions.py.
 """
 
 from __future__ import annotations

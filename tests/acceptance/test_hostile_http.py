@@ -2,9 +2,9 @@
 route (404/405), the media type (415), the size (413) or the Host (400), never a
 500 or a misleading 503, and the server answers on afterwards.
 
-Most tests call the ASGI app in-process; those about connections (413 to a
+The tests here call the ASGI app in-process; those about connections (413 to a
 blocking client, the Host check and the start-up warning of ``parkway serve``)
-run the real server in a subprocess.
+run the real server in a subprocess, in tests/system/test_hostile_http.py.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from parkway.limits import (
     MIN_INT,
 )
 from parkway.testing import ManualClock
+from tests.helpers import examples
 
 from ..conftest import MakeEngine
 from .test_hostile import works
@@ -63,7 +64,7 @@ from .test_http_errors import refused
 # Every call here answers within this (a hostile value must never make one wait).
 ANSWER_WITHIN = 10.0
 SETTINGS = settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,

@@ -1,8 +1,8 @@
 """The HTTP API, driven as clients drive it: every route over every backend, then for real.
 
-Most tests call the ASGI app in-process (``httpx.ASGITransport``) over the
-``engine`` fixture; the last one runs ``python -m parkway serve`` in a
-subprocess and talks to it over a socket. Every response is held to the
+The tests call the ASGI app in-process (``httpx.ASGITransport``) over the
+``engine`` fixture; tests/system/test_http.py runs ``python -m parkway serve``
+in a subprocess and talks to it over a socket. Every response is held to the
 response models that ``/openapi.json`` publishes.
 """
 

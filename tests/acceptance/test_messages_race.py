@@ -5,9 +5,9 @@ key, race them. Whichever comes first, each message must reach its own run
 exactly once: delivered to the parked run, or buffered and consumed by the wait
 when it registers. None lost, none duplicated, nothing left over.
 
-The in-process variant runs on every backend; the cross-process variant has a
-client engine (``worker=False``) in the test process and ``parkway worker``
-subprocesses on the same SQLite file.
+The in-process variant runs on every backend; the cross-process variant
+(tests/system/test_messages_race.py) has a client engine (``worker=False``) in
+the test process and ``parkway worker`` subprocesses on the same SQLite file.
 """
 
 from __future__ import annotations

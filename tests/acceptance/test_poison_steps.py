@@ -5,7 +5,8 @@ A step that raises ``SystemExit`` (a library calling ``sys.exit()``),
 described fails its attempt like any exception: retried under its ``Retry``,
 then a ``StepFailedError`` into the workflow. The worker goes on, in this process
 (the ``engine`` fixture, every backend) and as a ``parkway worker`` subprocess
-(``poison_app.py``, on the stores processes share). A step whose result the
+(``tests/apps/poison_app.py``, on the stores processes share: in
+tests/system/test_poison_steps.py). A step whose result the
 store refuses fails its run with a ``StoreError`` after a few tries of the
 commit, its side effect done once; and a worker whose ``def`` steps sleep for
 minutes stops on SIGTERM within its grace period.

@@ -20,6 +20,7 @@ import pytest
 from parkway import Engine
 from parkway.errors import MissingExtraError
 from tests.acceptance.test_agents_pydantic_ai import lines
+from tests.helpers import APPS
 
 
 @pytest.mark.parametrize(
@@ -51,7 +52,6 @@ def test_without_the_extra_the_import_names_it(module: str, extra: str, missing:
 async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
     tmp_path: Path,
 ) -> None:
-    here = Path(__file__).parent
     url = f"sqlite:///{tmp_path / 'agent.db'}"
     log = tmp_path / "calls.log"
     env = {**os.environ, "PARKWAY_URL": url, "AGENT_LOG": str(log)}
@@ -60,7 +60,7 @@ async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
         with (tmp_path / "worker.err").open("ab") as err:
             return await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "parkway", "worker", "agent_crash_app:engine",
-                "--lease", "2", cwd=here, env={**env, **extra},
+                "--lease", "2", cwd=APPS, env={**env, **extra},
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
 

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: demo test lint typecheck docs docs-serve bench install clean
+.PHONY: demo check test lint typecheck docs docs-serve bench bench-quick install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,8 +28,20 @@ $(DEMO_STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/parkway demo
 
-## The whole test suite (unit, store conformance, acceptance, the docs' examples), then lint,
-## types, and the docs site built with --strict.
+# The fast tier's trims: property tests at a fifth of their examples, and no plugin it does not use.
+CHECK_OPTIONS := --hypothesis-profile quick -p no:schemathesis -p no:anyio
+
+## The fast tier, for every change (under two minutes): unit, store conformance and in-process
+## acceptance tests on the memory and SQLite backends (no subprocess, server, browser or
+## PostgreSQL: those are tests/system and the postgres backend, which `make test` runs), then ruff.
+check: $(STAMP)
+	PARKWAY_TEST_BACKENDS=memory,sqlite $(BIN)/python -m pytest -q $(CHECK_OPTIONS) \
+		tests/unit tests/store tests/acceptance
+	$(BIN)/ruff check src tests benchmarks
+
+## Everything: unit, store conformance, acceptance and system tests (processes, servers, the
+## browser, the docs' examples, a smoke run of every benchmark) on every backend, PostgreSQL
+## included; then lint, types, and the docs site built with --strict.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check src tests benchmarks
@@ -54,6 +66,10 @@ docs-serve: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.run
+
+## Every benchmark at a small N, in seconds: a smoke run (tests/system/test_benchmarks.py runs it).
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks.run --quick
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) site .pytest_cache .mypy_cache .ruff_cache parkway-demo.db*

@@ -2,13 +2,13 @@
 
 Run from the project root::
 
-    python -m benchmarks.failures [--rounds 3] [--n 1000] [--beats-n 300] [--write F]
+    python -m benchmarks.failures [--rounds 3] [--n 1000] [--beats-n 300] [--db both] [--write F]
 
 Each round runs, each a fresh process on a fresh database, in order:
 
 - ``benchmarks.parkway_bench --shape steps3`` (3-step workflows) without and with
   ``--step-timeout 30`` (every step given ``timeout=30``), for ``async def`` and
-  ``def`` steps, on SQLite and on the local PostgreSQL server;
+  ``def`` steps, on SQLite and on the local PostgreSQL server (``--db``: one of them);
 - ``--shape heartbeat`` (one ``async def`` step per run, runs one after another)
   with a step that does not heartbeat and one that calls ``heartbeat()`` 1,000
   times in a loop (SQLite).
@@ -56,16 +56,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every pair")
     parser.add_argument("--n", type=int, default=1000, help="3-step runs a measurement")
     parser.add_argument("--beats-n", type=int, default=300, help="heartbeat runs a measurement")
+    parser.add_argument(
+        "--db", choices=["sqlite", "postgres", "both"], default="both", help="the pairs' stores"
+    )
     parser.add_argument("--write", help="also write the Markdown table to this file")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.n < 1 or args.beats_n < 1:
         parser.error("--rounds, --n and --beats-n must be 1 or more")
 
+    pairs = [p for p in PAIRS if args.db == "both" or p[1][p[1].index("--db") + 1] == args.db]
     base: dict[str, list[float]] = {label: [] for label, *_ in PAIRS}
     variant: dict[str, list[float]] = {label: [] for label, *_ in PAIRS}
     ratios: dict[str, list[float]] = {label: [] for label, *_ in PAIRS}
     for _ in range(args.rounds):
-        for label, without, with_, figure, _target in PAIRS:
+        for label, without, with_, figure, _target in pairs:
             n = args.beats_n if figure == "ms_per_run" else args.n
             got = []
             for shape in (without, with_):
@@ -80,15 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             variant[label].append(got[1])
             ratios[label].append(got[1] / got[0])
 
+    db = "" if args.db == "both" else f" --db {args.db}"
     lines = [
         f"`python -m benchmarks.failures --rounds {args.rounds} --n {args.n} --beats-n "
-        f"{args.beats_n}` ({time.strftime('%Y-%m-%d %H:%M')}): each pair measured "
+        f"{args.beats_n}{db}` ({time.strftime('%Y-%m-%d %H:%M')}): each pair measured "
         "back to back in every round; ratio: the median of each round's variant / baseline.",
         "",
         "| measurement | without (median) | with (median) | ratio | target |",
         "|---|---|---|---|---|",
     ]
-    for label, _, _, _, target in PAIRS:
+    for label, _, _, _, target in pairs:
         lines.append(
             f"| {label} | {measure.fmt(statistics.median(base[label]))} "
             f"| {measure.fmt(statistics.median(variant[label]))} "

@@ -6,7 +6,7 @@ Serves a small app (two workflows) on a free loopback port, once without a
 token and once with one, and runs ``schemathesis run`` on each: every
 operation, valid and invalid requests (``--examples`` each, 2,000 by default:
 about 30,000 requests in all), with the checks the test suite's short run uses
-(tests/acceptance/test_schemathesis.py). Exits non-zero on the first server
+(tests/system/test_schemathesis.py). Exits non-zero on the first server
 error, undocumented status, media type or body, or invalid request accepted.
 ``--url`` serves it on another store (a ``postgresql://`` database, say); by
 default a fresh SQLite file. Needs the dev extra (schemathesis).
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ import textwrap
 import time
 import urllib.request
 from pathlib import Path
+
+from benchmarks.procs import free_port
 
 APP = """
 from parkway import Engine
@@ -53,13 +54,6 @@ CHECKS = ",".join(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def serve(folder: Path, url: str, token: str | None) -> tuple[subprocess.Popen[bytes], str]:
     (folder / "fuzzapp.py").write_text(textwrap.dedent(APP.format(url=url)))
     port = free_port()
@@ -81,11 +75,11 @@ def serve(folder: Path, url: str, token: str | None) -> tuple[subprocess.Popen[b
     raise SystemExit(f"parkway serve did not answer on {base} within 30 s")
 
 
-def fuzz(base: str, examples: int, seed: int, token: str | None) -> int:
+def fuzz(base: str, examples: int, seed: int, token: str | None, phases: str) -> int:
     command = [
         sys.executable, "-m", "schemathesis.cli", "run", f"{base}/openapi.json",
         "--checks", CHECKS, "--max-examples", str(examples), "--seed", str(seed),
-        "--mode", "all", "--request-timeout", "30", "--phases", "examples,coverage,fuzzing",
+        "--mode", "all", "--request-timeout", "30", "--phases", phases,
     ]  # fmt: skip
     if token:
         command += ["--header", f"Authorization: Bearer {token}"]
@@ -97,6 +91,9 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=2000, help="per operation and mode")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--url", help="the store to serve on (default: a fresh SQLite file)")
+    parser.add_argument(
+        "--phases", default="examples,coverage,fuzzing", help="schemathesis's phases to run"
+    )
     args = parser.parse_args()
     failed = 0
     with tempfile.TemporaryDirectory(prefix="parkway-fuzz-") as tmp:
@@ -107,7 +104,7 @@ def main() -> int:
             proc, base = serve(folder, store, token)
             try:
                 print(f"fuzzing {base} ({'with' if token else 'without'} a token)", flush=True)
-                failed |= fuzz(base, args.examples, args.seed, token)
+                failed |= fuzz(base, args.examples, args.seed, token, args.phases)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)

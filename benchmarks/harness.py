@@ -35,15 +35,22 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def latency(values_s: Sequence[float]) -> dict[str, Any]:
+def latency(values_s: Sequence[float], extremes: bool = False) -> dict[str, Any]:
+    """Percentiles and mean of latencies in seconds, in ms. ``extremes``: min and max too,
+    and ``{"n_measured": 0}`` for no latencies (a peer's wake loop that woke nothing)."""
     ms = [v * 1000 for v in values_s]
-    return {
+    if extremes and not ms:
+        return {"n_measured": 0}
+    figures = {
         "p50_ms": round(percentile(ms, 0.5), 3),
         "p99_ms": round(percentile(ms, 0.99), 3),
         "p999_ms": round(percentile(ms, 0.999), 3),
         "mean_ms": round(sum(ms) / len(ms), 3),
         "n_measured": len(ms),
     }
+    if extremes:
+        figures.update(min_ms=round(min(ms), 3), max_ms=round(max(ms), 3))
+    return figures
 
 
 def process_figures() -> dict[str, Any]:

@@ -6,6 +6,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -28,16 +29,23 @@ def run_json(
 Job = tuple[str, Sequence[str], float]
 
 
-def run_rounds(jobs: dict[str, Job]) -> dict[str, dict[str, Any]]:
+def run_rounds(jobs: dict[str, Job], parallel: int = 1) -> dict[str, dict[str, Any]]:
     """Run every job once per round, REPEAT rounds, in order within each round (A B
     A B, not A A B B); each job's figures, the medians of its runs.
 
     A ratio between two jobs then compares runs minutes apart at most, not the
     start and the end of the whole measurement, on a machine whose speed drifts
-    by tens of percent within an hour.
+    by tens of percent within an hour. ``parallel`` > 1 runs that many jobs at once
+    (a smoke run's, whose figures do not matter: never a measurement's).
     """
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in jobs}
     for _ in range(REPEAT):
+        if parallel > 1:
+            with ThreadPoolExecutor(parallel) as pool:
+                results = pool.map(lambda job: run_once(*job), jobs.values())
+                for name, result in zip(jobs, results, strict=True):
+                    runs[name].append(result)
+            continue
         for name, (module, args, timeout) in jobs.items():
             runs[name].append(run_once(module, args, timeout))
     return {name: merged(results) for name, results in runs.items()}

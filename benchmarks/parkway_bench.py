@@ -98,13 +98,13 @@ from typing import Any
 
 import orjson
 
+from benchmarks.crossproc import XWAKE_VIA, shape_scale, shape_xwake
+from benchmarks.events import shape_correlate, shape_publish, shape_subjects
 from benchmarks.harness import (
     DEFAULT_PG_ADMIN,
     Bench,
-    Workers,
     db_bytes,
     latency,
-    percentile,
     process_figures,
     table_bytes,
 )
@@ -297,284 +297,6 @@ async def shape_wake(bench: Bench, n: int) -> dict[str, Any]:
     return latency(samples)
 
 
-async def shape_publish(bench: Bench, n: int) -> dict[str, Any]:
-    engine = bench.engine()
-
-    @engine.workflow()
-    async def payer(ctx: Any, order_id: int) -> Any:
-        return await ctx.wait_for_event("order.paid", match={"order_id": order_id})
-
-    async def publish_cost(count: int, blocks: int = 11) -> float:
-        # Both measurements start from a checkpointed WAL (parking 100,000 runs leaves
-        # a long one, whose checkpoint the next commits would pay), and the figure is
-        # the median of block means: a stall moves one block, not the figure.
-        db_bytes(bench.path)
-        means = []
-        for block in range(blocks):
-            t0 = time.perf_counter()
-            for i in range(count // blocks):
-                result = await engine.publish("order.paid", {"order_id": -1 - block * count - i})
-                assert result.touched == 0
-            means.append((time.perf_counter() - t0) / (count // blocks))
-        return percentile(means[1:], 0.5)  # the first block warms caches up
-
-    async with engine:
-        samples = 2000
-        empty = await publish_cost(samples)
-        t0 = time.perf_counter()
-        for i in range(n):
-            await engine.start("payer", i, id=f"o{i}")
-        await engine.idle(timeout=900)
-        park_seconds = time.perf_counter() - t0
-        loaded = await publish_cost(samples)
-        wakes = []
-        for i in range(min(1000, n)):
-            t0 = time.perf_counter()
-            result = await engine.publish("order.paid", {"order_id": i, "amount": 5})
-            assert result.resumed == [f"o{i}"], result
-            await engine.handle(f"o{i}").result(timeout=30)
-            wakes.append(time.perf_counter() - t0)
-        figures = process_figures()
-    out = {
-        "waiters": n,
-        "publish_empty_us": round(empty * 1e6, 1),
-        "publish_loaded_us": round(loaded * 1e6, 1),
-        "ratio": round(loaded / empty, 3),
-        "park_runs_per_s": round(n / park_seconds, 1),
-    }
-    out.update({f"wake_{k}": v for k, v in latency(wakes).items()})
-    out.update(figures)
-    return out
-
-
-async def shape_subjects(bench: Bench, n: int) -> dict[str, Any]:
-    events = 100_000
-    engine = bench.engine()
-
-    @engine.workflow()
-    async def back_in_stock(ctx: Any, product: int) -> Any:
-        return await ctx.wait_for_event("product.update", subject=f"product:{product}")
-
-    async def updates(hits_every: int | None) -> tuple[float, int]:
-        touched = 0
-        t0 = time.perf_counter()
-        for i in range(events):
-            # 1% of the updates are for a subscribed product (0..n-1), the rest are not.
-            hit = hits_every is not None and i % hits_every == 0
-            product = (i // hits_every) % n if hit and hits_every else n + i
-            result = await engine.publish(
-                "product.update", {"stock": 1}, subject=f"product:{product}"
-            )
-            touched += result.touched
-        return time.perf_counter() - t0, touched
-
-    async with engine:
-        base_seconds, _ = await updates(None)
-        t0 = time.perf_counter()
-        for i in range(n):
-            await engine.start("back_in_stock", i, subject=f"client:{i}", id=f"c{i}")
-        await engine.idle(timeout=900)
-        park_seconds = time.perf_counter() - t0
-        seconds, touched = await updates(100)
-        await engine.idle(timeout=900)
-        figures = process_figures()
-    out = {
-        "subscribers": n,
-        "events": events,
-        "touched": touched,
-        "events_per_s": round(events / seconds, 1),
-        "publish_us": round(seconds / events * 1e6, 1),
-        "publish_no_subscribers_us": round(base_seconds / events * 1e6, 1),
-        "ratio": round(seconds / base_seconds, 3),
-        "park_runs_per_s": round(n / park_seconds, 1),
-    }
-    out.update(figures)
-    return out
-
-
-async def shape_correlate(bench: Bench, n: int) -> dict[str, Any]:
-    engine = bench.engine()
-
-    @engine.workflow()
-    async def loan(ctx: Any, key: str) -> Any:
-        return await ctx.wait_for_message("score", key)
-
-    async with engine:
-        for i in range(n):
-            await engine.start("loan", f"APP-{i}", id=f"loan-{i}")
-        await engine.idle(timeout=900)
-        # One sender: half the runs one message at a time, the other half with
-        # INFLIGHT messages in flight (tasks of this one process).
-        half = n // 2
-
-        async def send(keys: Any) -> None:
-            for i in keys:
-                result = await engine.correlate("score", f"APP-{i}", {"value": i})
-                assert result.outcome == "delivered", result
-
-        t0 = time.perf_counter()
-        await send(range(half))
-        await engine.idle(timeout=900)
-        throughput = half / (time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        keys = iter(range(half, n))
-        await asyncio.gather(*(send(keys) for _ in range(INFLIGHT)))
-        await engine.idle(timeout=900)
-        concurrent = (n - half) / (time.perf_counter() - t0)
-        # Latency on a fresh set, one at a time.
-        samples = []
-        for i in range(min(1000, n)):
-            handle = await engine.start("loan", f"L-{i}", id=f"lat-{i}")
-            await engine.idle(timeout=60)
-            t1 = time.perf_counter()
-            await engine.correlate("score", f"L-{i}", {"value": i})
-            await handle.result(timeout=30)
-            samples.append(time.perf_counter() - t1)
-        figures = process_figures()
-    out = {"msgs_per_s": round(throughput, 1), "msgs_per_s_inflight": round(concurrent, 1)}
-    out.update(latency(samples))
-    out.update(figures)
-    return out
-
-
-XWAKE_APP = """
-import time
-from parkway import Engine
-
-engine = Engine({url!r})
-
-
-async def now():
-    # An async step, as every other shape's: a sync one runs in a thread, whose
-    # dispatch (~0.1 ms here) is the step's cost, not the wake's.
-    return time.time()
-
-
-@engine.workflow()
-async def parker(ctx, i):
-    await ctx.wait_for_signal("go")
-    return await ctx.step(now, name="resumed_at")
-
-
-@engine.workflow()
-async def payer(ctx, i):
-    await ctx.wait_for_event("order.paid", match={{"order_id": i}})
-    return await ctx.step(now, name="resumed_at")
-
-
-@engine.workflow()
-async def loan(ctx, i):
-    await ctx.wait_for_message("score", f"K-{{i}}")
-    return await ctx.step(now, name="resumed_at")
-"""
-
-
-XWAKE_VIA = {"signal": "parker", "publish": "payer", "correlate": "loan"}
-# correlate: messages one sender keeps in flight in the second half.
-INFLIGHT = 16
-
-
-async def shape_xwake(bench: Bench, n: int) -> dict[str, Any]:
-    if bench.url.startswith("memory"):
-        return {"available": False, "reason": "xwake needs a shared store (sqlite, postgres)"}
-    via = bench.options.via
-    workflow = XWAKE_VIA[via]
-    workers = Workers(bench, "xwake_app", XWAKE_APP, workflow)
-    engine = workers.client
-
-    async def wake(i: int) -> None:
-        if via == "signal":
-            await engine.signal(f"x{i}", "go")
-        elif via == "publish":
-            published = await engine.publish("order.paid", {"order_id": i})
-            assert published.resumed == [f"x{i}"], published
-        else:
-            correlated = await engine.correlate("score", f"K-{i}", {"value": i})
-            assert correlated.outcome == "delivered", correlated
-
-    async with engine:
-        workers.start(1)
-        try:
-            handles = [await engine.start(workflow, i, id=f"x{i}") for i in range(n)]
-            deadline = time.monotonic() + 300
-            while len(await engine.list_runs(status="parked", limit=n + 1)) < n:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("runs did not park")
-                await asyncio.sleep(0.05)
-            samples = []
-            for i, handle in enumerate(handles):
-                t0 = time.time()
-                await wake(i)
-                resumed_at = await handle.result(timeout=30)
-                samples.append(resumed_at - t0)
-        finally:
-            workers.stop()
-    return {"via": via, **latency(samples)}
-
-
-SCALE_APP = """
-from parkway import Engine
-
-engine = Engine({url!r})
-
-
-async def step_a(i):
-    return i + 1
-
-
-async def step_b(x):
-    return {{"x": x * 2}}
-
-
-async def step_c(d):
-    return d["x"] + 1
-
-
-@engine.workflow()
-async def steps3(ctx, i):
-    a = await ctx.step(step_a, i)
-    b = await ctx.step(step_b, a)
-    return await ctx.step(step_c, b)
-"""
-
-
-async def shape_scale(bench: Bench, n: int) -> dict[str, Any]:
-    """N 3-step workflows started by this client, run by ``--workers`` worker processes."""
-    if bench.url.startswith("memory"):
-        return {"available": False, "reason": "scale needs a shared store (sqlite, postgres)"}
-    workers = Workers(bench, "scale_app", SCALE_APP, "steps3")
-    engine = workers.client
-    async with engine:
-        for i in range(n):
-            await engine.start("steps3", i, id=f"s{i}")
-        workers.start(bench.options.workers)
-        try:
-            # Clocked from the first completion (the workers are up) to the last,
-            # counted by a query that costs the workers' two cores next to nothing
-            # (list_runs would read and convert every completed run 50 times a second).
-            t0 = None
-            deadline = time.monotonic() + 600
-            while True:
-                done = bench.count_completed()
-                if done and t0 is None:
-                    t0, first = time.perf_counter(), done
-                if done >= n:
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError("runs did not complete")
-                await asyncio.sleep(0.02)
-            assert t0 is not None
-            seconds = time.perf_counter() - t0
-            n = n - first
-        finally:
-            workers.stop()
-    return {
-        "wf_per_s": round(n / seconds, 1),
-        "seconds": round(seconds, 3),
-        "workers": bench.options.workers,
-    }
-
-
 SHAPES = {
     "gather": shape_gather,
     "update": shape_update,
@@ -636,6 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="tracing: the share of traces sampled (ParentBased(TraceIdRatioBased(r)); "
         "1: every span recorded)",
     )  # fmt: skip
+    parser.add_argument(
+        "--events", type=int, default=100_000, help="subjects: updates published each half"
+    )
+    parser.add_argument(
+        "--soon",
+        action="store_true",
+        help="schedules: each schedule ticks within seconds of its adding, not at second "
+        "i %% 60 (a smoke run, not the minute-long measurement)",
+    )
     parser.add_argument(
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"
     )

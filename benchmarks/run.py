@@ -18,235 +18,22 @@ import argparse
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from benchmarks import measure
+from benchmarks import measure, quick
 from benchmarks.measure import fmt
+from benchmarks.rows import SIZES, rows
 from benchmarks.tables import net_table, postgres_table, shape_args
-
-
-@dataclass
-class Row:
-    shape: str
-    label: str
-    key: str
-    target: str
-    better: str = "lower"  # "higher" or "lower": how the ratio is read
-    # The DBOS figure the row compares with: its key (default: ``key``), and the key
-    # naming the variant it came from, printed next to it.
-    peer_key: str | None = None
-    peer_variant: str | None = None
-    peer_shape: str | None = None
-
-
-# Full-size N per table key; --quick takes each's quick figure (a smoke run).
-SIZES: dict[str, tuple[int, int]] = {
-    "steps3": (1000, 100),
-    "steps3sync": (1000, 100),
-    "park": (10000, 1000),
-    "parkevent": (10000, 1000),
-    "wake": (1000, 100),
-    "xwake": (1000, 100),
-    "xpublish": (1000, 100),
-    "xcorrelate": (1000, 100),
-    "publish": (100000, 10000),
-    "subjects": (10000, 1000),
-    "correlate": (10000, 1000),
-    "resume": (200, 30),
-    "openloop": (10000, 1000),
-    "gather": (50, 10),
-    "update": (1000, 100),
-    "xupdate": (1000, 100),
-    "schedules": (1000, 100),
-}
-
-
-def rows(n: dict[str, int], quick: bool) -> list[Row]:
-    steps = f"{n['steps3']:,} workflows × 3 steps"
-    depth = 5000
-    return [
-        Row(
-            "steps3sync",
-            f"{steps}, `def` steps: wf/s, against DBOS's best with sync steps",
-            "wf_per_s",
-            "≥ 10× DBOS's best",
-            "higher",
-            "sync_wf_per_s",
-            "sync_variant",
-            "steps3",
-        ),
-        Row(
-            "steps3sync",
-            "the same, against DBOS's best overall",
-            "wf_per_s",
-            "≥ 10× DBOS's best",
-            "higher",
-            "wf_per_s",
-            "variant",
-            "steps3",
-        ),
-        Row(
-            "steps3",
-            f"{steps}, `async def` steps: wf/s, against DBOS's best with async steps",
-            "wf_per_s",
-            "",
-            "higher",
-            "async_wf_per_s",
-            "async_variant",
-        ),
-        Row(
-            "steps3",
-            "the same, against DBOS's best overall",
-            "wf_per_s",
-            "≥ 15× DBOS's best",
-            "higher",
-            "wf_per_s",
-            "variant",
-        ),
-        Row("park", f"park {n['park']:,} runs on a wait", "runs_per_s", "≥ 20× DBOS", "higher"),
-        Row("park", "peak RSS, MB (whole process)", "peak_rss_mb", "≤ 150", "lower"),
-        Row("park", "threads while parked", "threads", "no thread per run", "lower"),
-        Row("park", "bytes on disk per parked run", "bytes_per_run", "≤ 500", "lower"),
-        Row(
-            "parkevent",
-            "bytes on disk per parked run, an event wait with a match",
-            "bytes_per_run",
-            "≤ 500",
-        ),
-        Row("wake", "signal → resumed, p50 ms", "p50_ms", "≤ 5 (≤ 1.5)", "lower"),
-        Row("wake", "signal → resumed, p99 ms", "p99_ms", "≤ 50 (≤ 10)", "lower"),
-        Row("xwake", "across processes: signal → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
-        Row("xwake", "across processes: signal → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
-        Row("xpublish", "across processes: publish → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
-        Row("xpublish", "across processes: publish → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
-        Row(
-            "xcorrelate",
-            "across processes: correlate → resumed, p50 ms",
-            "p50_ms",
-            "≤ 1.5",
-            "lower",
-        ),
-        Row(
-            "xcorrelate", "across processes: correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"
-        ),
-        Row("publish", "publish, µs, no waiters", "publish_empty_us", "", "lower"),
-        Row(
-            "publish",
-            f"publish, µs, {n['publish']:,} non-matching waiters",
-            "publish_loaded_us",
-            "",
-            "lower",
-        ),
-        Row("publish", "publish cost ratio (loaded / empty)", "ratio", "≤ 1.5", "lower"),
-        Row("publish", "publish → resumed, p50 ms", "wake_p50_ms", "≤ 1.5", "lower"),
-        Row("publish", "publish → resumed, p99 ms", "wake_p99_ms", "≤ 10", "lower"),
-        Row(
-            "subjects",
-            f"{n['subjects']:,} cross-subject subscribers, 100k updates (1% hit): events/s",
-            "events_per_s",
-            "",
-            "higher",
-        ),
-        Row("subjects", "publish µs with subscribers / without", "ratio", "", "lower"),
-        Row(
-            "correlate",
-            f"correlate {n['correlate']:,} parked runs, one sender, one at a time: msgs/s",
-            "msgs_per_s",
-            "≥ 2,000",
-            "higher",
-        ),
-        Row(
-            "correlate",
-            "the same, one sender with 16 messages in flight: msgs/s",
-            "msgs_per_s_inflight",
-            "≥ 2,000",
-            "higher",
-        ),
-        Row("correlate", "correlate → resumed, p50 ms", "p50_ms", "≤ 1.5", "lower"),
-        Row("correlate", "correlate → resumed, p99 ms", "p99_ms", "≤ 10", "lower"),
-        *resume_rows(depth),
-        *openloop_rows(n["openloop"], quick),
-        *inside_rows("≤ 2"),
-        *schedule_rows(n["schedules"]),
-    ]
-
-
-def schedule_rows(count: int) -> list[Row]:
-    return [
-        Row("schedules", f"{count:,} schedules in one minute: fired on time (≤ 1 s late)",
-            "on_time", f"all {count:,}", "higher"),
-        Row("schedules", "the same: tick → run's code starts, p50 ms", "p50_ms", ""),
-        Row("schedules", "the same, p99 ms", "p99_ms", "≤ 1,000"),
-    ]  # fmt: skip
-
-
-def inside_rows(update_target: str) -> list[Row]:
-    return [
-        Row("gather", "gather of 10 async steps of 20 ms: wall, p50 ms", "wall_p50_ms", ""),
-        Row("gather", "the same / one step's time (p50)", "ratio_p50", "≈ 1"),
-        Row("update", "update → answer, in one process, p50 ms", "p50_ms", update_target),
-        Row("update", "the same, p99 ms", "p99_ms", ""),
-        Row("xupdate", "update → answer, across processes, p50 ms", "p50_ms", update_target),
-        Row("xupdate", "the same, p99 ms", "p99_ms", ""),
-    ]
-
-
-def resume_rows(depth: int) -> list[Row]:
-    return [
-        Row(
-            "resume",
-            "resume at journal depth 0 (signal → parked again), p50 ms",
-            "shallow_p50_ms",
-            "",
-        ),
-        Row("resume", "the same, p99 ms", "shallow_p99_ms", ""),
-        Row("resume", f"resume at journal depth {depth:,}, p50 ms", "deep_p50_ms", ""),
-        Row("resume", "the same, p99 ms", "deep_p99_ms", ""),
-        Row("resume", f"resume at depth {depth:,} / at depth 0 (p50)", "ratio_p50", "≤ 1.5"),
-        Row(
-            "resume",
-            f"first resume at depth {depth:,} after a restart, p50 ms",
-            "restart_p50_ms",
-            "≤ today's (no cache)",
-        ),
-    ]
-
-
-def openloop_rows(background: int, quick: bool) -> list[Row]:
-    seconds = 2 if quick else 10
-    return [
-        Row(
-            "openloop",
-            f"open loop, {background:,} runs parked: capacity, 4 senders: msgs/s",
-            "capacity_per_s",
-            "",
-        ),
-        Row("openloop", f"at 50 % of it for {seconds} s: msgs/s offered", "r50_offered_per_s", ""),
-        Row("openloop", "the same, scheduled send → resume committed, p50 ms", "r50_p50_ms", ""),
-        Row("openloop", "the same, p99 ms", "r50_p99_ms", "≤ 10"),
-        Row("openloop", "the same, p99.9 ms", "r50_p999_ms", ""),
-        Row("openloop", "at 80 %: msgs/s offered", "r80_offered_per_s", ""),
-        Row("openloop", "the same, p50 ms", "r80_p50_ms", ""),
-        Row("openloop", "the same, p99 ms", "r80_p99_ms", "≤ 50"),
-        Row("openloop", "the same, p99.9 ms", "r80_p999_ms", ""),
-        Row(
-            "openloop",
-            "paced at 100 % of the capacity: msgs/s completed (the rate it sustains paced)",
-            "sustained_per_s",
-            "",
-        ),
-        Row("openloop", "at 80 % of that sustained rate: msgs/s offered", "s80_offered_per_s", ""),
-        Row("openloop", "the same, p50 ms", "s80_p50_ms", ""),
-        Row("openloop", "the same, p99 ms", "s80_p99_ms", ""),
-        Row("openloop", "the same, p99.9 ms", "s80_p999_ms", ""),
-    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller N (a smoke run)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="every benchmark at a small N, in seconds (a smoke run: exit 1 if one is broken)",
+    )
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS")
     parser.add_argument(
         "--no-sqlite",
@@ -299,9 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not rtts or any(r <= 0 for r in rtts):
             parser.error("--pg-rtt: each round trip must be more than 0 ms")
     measure.REPEAT = args.repeat
+    if args.quick:
+        quick.drop_missing_peers(args)
 
-    n = {key: quick if args.quick else full for key, (full, quick) in SIZES.items()}
-    peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 50}
+    n = {key: small if args.quick else full for key, (full, small) in SIZES.items()}
+    # DBOS's wake on SQLite polls once a second: 50 wakes are most of a minute.
+    peer_n = {"steps3": n["steps3"], "park": n["park"], "wake": 5 if args.quick else 50}
 
     started = time.time()
     # Ours and the peers' in rounds (every command once per round): a ratio in the
@@ -338,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if args.no_sqlite:
         jobs = {}
-    measured = measure.run_rounds(jobs)
+    measured = measure.run_rounds(jobs, quick.PARALLEL if args.quick else 1)
     ours = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("ours:")}
     peer = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("dbos:")}
     restate = {k.split(":", 1)[1]: v for k, v in measured.items() if k.startswith("restate:")}
@@ -350,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (f", each figure the median of {args.repeat} runs" if args.repeat > 1 else "")
         + ("" if args.no_peers else f"; DBOS {_dbos_version()} on SQLite (WAL) in the same run")
         + (f"; Restate {_restate_version(restate)}" if restate else "")
-        + (" (quick run: smaller N)" if args.quick else "")
+        + (" (quick run: a smoke run at small N, its figures not meaningful)" if args.quick else "")
         + ".",
         "",
         "| shape | parkway | DBOS | ratio | target |",
@@ -389,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         with open(args.write, "w", encoding="utf-8") as out:
             out.write(table + "\n")
+    if args.quick:
+        return quick.finish(ours, peer, restate)
     return 0
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from benchmarks import netpg
 from benchmarks.harness import DEFAULT_PG_ADMIN
 from benchmarks.measure import Job, fmt, pair, ratio, run_json, run_rounds, value, with_variant
+from benchmarks.rows import QUICK_DEPTH, QUICK_EVENTS, QUICK_SECONDS
 
 # Table rows measured by a shape with options: key -> parkway_bench arguments.
 VARIANTS = {
@@ -21,11 +22,13 @@ VARIANTS = {
 }
 # Options of the shapes whose quick run is shorter in more than N: (full, quick).
 SIZED = {
-    "resume": (["--restarts", "10"], ["--restarts", "3"]),
+    "resume": (["--restarts", "10"], ["--restarts", "1", "--depth", str(QUICK_DEPTH)]),
     "openloop": (
         ["--seconds", "10", "--capacity-n", "10000"],
-        ["--seconds", "2", "--capacity-n", "1000"],
+        ["--seconds", str(QUICK_SECONDS), "--capacity-n", "100"],
     ),
+    "subjects": ([], ["--events", str(QUICK_EVENTS)]),
+    "schedules": ([], ["--soon"]),
 }
 
 
@@ -147,7 +150,7 @@ def postgres_table(args: argparse.Namespace) -> list[str]:
         f"{fmt(value(correlate, 'msgs_per_s_inflight'))} | | | ≥ 2,000 |",
         f"| correlate → resumed, p50 / p99 ms | {pair(correlate)} | | | ≤ 1.5 / 10 |",
         *resume_rows(resume),
-        *openloop_rows(loop, n * 5, 2 if quick else 10),
+        *openloop_rows(loop, n * 5, QUICK_SECONDS if quick else 10),
         f"| gather of 10 async steps of 20 ms: wall / one step (p50) | "
         f"{fmt(value(gather, 'ratio_p50'))} | | | ≈ 1 |",
         f"| update → answer, in one process, p50 / p99 ms | {pair(update)} | | | ≤ 3 |",
@@ -182,7 +185,7 @@ def resume_rows(resume: dict[str, Any]) -> list[str]:
     ]
 
 
-def openloop_rows(loop: dict[str, Any], background: int, seconds: int) -> list[str]:
+def openloop_rows(loop: dict[str, Any], background: int, seconds: float) -> list[str]:
     def three(tag: str) -> str:
         return (
             f"{fmt(value(loop, f'{tag}_p50_ms'))} / {fmt(value(loop, f'{tag}_p99_ms'))} / "

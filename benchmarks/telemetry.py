@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6, help="rounds of every mode")
     parser.add_argument("--n", type=int, default=3000, help="3-step runs a measurement")
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--floor-n", type=int, default=20000, help="spans of each spanfloor measurement"
+    )
     parser.add_argument("--write", help="also write the Markdown table to this file")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.n < 1:
@@ -156,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label in this_round:
             ratios[label].append(this_round[label] / this_round["off"])
         floor = measure.run_once(
-            "benchmarks.parkway_bench", ["--shape", "spanfloor", "--n", "20000"], 600
+            "benchmarks.parkway_bench", ["--shape", "spanfloor", "--n", str(args.floor_n)], 600
         )
         if not floor.get("available", True):
             print(f"spanfloor: {floor.get('reason')}", file=sys.stderr)

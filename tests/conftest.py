@@ -28,9 +28,14 @@ from types import ModuleType
 from typing import Any, Protocol
 
 import pytest
+from hypothesis import settings
 
 from parkway import Engine
 from parkway.testing import ManualClock
+
+# `pytest --hypothesis-profile quick` (make check): property tests run a fifth of their
+# examples (Hypothesis's default is 100; tests.helpers.examples scales explicit counts).
+settings.register_profile("quick", max_examples=20)
 
 # A fixed, round start time makes engine timestamps easy to reason about.
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -107,12 +112,55 @@ BACKENDS: dict[str, Backend] = {
 BACKEND_PARAMS = ["memory", "sqlite", "postgres"]
 
 
+def selected_backends() -> list[str]:
+    """The backends this session runs on: ``PARKWAY_TEST_BACKENDS`` (comma-separated,
+    e.g. ``memory,sqlite`` for ``make check``), else every one of ``BACKENDS``."""
+    raw = os.environ.get("PARKWAY_TEST_BACKENDS", "")
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BACKENDS]
+    if unknown:
+        raise pytest.UsageError(
+            f"PARKWAY_TEST_BACKENDS: no backend {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(BACKENDS)})"
+        )
+    return names or list(BACKENDS)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "requires(*capabilities): skip unless the backend has every listed capability "
         "(persistent, shared, push, cheap_claim, group_commit, fused, loop_bound)",
     )
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): the test needs one of these backends without taking the "
+        "``backend`` fixture (a PostgreSQL-only harness test, say)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests of backends ``PARKWAY_TEST_BACKENDS`` leaves out: those
+    parametrized with one (``backend``, by default or ``indirect``) and those marked
+    ``backends(...)`` with none of the selected ones."""
+    selected = set(selected_backends())
+    if selected == set(BACKENDS):
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("backend") if callspec is not None else None
+        marker = item.get_closest_marker("backends")
+        if (param is not None and param not in selected) or (
+            marker is not None and not selected.intersection(marker.args)
+        ):
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(params=BACKEND_PARAMS)

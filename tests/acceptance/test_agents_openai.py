@@ -7,9 +7,6 @@ answer with what it returned; every test runs on every backend.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import pytest
@@ -183,16 +180,3 @@ async def test_bad_arguments_name_the_field(
     with pytest.raises(InvalidArgumentError, match=field) as caught:
         await ParkwayRunner.run(None, *args, **kwargs)
     assert caught.value.field == field
-
-
-def test_without_the_extra_the_import_names_it() -> None:
-    script = textwrap.dedent("""
-        import sys
-        sys.modules["agents"] = None  # as if the extra were not installed
-        try:
-            import parkway.integrations.openai_agents
-        except ImportError as exc:
-            print(exc)
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert "pip install 'parkway[openai-agents]'" in done.stdout, done.stderr

@@ -8,13 +8,6 @@ backend through the public API; the crash of a worker process is in
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +16,9 @@ from pydantic_ai import Agent
 from pydantic_ai.models.test import TestModel
 
 from parkway import Engine, InvalidArgumentError, Retry, RunStatus
-from parkway.errors import MissingExtraError
 from parkway.integrations.pydantic_ai import APPROVAL_FORM, ParkwayAgent
 from parkway.testing import ManualClock
-
-from .agent_support import make_agent
+from tests.apps.agent_support import make_agent
 
 
 def lines(path: Path) -> list[str]:
@@ -285,82 +276,3 @@ def test_bad_arguments_name_the_field(kwargs: dict[str, Any], field: str) -> Non
     with pytest.raises(InvalidArgumentError, match=field) as caught:
         ParkwayAgent(agent, **kwargs)
     assert caught.value.field == field
-
-
-@pytest.mark.parametrize(
-    ("module", "extra", "missing"),
-    [
-        ("parkway.integrations.pydantic_ai", "pydantic-ai", "pydantic_ai"),
-    ],
-)
-def test_without_the_extra_the_import_names_it(module: str, extra: str, missing: str) -> None:
-    script = textwrap.dedent(f"""
-        import sys
-        sys.modules[{missing!r}] = None  # as if the extra were not installed
-        from parkway.errors import MissingExtraError
-        try:
-            import {module}
-        except MissingExtraError as exc:
-            assert isinstance(exc, ImportError)
-            print(exc.extra, "|", exc)
-        else:
-            raise SystemExit("imported without the extra")
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"{extra} |")
-    assert f"pip install 'parkway[{extra}]'" in done.stdout
-    assert MissingExtraError.__mro__[1].__name__ == "ParkwayError"
-
-
-async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
-    tmp_path: Path,
-) -> None:
-    here = Path(__file__).parent
-    url = f"sqlite:///{tmp_path / 'agent.db'}"
-    log = tmp_path / "calls.log"
-    env = {**os.environ, "PARKWAY_URL": url, "AGENT_LOG": str(log)}
-
-    async def worker(**extra: str) -> asyncio.subprocess.Process:
-        with (tmp_path / "worker.err").open("ab") as err:
-            return await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "agent_crash_app:engine",
-                "--lease", "2", cwd=here, env={**env, **extra},
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
-
-    async def log_has(line: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while line not in lines(log):
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {line!r} in {lines(log)}: {(tmp_path / 'worker.err').read_text()}")
-            await asyncio.sleep(0.05)
-
-    client = Engine(url, worker=False)
-    procs: list[asyncio.subprocess.Process] = []
-    async with client:
-        handle = await client.start("support", "My kettle arrived broken", id="conversation")
-        try:
-            procs.append(await worker(AGENT_HANG_IN_REFUND="1"))
-            await log_has("tool refund 42", 60)  # it hangs in the refund tool: kill it there
-            procs[0].kill()
-            assert await procs[0].wait() == -signal.SIGKILL
-            procs.append(await worker())
-            answer = await handle.result(timeout=60)
-        finally:
-            for proc in procs:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-        steps = [
-            e.name
-            for e in await client.history(handle.id)
-            if e.kind == "step" and not e.name.endswith("event_stream_handler")
-        ]
-    assert answer == "order 42: a kettle, delivered damaged; refunded 1250 cents on order 42"
-    assert len(steps) == 5
-    # What completed before the kill ran once; the refund, in flight at the kill, ran again.
-    assert lines(log) == [
-        "model 0", "tool lookup_order 42", "model 1", "tool refund 42", "tool refund 42",
-        "model 2",
-    ]  # fmt: skip

@@ -9,9 +9,7 @@ cancelled from another process.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import sys
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -21,8 +19,6 @@ import pytest
 from parkway import (
     Engine,
     InvalidArgumentError,
-    RunCancelledError,
-    RunClosedError,
     RunStatus,
 )
 from parkway.testing import ManualClock
@@ -209,36 +205,6 @@ async def test_continue_as_new_leaves_the_cache_and_starts_the_next_generation(
     assert tops["b"] == 3
     assert lengths == [4, 4]  # (two waits, two steps: each generation's journal anew)
     assert [n for _, n in added] == [1, 2, 3, 4, 5]
-
-
-@pytest.mark.requires("shared")
-async def test_a_run_held_in_memory_cancelled_from_another_process_stays_cancelled(
-    engine: Engine, engine_url: str
-) -> None:
-    engine.workflow(name="counter")(counter)
-    run = await engine.start("counter", 0, id="c")
-    await run.signal("add", 1)
-    await parked(engine, "c")
-    script = (
-        "import asyncio, sys\n"
-        "from parkway import Engine\n"
-        "async def main():\n"
-        "    async with Engine(sys.argv[1], worker=False) as client:\n"
-        "        await client.cancel('c')\n"
-        "asyncio.run(main())\n"
-    )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, engine_url, stderr=asyncio.subprocess.PIPE
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    with pytest.raises(RunCancelledError):
-        await run.result(timeout=10)
-    with pytest.raises(RunClosedError):
-        await run.signal("add", 2)
-    await engine.idle()
-    assert (await run.info()).status is RunStatus.CANCELLED
-    assert added == [("c", 1)]
 
 
 async def test_continue_as_new_is_suggested_past_the_history_threshold(

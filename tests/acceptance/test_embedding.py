@@ -4,15 +4,7 @@ its lifespan, its routes, its dashboard (in a real browser too)."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,7 +17,6 @@ from parkway import Engine
 from parkway.http import create_app, lifespan
 from parkway.testing import ManualClock
 
-from .test_dashboard_browser import browser  # noqa: F401  (the fixture)
 from .test_http import register
 
 
@@ -114,87 +105,3 @@ async def test_mounted_without_a_lifespan_the_503_says_what_to_do(engine_url: st
 
 
 # -- the dashboard under a prefix, in a browser ---------------------------------------------------
-
-SHOP_APP = """
-from fastapi import FastAPI
-from parkway import Engine
-from parkway.http import create_app, lifespan
-
-engine = Engine({url!r})
-
-
-@engine.workflow()
-async def approval(ctx, input):
-    return await ctx.wait_for_signal("approve")
-
-
-app = FastAPI(lifespan=lifespan(engine))
-app.mount("/ops/parkway", create_app(engine, api_token=""))
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def shop_server(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    (tmp_path / "shopweb.py").write_text(textwrap.dedent(SHOP_APP.format(url=url)))
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")}
-    err = (tmp_path / "uvicorn.stderr").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "shopweb:app", "--port", str(port), "--log-level",
-         "warning"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (tmp_path / "uvicorn.stderr").read_text()
-            try:
-                if httpx.get(f"{base}/ops/parkway/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "uvicorn.stderr").read_text()
-            time.sleep(0.05)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        err.close()
-
-
-def test_the_dashboard_works_under_the_mount_prefix(
-    browser: Any,  # noqa: F811
-    shop_server: str,
-) -> None:
-    from playwright.sync_api import expect
-
-    with httpx.Client(base_url=shop_server, timeout=10) as http:
-        created = http.post("/ops/parkway/runs", json={"workflow": "approval", "id": "order-7"})
-        assert created.status_code == 201, created.text
-    page = browser.new_page()
-    failures: list[str] = []
-    page.on("response", lambda r: failures.append(r.url) if r.status >= 400 else None)
-    page.on("pageerror", lambda exc: failures.append(str(exc)))
-    for entry in ("/ops/parkway/", "/ops/parkway"):  # (the second redirects to the first)
-        page.goto(shop_server + entry)
-        expect(page.locator('#runs tr[data-run-id="order-7"]')).to_contain_text("parked")
-        expect(page.locator("#health")).to_have_text("healthy")
-    page.locator('#runs tr[data-run-id="order-7"]').click()
-    page.fill("#signal-name", "approve")
-    page.fill("#signal-payload", '"ops"')
-    page.click("#signal-send")
-    expect(page.locator("#run-info")).to_contain_text("completed", timeout=15_000)
-    assert failures == []

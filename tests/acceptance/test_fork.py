@@ -4,12 +4,6 @@ now, records where it came from, and refuses bad arguments at the edge."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -235,60 +229,4 @@ async def test_fork_over_http(engine: Engine, monkeypatch: pytest.MonkeyPatch) -
         assert bad_json.status_code in (400, 422), bad_json.text
 
 
-FORK_APP = """
-from parkway import Engine
-
-engine = Engine({url!r})
-
-
-@engine.workflow()
-async def pipeline(ctx, input):
-    n = await ctx.step(lambda: input["n"], name="fetch")
-    return await ctx.step(lambda: n * 2, name="double")
-"""
-
-
 # A worker of the app, until nothing is left to do.
-WORK = """
-import asyncio, shop
-
-async def main():
-    async with shop.engine:
-        await shop.engine.idle()
-
-asyncio.run(main())
-"""
-
-
-def test_parkway_fork_from_the_command_line(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "shop.py").write_text(textwrap.dedent(FORK_APP.format(url=url)))
-
-    def parkway(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
-        return subprocess.run(
-            [sys.executable, "-m", "parkway", *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-
-    started = parkway("start", "pipeline", '{"n": 5}', "--app", "shop:engine")
-    assert started.returncode == 0, started.stderr
-    source = json.loads(started.stdout)
-    subprocess.run([sys.executable, "-c", WORK], cwd=tmp_path, check=True, timeout=60)
-    shown = json.loads(parkway("show", source["id"], "--app", "shop:engine").stdout)
-    assert shown["output"] == 10
-    forked = parkway(
-        "fork", source["id"], "--at", "1", "--input", '{"n": 7}', "--app", "shop:engine"
-    )
-    assert forked.returncode == 0, forked.stderr
-    fork = json.loads(forked.stdout)
-    assert fork["forked_from"] == {"run_id": source["id"], "at": 1}
-    assert fork["input"] == {"n": 7} and fork["status"] == "pending"
-    for args, fragment in (
-        (["fork", "no-such-run", "--app", "shop:engine"], "no-such-run"),
-        (["fork", source["id"], "--at", "9", "--app", "shop:engine"], "at must be"),
-        (["fork", source["id"], "--at", "-1", "--app", "shop:engine"], "--at"),
-        (["fork", source["id"], "--input", "{not json", "--app", "shop:engine"], "not valid JSON"),
-    ):
-        failed = parkway(*args)
-        assert failed.returncode != 0 and fragment in failed.stderr, (args, failed.stderr)

@@ -1,23 +1,15 @@
 """The HTTP API, driven as clients drive it: every route over every backend, then for real.
 
-Most tests call the ASGI app in-process (``httpx.ASGITransport``) over the
-``engine`` fixture; the last one runs ``python -m parkway serve`` in a
-subprocess and talks to it over a socket. Every response is held to the
+The tests call the ASGI app in-process (``httpx.ASGITransport``) over the
+``engine`` fixture; tests/system/test_http.py runs ``python -m parkway serve``
+in a subprocess and talks to it over a socket. Every response is held to the
 response models that ``/openapi.json`` publishes.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -504,124 +496,3 @@ async def test_the_dashboard_is_one_self_contained_page(client: httpx.AsyncClien
 
 
 # -- the real server -----------------------------------------------------------------------------
-
-SERVED_APP = """
-from parkway import Engine
-
-engine = Engine({url!r})
-
-
-@engine.workflow()
-async def approval(ctx, input):
-    decision = await ctx.wait_for_signal("x")
-    return {{"input": input, "decision": decision}}
-
-
-@engine.workflow(on_event="order.created")
-async def shipment(ctx, order):
-    return await ctx.wait_for_event("order.shipped")
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Served:
-    """``python -m parkway serve APP`` in a subprocess, on a free port."""
-
-    def __init__(self, cwd: Path, app: str, *args: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stderr_path = cwd / f"serve-{self.port}.stderr"
-        full_env = {
-            k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")
-        }
-        full_env.update(env or {})
-        with self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "parkway",
-                    "serve",
-                    app,
-                    "--port",
-                    str(self.port),
-                    "--grace",
-                    "5",
-                    "--log-level",
-                    "warning",
-                    *args,
-                ],
-                cwd=cwd,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    @property
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"parkway serve exited with {self.proc.returncode}:\n{self.stderr}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"parkway serve did not answer /healthz within {timeout}s:\n{self.stderr}")
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=20)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-def served_app(tmp_path: Path) -> Path:
-    """A user's app module in ``tmp_path``, on SQLite in ``tmp_path``."""
-    url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "approvals.py").write_text(textwrap.dedent(SERVED_APP.format(url=url)))
-    return tmp_path
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    server = Served(served_app(tmp_path), "approvals:engine")
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
-def test_parkway_serve_runs_the_engine_and_stops_cleanly_on_sigterm(served: Served) -> None:
-    served.wait_ready()
-    with httpx.Client(base_url=served.url, timeout=10) as http:
-        assert http.get("/healthz").json() == {"status": "ok"}
-        created = http.post("/runs", json={"workflow": "approval", "input": {"n": 1}})
-        assert created.status_code == 201, created.text
-        run_id = created.json()["id"]
-        sent = http.post(f"/runs/{run_id}/signals/x", json="go")
-        assert sent.status_code == 202, sent.text
-        deadline = time.monotonic() + 20
-        while (run := http.get(f"/runs/{run_id}").json())["status"] != "completed":
-            assert time.monotonic() < deadline, f"the run did not complete: {run}"
-            time.sleep(0.05)
-        assert run["output"] == {"input": {"n": 1}, "decision": "go"}
-    assert served.stop() == 0, served.stderr
-    assert "listening on " + served.url in served.stderr
-    assert "stopped (SIGTERM)" in served.stderr
-    assert "Traceback" not in served.stderr

@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,8 +29,6 @@ from parkway.errors import TaskNotFoundError
 from parkway.http import create_app
 from parkway.http.responses import HumanTaskOut
 from parkway.testing import ManualClock
-
-from .test_cli import failed, ok_json, parkway
 
 
 class Decision(enum.StrEnum):
@@ -438,65 +431,6 @@ async def test_tasks_are_listed_read_and_completed_over_http(
 
 
 # -- from the command line -------------------------------------------------------------------
-
-CLI_APP = """
-from parkway import Engine
-
-engine = Engine({url!r})
-
-FORM = {{"type": "object", "properties": {{"ok": {{"type": "boolean"}}}}, "required": ["ok"]}}
-
-
-@engine.workflow()
-async def review(ctx, who):
-    return await ctx.human_task("review", form=FORM, assignees=[who])
-"""
-
-CLI_RUN = """
-import asyncio, sys, reviews
-
-async def main():
-    async with reviews.engine as engine:
-        if sys.argv[1] == "start":
-            await engine.start("review", "ana", id="r1")
-            await engine.idle()
-        else:
-            print(await engine.handle("r1").result(timeout=20))
-
-asyncio.run(main())
-"""
-
-
-def test_tasks_are_listed_and_completed_from_the_command_line(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "reviews.py").write_text(textwrap.dedent(CLI_APP.format(url=url)))
-    (tmp_path / "drive.py").write_text(CLI_RUN)
-    env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
-
-    def drive(step: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "drive.py", step], cwd=tmp_path, env=env, check=True,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        return done.stdout.strip()
-
-    drive("start")
-    [task] = ok_json(parkway("tasks", "--app", "reviews:engine", cwd=tmp_path))
-    assert (task["name"], task["run_id"], task["assignees"]) == ("review", "r1", ["ana"])
-    assert ok_json(parkway("--url", url, "tasks", "--assignee", "ben", cwd=tmp_path)) == []
-    assert len(ok_json(parkway("--url", url, "tasks", "--assignee", "ana", cwd=tmp_path))) == 1
-
-    complete = ("tasks", "complete", task["id"])
-    failed(parkway("--url", url, *complete, '{"ok": true}', "--by", "ben", cwd=tmp_path), "ana")
-    failed(parkway("--url", url, *complete, '{"ok": "yes"}', "--by", "ana", cwd=tmp_path), "ok")
-    failed(parkway("--url", url, *complete, "{not json", cwd=tmp_path), "not valid JSON")
-    failed(parkway("--url", url, "tasks", "complete", "nope", "{}", cwd=tmp_path), "nope")
-    done = ok_json(parkway("--url", url, *complete, '{"ok": true}', "--by", "ana", cwd=tmp_path))
-    assert (done["status"], done["result"]) == ("completed", {"ok": True})
-    assert ok_json(parkway("--url", url, "tasks", cwd=tmp_path)) == []
-    [completed] = ok_json(parkway("--url", url, "tasks", "--status", "completed", cwd=tmp_path))
-    assert completed["completed_by"] == "ana"
-    assert drive("result") == "{'ok': True}"
 
 
 async def test_race_two_completions_of_one_task_complete_it_once(engine: Engine) -> None:

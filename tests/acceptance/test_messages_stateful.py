@@ -34,6 +34,7 @@ from parkway import (
     WaitTimeoutError,
 )
 from parkway.testing import ManualClock
+from tests.helpers import examples
 
 T = TypeVar("T")
 
@@ -238,7 +239,7 @@ class MessageMachine(RuleBasedStateMachine):
 
 
 MessageMachine.TestCase.settings = settings(
-    max_examples=200,
+    max_examples=examples(200),
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -262,7 +263,7 @@ class SqliteMessageMachine(MessageMachine):
 
 
 SqliteMessageMachine.TestCase.settings = settings(
-    max_examples=50,
+    max_examples=examples(50),
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -3,9 +3,6 @@ travels through the store to the advance it wakes, across engines (processes).""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -332,42 +329,3 @@ async def test_tracing_off_makes_no_span(make_engine: Any) -> None:
 def test_a_bad_tracing_option_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="tracing must be True, False, None or an"):
         Engine("memory://", tracing="yes")
-
-
-def test_an_sdk_the_application_configured_is_used_without_asking() -> None:
-    """``tracing=None`` (the default): on once a tracer provider is set, when the engine
-    opens. In a process of its own: the global provider can be set once only."""
-    code = textwrap.dedent(
-        """
-        import asyncio
-        from opentelemetry import trace
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-        from parkway import Engine
-
-        exporter = InMemorySpanExporter()
-        engine = Engine("memory://")
-
-        @engine.workflow()
-        async def hello(ctx, input):
-            return await ctx.step(lambda: "hi", name="greet")
-
-        async def main():
-            provider = TracerProvider()
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
-            trace.set_tracer_provider(provider)  # after the engine was made, before it opens
-            async with engine:
-                await (await engine.start("hello")).result(timeout=10)
-            print(sorted(s.name for s in exporter.get_finished_spans()))
-
-        asyncio.run(main())
-        """
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (
-        "['parkway.advance hello', 'parkway.start hello', 'parkway.step greet']"
-    )

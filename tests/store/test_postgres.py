@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
-import textwrap
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -34,6 +32,7 @@ from parkway.store.postgres import (
     wire,
 )
 from parkway.store.runs import RunFilter
+from tests.helpers import wait_for
 
 from ..conftest import postgres_harness
 from .conformance.support import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
@@ -200,36 +199,6 @@ async def test_the_postgres_scheme_works_too(engine_url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Schema and migrations
-
-
-async def test_a_fresh_database_gets_the_schema_once_from_racing_processes(
-    empty_database: str,
-) -> None:
-    url = with_path(ADMIN_URL, empty_database)
-    script = textwrap.dedent(
-        f"""
-        import asyncio
-        from parkway.store import open_store
-        async def main():
-            store = open_store({url!r})
-            await store.open()
-            async with store.transaction() as tx:
-                await tx.signals.add("r", "ok", None, 0.0)
-            await store.close()
-        asyncio.run(main())
-        """
-    )
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, stderr=asyncio.subprocess.PIPE
-        )
-        for _ in range(6)
-    ]
-    errors = [(await p.communicate())[1].decode() for p in procs]
-    assert [p.returncode for p in procs] == [0] * 6, errors
-    versions = admin_sql("SELECT version FROM parkway.schema_version ORDER BY 1", empty_database)
-    assert versions == [(v,) for v, _ in MIGRATIONS]
-    assert admin_sql("SELECT count(*) FROM parkway.mailbox", empty_database) == [(6,)]
 
 
 async def test_a_newer_schema_asks_for_a_newer_parkway(engine_url: str) -> None:
@@ -1369,15 +1338,6 @@ async def test_a_closed_store_says_so(engine_url: str) -> None:
 async def changed_is(store: object, expected: bool) -> bool:
     assert isinstance(store, PostgresStore)
     return await store.changed() is expected
-
-
-async def wait_for(check: object, what: str, timeout: float = 10) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():  # type: ignore[operator]
-        if loop.time() > deadline:
-            pytest.fail(f"waited {timeout}s for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def test_a_store_failure_mid_run_is_retried_not_thrown_into_the_workflow(

@@ -12,6 +12,7 @@ import pytest
 from ..conftest import postgres_harness
 
 HARNESS = postgres_harness()
+pytestmark = pytest.mark.backends("postgres")
 
 
 def exists(admin: psycopg.Connection[tuple[object, ...]], name: str) -> bool:

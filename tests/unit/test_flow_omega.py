@@ -4,14 +4,9 @@ and legacy facts, node state in templates, and finding every fault of a definiti
 from __future__ import annotations
 
 import itertools
-import json
-import shutil
-import subprocess
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from parkway.flows import LoadChecks, NodeModel, check, conditions, default_node_models
 from parkway.flows.conditions import ConditionError
@@ -46,25 +41,6 @@ from parkway.flows.templates import Scope, js_number, resolve
 )
 def test_floats_print_as_javascript_prints_them(value: float, text: str) -> None:
     assert js_number(value) == text
-
-
-NODE = shutil.which("node")
-
-
-@pytest.mark.skipif(NODE is None, reason="needs node, to ask JavaScript itself")
-@settings(max_examples=25, deadline=None)
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=20, max_size=40))
-def test_floats_print_as_node_prints_them(values: list[float]) -> None:
-    assert NODE is not None
-    script = (
-        "const xs = JSON.parse(require('fs').readFileSync(0));"
-        "console.log(JSON.stringify(xs.map(String)))"
-    )
-    done = subprocess.run(
-        [NODE, "-e", script], input=json.dumps(values), capture_output=True, text=True, timeout=30
-    )
-    assert done.returncode == 0, done.stderr
-    assert [js_number(v) for v in values] == json.loads(done.stdout)
 
 
 def test_interpolation_prints_numbers_as_javascript() -> None:

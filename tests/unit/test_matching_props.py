@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tests.helpers import examples
 
 from parkway import ParkwayError
 from parkway.matching import check_match, match_digest, matches, payload_digest, shape_of
 
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=examples(200),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -303,14 +303,6 @@ async def settle(store: Store, quiet: float = 0.5) -> None:
         await asyncio.sleep(0.01)
 
 
-async def until(check: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"waited {timeout}s for {what}")
-        await asyncio.sleep(0.01)
-
-
 def schedule(schedule_id: str, **fields: Any) -> ScheduleRecord:
     values: dict[str, Any] = dict(
         id=schedule_id, workflow="wf", cron="*/5 * * * *", timezone="Europe/Paris",

@@ -13,6 +13,7 @@ from parkway.store.base import (
     Tx,
 )
 from parkway.store.subscriptions import WaitKey
+from tests.helpers import wait_for
 from tests.store.conformance.support import (
     NOW,
     WALL,
@@ -30,7 +31,6 @@ from tests.store.conformance.support import (
     shared_pair,
     show_shapes,
     sub,
-    until,
 )
 
 
@@ -45,7 +45,7 @@ async def test_changed_reports_commits_of_another_process(engine_url: str) -> No
 
         assert isinstance(other, RemoteStore)
         await other.run(commit)
-        await until(mine.changed, timeout=5, what="changed() after another store's commit")
+        await wait_for(mine.changed, timeout=5, what="changed() after another store's commit")
 
 
 @pytest.mark.requires("push")

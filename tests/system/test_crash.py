@@ -25,8 +25,8 @@ from types import ModuleType
 import pytest
 
 from parkway import Engine, RunStatus
+from tests.helpers import APPS
 
-HERE = Path(__file__).parent
 RUNS = 200
 CONCURRENCY = 8
 LEASE = 2
@@ -34,7 +34,7 @@ LEASE = 2
 
 def _load_app() -> ModuleType:
     # By path, so the test does not depend on pytest's import mode.
-    spec = importlib.util.spec_from_file_location("parkway_crash_app", HERE / "crash_app.py")
+    spec = importlib.util.spec_from_file_location("parkway_crash_app", APPS / "crash_app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -57,7 +57,7 @@ class Worker:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "parkway", "worker", "crash_app:engine",
                 "--lease", str(LEASE), "--concurrency", str(CONCURRENCY),
-                cwd=HERE, env=env, stdin=asyncio.subprocess.DEVNULL,
+                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
 

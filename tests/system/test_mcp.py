@@ -25,12 +25,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from parkway import Engine, RunStatus
 from parkway.integrations.mcp import TOOLS
-
-HERE = Path(__file__).parent
+from tests.helpers import APPS
 
 
 def _load_app() -> Any:
-    spec = importlib.util.spec_from_file_location("parkway_mcp_app", HERE / "mcp_app.py")
+    spec = importlib.util.spec_from_file_location("parkway_mcp_app", APPS / "mcp_app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -41,7 +40,7 @@ def _load_app() -> Any:
 async def mcp_session(url: str, tmp_path: Path) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "parkway", "mcp", "mcp_app:engine", "--url", url],
-        cwd=HERE,
+        cwd=APPS,
     )  # fmt: skip
     with (tmp_path / "mcp.stderr").open("w") as errlog:
         async with (
@@ -166,7 +165,7 @@ def test_without_the_extra_the_command_names_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     Path(tmp_path / "x.db").touch()
     done = subprocess.run(
-        [sys.executable, "-c", script, url], capture_output=True, text=True, cwd=HERE
+        [sys.executable, "-c", script, url], capture_output=True, text=True, cwd=APPS
     )
     assert done.returncode == 1
     assert "pip install 'parkway[mcp]'" in done.stderr
@@ -175,7 +174,7 @@ def test_without_the_extra_the_command_names_it(tmp_path: Path) -> None:
 def test_http_needs_host_and_port(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "parkway", "mcp", "mcp_app:engine", "--http", "8765"],
-        capture_output=True, text=True, cwd=HERE,
+        capture_output=True, text=True, cwd=APPS,
     )  # fmt: skip
     assert done.returncode == 2
     assert "HOST:PORT" in done.stderr
@@ -197,7 +196,7 @@ async def test_over_http_the_api_token_is_required(engine: Engine, tmp_path: Pat
         proc = subprocess.Popen(  # noqa: ASYNC220 (started once; the test awaits its port)
             [sys.executable, "-m", "parkway", "mcp", "mcp_app:engine", "--url", engine.url,
              "--http", f"127.0.0.1:{port}"],
-            cwd=HERE, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            cwd=APPS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}/mcp"
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import signal
 import sys
 import time
@@ -17,16 +16,15 @@ from types import ModuleType
 
 import pytest
 
-import parkway
 from parkway import Engine, RunStatus
+from tests.helpers import APPS, subprocess_env
 
-HERE = Path(__file__).parent
 LEASE = 2
 
 
 def _load_app() -> ModuleType:
     # By path, so the test does not depend on pytest's import mode.
-    spec = importlib.util.spec_from_file_location("parkway_flow_app", HERE / "flow_app.py")
+    spec = importlib.util.spec_from_file_location("parkway_flow_app", APPS / "flow_app.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -44,17 +42,13 @@ class Workers:
         self.procs: list[tuple[asyncio.subprocess.Process, Path]] = []
 
     async def spawn(self) -> asyncio.subprocess.Process:
-        env = {**os.environ, "PARKWAY_URL": self.url, "FLOW_LOG": str(self.log)}
-        # The parkway under test, whatever the working directory (a relative
-        # PYTHONPATH would not reach it from the app's folder).
-        source = str(Path(parkway.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
+        env = subprocess_env(PARKWAY_URL=self.url, FLOW_LOG=str(self.log))
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "parkway", "worker", "flow_app:engine",
                 "--lease", str(LEASE), "--concurrency", "8",
-                cwd=HERE, env=env, stdin=asyncio.subprocess.DEVNULL,
+                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=err,
             )  # fmt: skip
         self.procs.append((proc, stderr))

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.helpers import WorkerProcess, failed, ok_json, parkway, write_app
 
 APP_SOURCE = """
 from parkway import Engine
@@ -45,57 +40,12 @@ not_an_engine = {{"a": 1}}
 """
 
 
-def parkway(*args: str, cwd: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
-    return subprocess.run(
-        [sys.executable, "-m", "parkway", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
-
-
-def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout)
-
-
-def failed(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
-    """Assert a clean failure: non-zero exit, each fragment on stderr, no traceback."""
-    assert result.returncode != 0, result.stdout
-    for fragment in fragments:
-        assert fragment in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    return result.stderr
-
-
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
     """A user's app module in ``tmp_path`` (the commands run there), on SQLite in ``tmp_path``."""
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "shopapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    write_app(tmp_path, "shopapp", APP_SOURCE, url)
     return tmp_path
-
-
-class WorkerProcess:
-    def __init__(self, cwd: Path, *args: str) -> None:
-        self.stderr = cwd / "worker.stderr"
-        env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
-        with self.stderr.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "parkway", "worker", *args],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=15)
-        text = self.stderr.read_text()
-        assert code == 0, text
-        return text
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 # -- demo ----------------------------------------------------------------------------------------

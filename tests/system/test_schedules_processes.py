@@ -10,7 +10,6 @@ missing between the first and the last, and the log one execution per run.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import textwrap
@@ -20,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import parkway
 from parkway import Engine, RunStatus
+from tests.helpers import subprocess_env
 
 pytestmark = [
     pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True),
@@ -55,12 +54,7 @@ async def test_two_worker_processes_start_each_tick_once(tmp_path: Path, engine_
     (tmp_path / "tick_app.py").write_text(textwrap.dedent(APP))
     log = tmp_path / "runs.log"
     log.touch()
-    # The subprocesses import this parkway (the source tree under test), whatever the cwd.
-    source = str(Path(parkway.__file__).resolve().parents[1])
-    env = {
-        **os.environ, "PARKWAY_URL": engine_url, "SCHEDULE_LOG": str(log),
-        "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
-    }  # fmt: skip
+    env = subprocess_env(PARKWAY_URL=engine_url, SCHEDULE_LOG=str(log))
     workers = []
     for name in ("a", "b"):
         command = [sys.executable, "-m", "parkway", "worker", "tick_app:engine"]

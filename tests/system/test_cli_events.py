@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_cli import failed, ok_json, parkway
+from tests.helpers import failed, ok_json, parkway, write_app
 
 APP_SOURCE = """
 from parkway import Engine
@@ -29,7 +28,7 @@ async def loan(ctx, key):
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
     url = f"sqlite:///{tmp_path / 'events.db'}"
-    (tmp_path / "eventapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    write_app(tmp_path, "eventapp", APP_SOURCE, url)
     return tmp_path
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,18 +28,8 @@ import pytest
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from .test_http import Served
+from tests.helpers import Served, write_app
 
-CHROMIUM = os.environ.get("PARKWAY_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TOKEN = "dashboard-token"
 SCREENSHOTS = os.environ.get("PARKWAY_SCREENSHOTS")
 
@@ -109,27 +97,9 @@ if hasattr(engine, "add_schedule"):  # (a parkway with schedules)
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
-    """A headless Chromium driven by Playwright, or a skip that says what is missing."""
-    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
-        pytest.skip(
-            f"no Chromium at {CHROMIUM} (apt-get install chromium, or set PARKWAY_TEST_CHROMIUM)"
-        )
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="Playwright is not installed: pip install playwright"
-    )
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     url = f"sqlite:///{tmp_path / 'shop.db'}"
-    (tmp_path / "shop.py").write_text(textwrap.dedent(SHOP_APP.format(url=url)))
+    write_app(tmp_path, "shop", SHOP_APP, url)
     # (--log-level info: the access log is checked too)
     server = Served(
         tmp_path, "shop:engine", "--log-level", "info", env={"PARKWAY_API_TOKEN": TOKEN}
@@ -453,7 +423,7 @@ async def refund(ctx, order):
 @pytest.fixture
 def inbox_served(tmp_path: Path) -> Iterator[Served]:
     url = f"sqlite:///{tmp_path / 'inbox.db'}"
-    (tmp_path / "inbox.py").write_text(textwrap.dedent(INBOX_APP.format(url=url)))
+    write_app(tmp_path, "inbox", INBOX_APP, url)
     server = Served(tmp_path, "inbox:engine", env={"PARKWAY_API_TOKEN": TOKEN})
     try:
         server.wait_ready()
@@ -569,7 +539,7 @@ def test_a_sagas_compensations_show_on_the_timeline(browser: Any, tmp_path: Path
     from playwright.sync_api import expect
 
     url = f"sqlite:///{tmp_path / 'saga.db'}"
-    (tmp_path / "saga.py").write_text(textwrap.dedent(SAGA_APP.format(url=url)))
+    write_app(tmp_path, "saga", SAGA_APP, url)
     served = Served(tmp_path, "saga:engine", env={"PARKWAY_API_TOKEN": TOKEN})
     try:
         served.wait_ready()

@@ -19,8 +19,9 @@ import pytest
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from .test_dashboard_browser import TOKEN, _until, browser  # noqa: F401 (the fixture)
-from .test_http import Served
+from tests.helpers import Served
+
+from .test_dashboard_browser import TOKEN, _until
 
 # The order of its steps is read from a file at each replay: the test "deploys" a
 # change, and its fix, by writing that file.
@@ -66,7 +67,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 def test_an_operator_repairs_runs_from_the_dashboard(
-    browser: Any,  # noqa: F811 (the fixture)
+    browser: Any,
     served: Served,
     tmp_path: Path,
 ) -> None:

@@ -23,8 +23,7 @@ from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.specs.openapi import checks  # noqa: E402
 
 from parkway.http.openapi import openapi_document  # noqa: E402
-
-from .test_http import Served, served_app  # noqa: E402
+from tests.helpers import Served, served_app  # noqa: E402
 
 TOKEN = "fuzz-t0ken"
 # Per mode and token: a few hundred requests in all, a few seconds each run.

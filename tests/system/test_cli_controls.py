@@ -4,12 +4,11 @@ the refusals that keep a typo from writing anywhere."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from .test_cli import WorkerProcess, failed, ok_json, parkway
+from tests.helpers import WorkerProcess, failed, ok_json, parkway, write_app
 
 APP = "opsapp:engine"
 
@@ -42,7 +41,7 @@ async def fragile(ctx, input):
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
     url = f"sqlite:///{tmp_path / 'ops.db'}"
-    (tmp_path / "opsapp.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    write_app(tmp_path, "opsapp", APP_SOURCE, url)
     return tmp_path
 
 

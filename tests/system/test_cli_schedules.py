@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from .test_cli import failed, ok_json, parkway
+from tests.helpers import failed, ok_json, parkway, write_app
 
 APP_SOURCE = """
 from parkway import Engine, Schedule
@@ -35,7 +34,7 @@ OPEN_ONCE = (
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    (tmp_path / "reports.py").write_text(textwrap.dedent(APP_SOURCE.format(url=url)))
+    write_app(tmp_path, "reports", APP_SOURCE, url)
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     subprocess.run([sys.executable, "-c", OPEN_ONCE], cwd=tmp_path, env=env, check=True, timeout=60)
     return tmp_path

@@ -1,0 +1,1 @@
+"""System tests: processes, servers, browsers (the slow tier; `make test` runs it)."""

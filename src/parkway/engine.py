@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from parkway import flows, limits
+from parkway.admission import Concurrency, RateLimit
 from parkway.client.fleet import FleetOperations
 from parkway.client.intake import IntakeOperations
 from parkway.client.people import PeopleOperations
@@ -35,7 +36,6 @@ from parkway.errors import (
     shown,
 )
 from parkway.events import CancelOn
-from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.registry import Registry, WorkflowDef, WorkflowFn, input_model
 from parkway.schedules import Schedule
 from parkway.store import Store, open_store
@@ -390,7 +390,7 @@ class Engine(
                 raise InvalidWorkflowError(
                     f"validate_input of {shown(wf_name)} must be callable", field="validate_input"
                 )
-            _check_flow_control(wf_name, concurrency, rate_limit, priority)
+            _check_admission(wf_name, concurrency, rate_limit, priority)
             run_timeout = deadlines.check_timeout(timeout)
             wf = WorkflowDef(
                 name=wf_name,
@@ -661,8 +661,8 @@ def _option_name(value: Any, option: str, workflow: str, what: str = "a name") -
         ) from None
 
 
-def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
-    """The flow-control options of ``@engine.workflow``, checked at registration."""
+def _check_admission(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
+    """The admission options of ``@engine.workflow``, checked at registration."""
     if concurrency is not None and not isinstance(concurrency, Concurrency):
         raise InvalidWorkflowError(
             f"concurrency of workflow {shown(name)} must be a parkway.Concurrency, got "

@@ -57,7 +57,7 @@ class WorkflowDef:
     # Events that cancel a run while it is active (parkway.CancelOn).
     cancel_on: tuple[Any, ...] = ()
     resume_rule: ResumeRule | None = field(default=None, repr=False)
-    # Flow control (parkway.flowcontrol.Concurrency / RateLimit), and the priority of
+    # Admission (parkway.admission.Concurrency / RateLimit), and the priority of
     # the runs an event or a message starts (a callable input -> int; None: 0).
     concurrency: Any = None
     rate_limit: Any = None

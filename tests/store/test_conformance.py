@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
-from parkway.core import intake
 from parkway.core import messages as core_messages
+from parkway.core import publishing
 from parkway.errors import LeaseLostError
 from parkway.matching import match_digest, payload_digest, shape_of
 from parkway.store import Store, open_store
@@ -909,7 +909,7 @@ def _fused(tx: Tx) -> bool:
 
 
 async def deliver_event(tx: Tx, *args: Any, **options: Any) -> EventDelivery:
-    return await intake.deliver_event(tx, *args, fused=_fused(tx), **options)
+    return await publishing.deliver_event(tx, *args, fused=_fused(tx), **options)
 
 
 async def deliver_message(tx: Tx, *args: Any, **options: Any) -> MessageDelivery:
@@ -2500,7 +2500,7 @@ async def test_race_two_firings_take_a_due_schedule_once(engine_url: str) -> Non
         assert got is not None and (got.last_tick, got.next_at) == (NOW, NOW + 300)
 
 
-# -- flow control (parkway.core.flow) ---------------------------------------------------
+# -- admission (parkway.core.admission) -----------------------------------------------------
 
 
 async def test_flow_slot_reads_zeros_for_a_new_key_and_keeps_what_is_put(store: Store) -> None:

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.limits",
             "parkway.ids",
             "parkway.schedules",
-            "parkway.flowcontrol",
+            "parkway.admission",
             "parkway.forms",
         ],
     ),

@@ -6,7 +6,7 @@ from typing import Any
 
 from parkway import _json, limits
 from parkway.client.base import Facade
-from parkway.core import housekeeping, intake
+from parkway.core import housekeeping, publishing
 from parkway.core import messages as core_messages
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, shown
@@ -48,8 +48,8 @@ class IntakeOperations(Facade):
         else:
             event = Event(name, payload, id=id, domain=domain, subject=subject)
         limits.optional_identifier(event.id, "event id", field="id")
-        event = intake.checked(event)
-        published = intake.publish(self._rt, event)
+        event = publishing.checked(event)
+        published = publishing.publish(self._rt, event)
         return await self._rt.telemetry.call("publish", published, name=event.name)
 
     async def subscriptions(

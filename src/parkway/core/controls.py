@@ -156,7 +156,7 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
     await tx.update_run(run.id, changes)
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
-    # knows a run its flow-control limit has not admitted yet: see core.flow).
+    # knows a run its admission limit has not admitted yet: see core.admission).
     await tx.add_tasks([NewTask(run.id, now, "wake" if kept else "start")])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)

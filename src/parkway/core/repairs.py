@@ -21,7 +21,7 @@ from typing import Any
 
 from parkway import _json
 from parkway.core import controls, operators
-from parkway.core.intake import prepare
+from parkway.core.publishing import prepare
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
 from parkway.errors import (

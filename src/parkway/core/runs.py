@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
-from parkway.core import cancel_on, flow
+from parkway.core import admission, cancel_on
 from parkway.core.conflicts import again_on_conflict
 from parkway.core.deadlines import add_deadline
 from parkway.core.handover import handing_over
@@ -72,8 +72,8 @@ async def insert_run(
 ) -> bool:
     """Insert a new run and its start task (``fields``: as :func:`new_run` takes).
 
-    A run of a workflow under a flow-control limit is admitted first
-    (:func:`parkway.core.flow.admit`): it may be queued (no start task yet) or
+    A run of a workflow under an admission limit is admitted first
+    (:func:`parkway.core.admission.admit`): it may be queued (no start task yet) or
     start later (its rate window). ``priority``: its place among queued runs
     (``None``: the workflow's ``priority`` callable's, else 0). Returns whether
     it can start now (``False``: queued, or waiting for its rate window), so a
@@ -85,10 +85,10 @@ async def insert_run(
     record = new_run(rt, workflow, version, run_id, data, **fields)
     due: float | None = record.created_at
     wf = rt.registry.get(workflow, version)
-    if wf is not None and flow.limited(wf):
+    if wf is not None and admission.limited(wf):
         if priority is None:
-            priority = flow.priority_of(wf, _json.loads(data))
-        due = await flow.admit(tx, wf, record, priority)
+            priority = admission.priority_of(wf, _json.loads(data))
+        due = await admission.admit(tx, wf, record, priority)
     await tx.insert_run(record)
     if due is not None:
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
@@ -115,7 +115,7 @@ async def start(
     handed to this process's worker when it has a place; ``timeout``: the run's
     deadline task with it (see :mod:`parkway.core.deadlines`).
 
-    A workflow under a flow-control limit admits the run first (see
+    A workflow under an admission limit admits the run first (see
     :func:`insert_run`; ``priority`` orders its queue).
 
     Raises:
@@ -123,8 +123,10 @@ async def start(
     """
     record = new_run(rt, workflow, version, run_id, encode(), domain=domain, subject=subject)
     wf = rt.registry.get(workflow, version)
-    if wf is not None and flow.limited(wf):
-        flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
+    if wf is not None and admission.limited(wf):
+        admission.keys(
+            wf, _json.loads(record.input)
+        )  # (a missing key field: raised here, at the edge)
     if not await again_on_conflict(lambda: _start(rt, record, wf, priority, timeout)):
         rt.after_commit()
 
@@ -135,7 +137,7 @@ async def _start(
     """One attempt of the start; whether its only task went to this process's worker
     with the run (then no claim is needed for it)."""
     run_id = record.id
-    limited = wf is not None and flow.limited(wf)
+    limited = wf is not None and admission.limited(wf)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
@@ -146,7 +148,7 @@ async def _start(
                 # limit decides whether the run gets a start task at all).
                 hand = False  # (an existing run: left to the claims, queued or not)
                 if await tx.get_run(run_id) is None:
-                    due = await flow.admit(tx, wf, record, priority)
+                    due = await admission.admit(tx, wf, record, priority)
                     await tx.insert_run(record)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
                     await add_deadline(tx, record, timeout)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parkway import _json
-from parkway.core import deadlines, flow, operators
+from parkway.core import admission, deadlines, operators
 from parkway.core.messages import after_run_ends, rebuffer
 from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError, RunTimeoutError
@@ -23,8 +23,8 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
     if messages:
         await rebuffer(rt, tx, run.id, now)
     wf = rt.registry.get(run.workflow, run.version)
-    if wf is None or flow.limited(wf):  # (unregistered here: it may be under a limit)
-        await flow.release(tx, wf, run, now)
+    if wf is None or admission.limited(wf):  # (unregistered here: it may be under a limit)
+        await admission.release(tx, wf, run, now)
     await tx.delete_all_tasks(run.id)
     await tx.delete_run_subscriptions(run.id)
     await tx.streams_ended(run.id)  # (their readers elsewhere stop after the last item)

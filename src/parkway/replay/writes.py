@@ -42,7 +42,7 @@ class Outcome:
 class EventWait:
     """An event wait to register at commit, with the ``since_start`` look-back if asked:
     events since ``since`` not in ``consumed`` are looked at first (see
-    :func:`parkway.core.intake.register_wait`)."""
+    :func:`parkway.core.publishing.register_wait`)."""
 
     sub: SubscriptionRecord
     since: float | None = None

@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from typing import Any, Protocol
 
 from parkway import _json
-from parkway.core import cancel_on, deadlines, flow
+from parkway.core import admission, cancel_on, deadlines
 from parkway.core.committer import Job
-from parkway.core.intake import prepare
 from parkway.core.messages import rebuffer
+from parkway.core.publishing import prepare
 from parkway.core.runtime import Runtime
 from parkway.core.transitions import cancel, cancel_children, finish, time_out
 from parkway.errors import (
@@ -155,11 +155,11 @@ class Advancer:
                     cached = None
                 if run.paused:  # (a deadline outranks a pause: the compensations run)
                     await self.commit(run.id, self._unpause(run))
-            if flow.unadmitted(run, tasks, loaded.journal):
+            if admission.unadmitted(run, tasks, loaded.journal):
                 # Claimed for a signal or an update before its limit admitted it: put
-                # back, those tasks deferred to its start (see parkway.core.flow).
+                # back, those tasks deferred to its start (see parkway.core.admission).
                 async with store.transaction() as tx:
-                    await flow.hold(tx, run, tasks, self.owner)
+                    await admission.hold(tx, run, tasks, self.owner)
                 return
             wf = rt.registry.get(run.workflow, run.version)
             if wf is None:
@@ -532,8 +532,8 @@ class Advancer:
             if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
                 await tx.drop_cache_marks(evicted, self.owner)
 
-        # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
-        order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (
+        # (An end frees its key's slot: batched in the keys' order, see admission.lock_order.)
+        order = admission.lock_order(rt.registry.get(run.workflow, run.version), run) if (
             status in ENDED
         ) else ""  # fmt: skip
         await self._committed(run, rt.telemetry.bind(job), order=order)

@@ -1,5 +1,5 @@
-"""Flow control in the store: a workflow's ``Concurrency`` and ``RateLimit``, and
-the priority order of its queued runs (see docs/guides/flow-control.md).
+"""Admission in the store: a workflow's ``Concurrency`` and ``RateLimit``, and
+the priority order of its queued runs (see docs/guides/admission.md).
 
 Everything happens in the transaction that starts or ends a run, so the limits
 hold across every process on the store without a coordinator:
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from parkway import _json
+from parkway.admission import Concurrency, RateLimit, check_priority, key_of
 from parkway.errors import ConcurrencyLimitError, InvalidInputError
-from parkway.flowcontrol import Concurrency, RateLimit, check_priority, key_of
 from parkway.registry import WorkflowDef
 from parkway.store.base import ENDED, NewTask, RunRecord, TaskRecord, Tx
 from parkway.store.records import FlowSlot

@@ -1,5 +1,5 @@
-"""The app of the flow-control process tests: workflows under a Concurrency limit
-whose steps log what they do, for ``parkway worker flow_app:engine`` subprocesses.
+"""The app of the admission process tests: workflows under a Concurrency limit
+whose steps log what they do, for ``parkway worker admission_app:engine`` subprocesses.
 
 Each step appends ``"<run id> <what>"`` to the file named by ``FLOW_LOG`` (one
 ``write`` on an ``O_APPEND`` descriptor, then ``fsync``), so the log survives a

@@ -1,4 +1,4 @@
-"""Event intake: one transaction records the event, resumes its waiters, starts its subscribers.
+"""Publishing events: one transaction records the event, wakes its waiters, starts its subscribers.
 
 This is the transactional outbox: the event row (with its id, for
 de-duplication), the delivery tasks for every matching parked wait, and the
@@ -414,7 +414,7 @@ async def start_event_run(
     except ConcurrencyLimitError as exc:  # (refused before anything of it was written)
         log.info("event %s: %s", event.id, exc)
         return None
-    except InvalidInputError as exc:  # its flow-control key is missing from the input
+    except InvalidInputError as exc:  # its admission key is missing from the input
         log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
         return None
     return run_id

@@ -1,4 +1,4 @@
-"""Flow control: Concurrency (queue, skip, cancel_oldest), RateLimit and priority,
+"""Admission: Concurrency (queue, skip, cancel_oldest), RateLimit and priority,
 on every backend, through the public API."""
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ async def test_an_event_start_takes_its_priority_from_the_workflow(engine: Engin
     assert started == ["first", "urgent", "calm"]
 
 
-async def test_bad_flow_control_options_are_refused_naming_the_field() -> None:
+async def test_bad_admission_options_are_refused_naming_the_field() -> None:
     for make, field in [
         (lambda: Concurrency(0), "limit"),
         (lambda: Concurrency(-1), "limit"),

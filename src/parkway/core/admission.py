@@ -30,8 +30,9 @@ from parkway.errors import ConcurrencyLimitError, InvalidInputError
 from parkway.registry import WorkflowDef
 from parkway.store.base import ENDED, NewTask, RunRecord, TaskRecord, Tx
 from parkway.store.records import FlowSlot
+from parkway.store.vocabulary import TaskKind
 
-START = "start"
+START = TaskKind.START
 
 
 def limited(wf: WorkflowDef | None) -> bool:
@@ -145,7 +146,7 @@ async def _make_room(
             return
         await tx.flow_leave(victim)
         slot.active -= 1
-        await tx.add_tasks([NewTask(victim, now, "cancel")])
+        await tx.add_tasks([NewTask(victim, now, TaskKind.CANCEL)])
 
 
 async def _rate_due(tx: Tx, workflow: str, key: str, rate: RateLimit, now: float) -> float:

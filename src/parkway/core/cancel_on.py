@@ -22,6 +22,7 @@ from parkway.matching import check_match, match_digest, matches, payload_digest,
 from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
 from parkway.store.records import CANCEL_PREFIX
+from parkway.store.vocabulary import TaskKind
 
 log = logging.getLogger("parkway.events")
 
@@ -121,7 +122,7 @@ async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
         for sub in subs:
             if sub.run_id in cancelled or not matches(_json.loads(sub.match), payload):
                 continue
-            await tx.add_tasks([NewTask(sub.run_id, now, "cancel")])
+            await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.CANCEL)])
             cancelled.append(sub.run_id)
             log.info("event %s (%s) cancels run %s", event.id, event.name, sub.run_id)
     return cancelled

@@ -28,15 +28,16 @@ from parkway.core.transitions import cancel
 from parkway.errors import RunNotFoundError, RunStateError
 from parkway.models import RunStatus
 from parkway.store.base import ACTIVE, ENDED, JournalEntry, NewTask, RunRecord, Tx
+from parkway.store.vocabulary import TaskKind
 
 # Runs a bulk operation (cancel_runs, retry_runs) changes in one transaction: each
 # batch commits on its own, so a bulk operation over a million runs never holds
 # the store's write lock (SQLite) or row locks (PostgreSQL) for long.
 BULK_BATCH = 500
 
-FAILED = RunStatus.FAILED.value
+FAILED = RunStatus.FAILED
 RETRIED = frozenset({"step", "compensation"})
-HELD = RunStatus.HELD.value
+HELD = RunStatus.HELD
 # The statuses a retry takes a run out of.
 RETRYABLE = (FAILED, HELD)
 
@@ -106,7 +107,7 @@ async def resume(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
                 # Its tasks are due already; this one is for the workers of stores that
                 # push (PostgreSQL's NOTIFY goes with added tasks), so that one claims
                 # the run now rather than at its next poll.
-                await tx.add_tasks([NewTask(run_id, now, "wake")])
+                await tx.add_tasks([NewTask(run_id, now, TaskKind.WAKE)])
             run.paused = False
     rt.after_commit()
     return run
@@ -150,14 +151,14 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
         await tx.clear_journal(run.id)
         await tx.put_journal(run.id, kept)
     changes = {
-        "status": RunStatus.RUNNING.value, "error": None, "updated_at": now,
+        "status": RunStatus.RUNNING, "error": None, "updated_at": now,
         "advanced_by": None, "paused": False,
     }  # fmt: skip
     await tx.update_run(run.id, changes)
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
     # knows a run its admission limit has not admitted yet: see core.admission).
-    await tx.add_tasks([NewTask(run.id, now, "wake" if kept else "start")])
+    await tx.add_tasks([NewTask(run.id, now, TaskKind.WAKE if kept else "start")])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)
 
@@ -167,11 +168,11 @@ async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
     tasks its inputs left are all still there): replayed by whichever worker claims
     it, with the code that worker has."""
     changes = {
-        "status": RunStatus.RUNNING.value, "error": None, "updated_at": now,
+        "status": RunStatus.RUNNING, "error": None, "updated_at": now,
         "advanced_by": None, "paused": False,
     }  # fmt: skip
     await tx.update_run(run.id, changes)
-    await tx.add_tasks([NewTask(run.id, now, "wake")])
+    await tx.add_tasks([NewTask(run.id, now, TaskKind.WAKE)])
 
 
 async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
@@ -193,7 +194,7 @@ async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
         await operators.record(rt, tx, run_id, "retry", by)
     rt.results.forget(run_id)
     rt.after_commit()
-    run.status, run.error, run.updated_at, run.paused = RunStatus.RUNNING.value, None, now, False
+    run.status, run.error, run.updated_at, run.paused = RunStatus.RUNNING, None, now, False
     return run
 
 
@@ -232,7 +233,7 @@ async def _in_batches(
 async def _cancel_one(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> bool:
     if run.lease_owner is None:
         return await cancel(rt, tx, run, now)
-    await tx.add_tasks([NewTask(run.id, now, "cancel")])  # (its worker sees it next)
+    await tx.add_tasks([NewTask(run.id, now, TaskKind.CANCEL)])  # (its worker sees it next)
     return True
 
 

@@ -22,9 +22,10 @@ from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError, shown
 from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
 from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
+from parkway.store.vocabulary import TaskKind
 
-DEADLINE = "deadline"
-CANCEL = "cancel"
+DEADLINE = TaskKind.DEADLINE
+CANCEL = TaskKind.CANCEL
 
 
 def check_timeout(value: Duration | None, field: str = "timeout") -> float | None:

@@ -41,6 +41,7 @@ from parkway.store.base import (
     TaskRecord,
     Tx,
 )
+from parkway.store.vocabulary import TaskKind
 
 log = logging.getLogger("parkway.messages")
 
@@ -351,7 +352,7 @@ async def register_wait(tx: Tx, sub: SubscriptionRecord, now: float) -> None:
     if holder is not None and holder.run_id != sub.run_id:
         # Lost a race to another run: wake this one so its replay raises
         # DuplicateSubscriptionError where the workflow can see it.
-        await tx.add_tasks([NewTask(sub.run_id, now, "wake", sub.pos)])
+        await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.WAKE, sub.pos)])
         return
     message = await tx.oldest_message(sub.name, sub.subject, now)
     if message is not None:

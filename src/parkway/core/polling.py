@@ -13,6 +13,7 @@ announces every commit, so its callers read again only every 50 ms, as a net.
 from __future__ import annotations
 
 from parkway.store.base import Store
+from parkway.store.vocabulary import Capability
 
 FIRST = 0.0005
 GROWTH = 1.5
@@ -23,7 +24,7 @@ class Polls:
     """The intervals between one caller's reads (seconds)."""
 
     def __init__(self, store: Store) -> None:
-        self._next = FIRST if "shared" in store.capabilities else LAST
+        self._next = FIRST if Capability.SHARED in store.capabilities else LAST
 
     def next(self, remaining: float | None = None) -> float:
         """How long to wait before the next read (at most ``remaining``)."""

@@ -53,6 +53,7 @@ from parkway.store.base import (
     SubscriptionRecord,
     Tx,
 )
+from parkway.store.vocabulary import TaskKind
 
 log = logging.getLogger("parkway.events")
 
@@ -286,7 +287,7 @@ async def take_event_waits(
                 if run is not None and run.workflow in paused:
                     continue
             await tx.delete_subscription(sub.run_id, sub.pos)
-            await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
             taken.append((sub.run_id, sub.wait))
     return taken
 
@@ -346,7 +347,7 @@ async def register_wait(
                     event.name, payload, id=event.id, domain=event.domain, subject=event.subject
                 )
                 body = _json.dumps(envelope.to_dict())
-                await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
+                await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, body)])
                 return
     await tx.add_subscription(sub)
 

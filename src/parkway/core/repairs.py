@@ -47,7 +47,7 @@ log = logging.getLogger("parkway.runs")
 BATCH = 500
 # The statuses whose runs a check replays when not given ids: the runs a deploy must
 # not break (a pending run has journaled nothing yet).
-CHECKED = (RunStatus.RUNNING.value, RunStatus.PARKED.value, RunStatus.HELD.value)
+CHECKED = (RunStatus.RUNNING, RunStatus.PARKED, RunStatus.HELD)
 
 
 # -- checking code against stored runs --------------------------------------------------------
@@ -356,11 +356,11 @@ async def fork_runs(
         InvalidArgumentError: ``filters.status`` is ``pending`` (such a run has
             journaled nothing to fork from).
     """
-    if filters.status == RunStatus.PENDING.value:
+    if filters.status == RunStatus.PENDING:
         raise InvalidArgumentError(
             "status: a pending run has journaled nothing to fork from", field="status"
         )
-    statuses = [filters.status or RunStatus.FAILED.value]
+    statuses = [filters.status or RunStatus.FAILED]
     forked: list[str] = []
     after: str | None = None
     while True:

@@ -35,6 +35,7 @@ from parkway.registry import WorkflowDef
 from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 from parkway.store.fleet import OperatorRecord
+from parkway.store.vocabulary import TaskKind
 
 
 def new_run(
@@ -53,7 +54,7 @@ def new_run(
     now = rt.now()
     return RunRecord(
         id=run_id, workflow=workflow, version=version,
-        status=RunStatus.PENDING.value, input=data, output=None, error=None,
+        status=RunStatus.PENDING, input=data, output=None, error=None,
         domain=domain or "default", subject=subject, parent_id=parent_id,
         trigger=trigger, generation=0, created_at=now, updated_at=now,
     )  # fmt: skip
@@ -92,7 +93,7 @@ async def insert_run(
     await tx.insert_run(record)
     if due is not None:
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
-        await tx.add_tasks([NewTask(run_id, due, "start", payload=payload)])
+        await tx.add_tasks([NewTask(run_id, due, TaskKind.START, payload=payload)])
     if wf is not None and wf.timeout is not None:
         await add_deadline(tx, record, wf.timeout)
     await cancel_on.register(rt.registry, tx, record, record.created_at)
@@ -154,7 +155,7 @@ async def _start(
                     await add_deadline(tx, record, timeout)
                     # (queued, due None: a slot's release gives it its start task)
                     if due is not None:
-                        await tx.add_tasks([NewTask(run_id, due, "start", payload=traced)])
+                        await tx.add_tasks([NewTask(run_id, due, TaskKind.START, payload=traced)])
                     # (later, at its rate window: a claim takes it then)
                     hand = due is not None and due <= record.created_at
             elif (wf is not None and wf.cancel_on) or timeout is not None:
@@ -304,7 +305,7 @@ async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
 
 
 # The statuses of a run that may wait for something (a retry's: running).
-_MAY_WAIT = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+_MAY_WAIT = frozenset({RunStatus.PARKED, RunStatus.RUNNING})
 
 
 def info(

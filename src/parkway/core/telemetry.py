@@ -37,6 +37,7 @@ from parkway.models import RunStatus, exception_text
 from parkway.replay.requests import RunStep, StepResult
 from parkway.replay.state import wait_named
 from parkway.store.base import RunRecord, Store, TaskRecord, Tx
+from parkway.store.vocabulary import Ending, TaskKind
 
 if TYPE_CHECKING:
     from parkway.core.metrics import Metrics
@@ -49,8 +50,18 @@ T = TypeVar("T")
 log = logging.getLogger("parkway.runs")
 
 # The tasks that wake a parked run (a "start" begins one; a "cancel" ends it).
-START = "start"
-WAKES = frozenset({"delivery", "message", "signal", "timer", "child", "wake", "update"})
+START = TaskKind.START
+WAKES = frozenset(
+    {
+        TaskKind.DELIVERY,
+        TaskKind.MESSAGE,
+        TaskKind.SIGNAL,
+        TaskKind.TIMER,
+        TaskKind.CHILD,
+        TaskKind.WAKE,
+        TaskKind.UPDATE,
+    }
+)
 # Pending journal entries that are not waits of their own (ctx.first's marker).
 _NOT_WAITS = frozenset({"first"})
 
@@ -309,7 +320,7 @@ class Telemetry:
                     "run %s parked on %s", run.id, describe(waits) or "nothing it names",
                     extra=_fields(run, "parked", waiting_for=waits),
                 )  # fmt: skip
-        elif status == "continued" and log.isEnabledFor(logging.INFO):
+        elif status == Ending.CONTINUED and log.isEnabledFor(logging.INFO):
             log.info(
                 "run %s continued as new (generation %d)", run.id, run.generation + 1,
                 extra=_fields(run, "continued", generation=run.generation + 1),
@@ -321,11 +332,11 @@ class Telemetry:
 
     def cancelled(self, run: RunRecord) -> None:
         """``run`` was cancelled (by a client, or as a cancelled run's child)."""
-        self._ended(run, RunStatus.CANCELLED.value, None)
+        self._ended(run, RunStatus.CANCELLED, None)
 
     def timed_out(self, run: RunRecord, error: dict[str, Any]) -> None:
         """``run`` failed at its deadline, with no compensation to run (no advance)."""
-        self._ended(run, RunStatus.FAILED.value, error)
+        self._ended(run, RunStatus.FAILED, error)
 
     def _ended(self, run: RunRecord, status: str, error: dict[str, Any] | None) -> None:
         if self.metrics is not None:

@@ -9,6 +9,7 @@ from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError, RunTimeoutError
 from parkway.models import RunStatus, error_dict
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
+from parkway.store.vocabulary import TaskKind
 
 
 async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: bool = True) -> None:
@@ -30,7 +31,7 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
     await tx.streams_ended(run.id)  # (their readers elsewhere stop after the last item)
     await tx.close_human_tasks(run.id, now)
     if run.parent_id is not None:
-        await tx.add_tasks([NewTask(run.parent_id, now, "child")])
+        await tx.add_tasks([NewTask(run.parent_id, now, TaskKind.CHILD)])
     if run.id.startswith("msg:"):
         await after_run_ends(rt, tx, run.workflow, run.version, run.subject, now)
 
@@ -56,7 +57,7 @@ async def cancel(
             await tx.update_run(run.id, {"paused": False}, owner=owner)
         await tx.add_tasks([NewTask(run.id, now, deadlines.CANCEL)])
         return True
-    changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
+    changes = {"status": RunStatus.CANCELLED, "updated_at": now}
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
@@ -72,7 +73,7 @@ async def time_out(
     deadline passed); its active children are cancelled. Whether it changed."""
     error = error_dict(reason)
     changes = {
-        "status": RunStatus.FAILED.value, "updated_at": now, "paused": False,
+        "status": RunStatus.FAILED, "updated_at": now, "paused": False,
         "error": _json.dumps(error), "advanced_by": None,
     }  # fmt: skip
     if not await tx.update_run(run.id, changes, owner=owner):
@@ -114,7 +115,7 @@ async def cancel_run(rt: Runtime, run_id: str, by: str | None = None) -> None:
         if run.lease_owner is None:
             await cancel(rt, tx, run, now)
         else:  # a worker is advancing it: it will see this task next
-            await tx.add_tasks([NewTask(run_id, now, "cancel")])
+            await tx.add_tasks([NewTask(run_id, now, TaskKind.CANCEL)])
         await operators.record(rt, tx, run_id, "cancel", by)
     rt.results.notify(run_id)
     rt.after_commit()

@@ -28,6 +28,7 @@ from parkway.errors import (
 from parkway.models import ErrorInfo
 from parkway.store.base import ENDED, NewTask, UpdateRecord
 from parkway.store.records import UPDATE_PENDING
+from parkway.store.vocabulary import TaskKind
 
 
 async def update(
@@ -53,7 +54,7 @@ async def update(
                 # (Raised inside the transaction: the update is not kept.)
                 raise RunClosedError(run_id, run.status, f"update {name!r}")
             await tx.add_tasks(
-                [NewTask(run_id, now, "update", payload=rt.telemetry.task_payload())]
+                [NewTask(run_id, now, TaskKind.UPDATE, payload=rt.telemetry.task_payload())]
             )
     if existing is None:
         rt.after_commit()

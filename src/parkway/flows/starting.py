@@ -30,6 +30,7 @@ from parkway.flows.builtin import Trigger
 from parkway.flows.loader import FlowDefinition
 from parkway.matching import matches
 from parkway.store.base import ENDED, NewTask
+from parkway.store.vocabulary import TaskKind
 
 if TYPE_CHECKING:
     from parkway.events import Event
@@ -99,7 +100,7 @@ async def resume_in_own_subject(
         )  # fmt: skip
         await tx.delete_subscription(sub.run_id, sub.pos)
         envelope = orjson.dumps(event.to_dict())
-        await tx.add_tasks([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+        await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
         return [(sub.run_id, sub.wait)]
     return []
 

@@ -43,6 +43,7 @@ from parkway.replay.requests import ReadHolder, ReadMailbox
 from parkway.replay.state import LATER, Park
 from parkway.replay.writes import EventWait, MessageWait
 from parkway.store.base import NewTask, RunRecord
+from parkway.store.vocabulary import TaskKind
 
 # The kinds of waits ctx.first takes, by command.
 FIRST_KINDS: dict[type[Command], str] = {
@@ -285,7 +286,7 @@ class Composites(Operations):
         for member in members:
             pos, deadline = member["pos"], member.get("deadline")
             if deadline is not None:
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+                self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, pos))
             if member["kind"] == "event":
                 sub = self._event_subscription(
                     pos, _as_event(member), member["subject"], member["timeout"], deadline, now

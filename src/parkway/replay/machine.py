@@ -56,6 +56,7 @@ from parkway.replay.state import LATER, Park, close_branch
 from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord, UpdateRecord
+from parkway.store.vocabulary import Ending
 
 log = logging.getLogger("parkway.replay")
 
@@ -63,7 +64,7 @@ Token = Pending
 
 # How a machine that may be kept and woken ended its advance: parked on its waits,
 # or waiting on a step's retry backoff (its run stays ``running`` meanwhile).
-PARKED_STATUSES = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+PARKED_STATUSES = frozenset({RunStatus.PARKED, RunStatus.RUNNING})
 # The journal length past which a run had better continue as new: a cached run's
 # resume costs the same at any length, but a replay (a restart, another worker)
 # costs about 3 µs an entry of steps, reading the journal included.
@@ -177,7 +178,7 @@ class Machine(Composites, Updates, Sagas):
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()
         self.writes = self._new_writes()
-        self.park_status = RunStatus.PARKED.value
+        self.park_status = RunStatus.PARKED
         self.held: NonDeterminismError | None = None
         self.outcome: Outcome | None = None
         # The run's mailbox, read once per advance (None: not yet).
@@ -237,7 +238,7 @@ class Machine(Composites, Updates, Sagas):
         self.consumed_tasks, self.delivered = set(), set()
         self.claimed = frozenset(t.id for t in tasks)
         self.writes = self._new_writes()
-        self.park_status = RunStatus.PARKED.value
+        self.park_status = RunStatus.PARKED
         self.outcome = None
         self._mailbox = None if signals is None else list(signals)
         self._updates = list(updates or [])
@@ -538,12 +539,12 @@ class Machine(Composites, Updates, Sagas):
         except SerializationError as exc:
             self.outcome = self._failed(exc)
             return
-        self.outcome = Outcome("continued", new_input=data)
+        self.outcome = Outcome(Ending.CONTINUED, new_input=data)
 
     def _hold(self, exc: NonDeterminismError) -> None:
         self.held = exc
         log.error("%s", exc)
-        self.outcome = Outcome("held", error=error_dict(exc))
+        self.outcome = Outcome(RunStatus.HELD, error=error_dict(exc))
 
     def _replay(self, op: Pending) -> Any:
         """The result ``op``'s (done or error) journal entry records."""

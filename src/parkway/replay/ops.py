@@ -50,13 +50,14 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
 )
+from parkway.store.vocabulary import TaskKind
 
 __all__ = ["Operations", "Park"]
 
 log = logging.getLogger("parkway.replay")
 
 NO_RETRY = Retry(max_attempts=1, backoff=0)
-DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
+DELIVERY_KINDS = frozenset({TaskKind.DELIVERY, TaskKind.MESSAGE})
 
 
 class Operations(MachineState):
@@ -160,7 +161,7 @@ class Operations(MachineState):
                 if heartbeat is not None:
                     info["heartbeat"] = _json.loads(heartbeat)
                 pos = self._record(op, "step", "pending", _json.dumps(info), deadline).pos
-                self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+                self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, pos))
                 self._backing_off()
                 raise Park from None
             failure = StepFailedError(cmd.name, attempt, type(exc).__name__, text)
@@ -182,7 +183,7 @@ class Operations(MachineState):
             return None
         if entry is None:
             pos = self._record(op, "sleep", "pending", None, deadline).pos
-            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", pos))
+            self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, pos))
         raise Park
 
     def _signal(self, op: Pending, cmd: SignalCmd) -> Op:
@@ -377,12 +378,12 @@ class Operations(MachineState):
         self.writes.runs.append(
             RunRecord(
                 id=child_id, workflow=wf.name, version=wf.version,
-                status=RunStatus.PENDING.value, input=data, output=None, error=None,
+                status=RunStatus.PENDING, input=data, output=None, error=None,
                 domain=domain, subject=subject, parent_id=parent,
                 trigger=trigger, generation=0, created_at=now, updated_at=now,
             )
         )  # fmt: skip
-        self.writes.tasks.append(NewTask(child_id, now, "start"))
+        self.writes.tasks.append(NewTask(child_id, now, TaskKind.START))
         self._record(op, cmd.entry_kind(), "done", _json.dumps(child_id), pos=pos)
         return child_id
 

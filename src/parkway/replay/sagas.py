@@ -190,7 +190,7 @@ class Sagas(MachineState):
     def _ending(self, error: BaseException) -> Outcome:
         """How the run ends when its workflow raised ``error``."""
         if error is self._stop and isinstance(error, RunCancelledError):
-            return Outcome(RunStatus.CANCELLED.value)
+            return Outcome(RunStatus.CANCELLED)
         return self._failed(error)
 
     def _stranded(self) -> Outcome | None:

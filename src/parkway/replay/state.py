@@ -23,6 +23,7 @@ from parkway.replay.branch import Branch, Op, Pending
 from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
 from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
+from parkway.store.vocabulary import TaskKind
 
 # A subscription's safety-net lifetime beyond its wait's timeout, and without one.
 TTL_PAST_TIMEOUT = 86400.0
@@ -70,7 +71,7 @@ class MachineState:
     consumed_tasks: set[int]
     claimed: frozenset[int]
     delivered: set[int]
-    park_status: str
+    park_status: RunStatus
     held: NonDeterminismError | None
     _mailbox: list[SignalRecord] | None
     _by_branch: dict[str, list[JournalEntry]]
@@ -326,7 +327,7 @@ class MachineState:
         value = {key: item for key, item in info.items() if item is not None}
         entry = self._record(op, kind, "pending", _json.dumps(value), deadline)
         if deadline is not None:
-            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", entry.pos))
+            self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, entry.pos))
         return entry.pos
 
     def _fail_op(self, op: Pending, kind: str, exc: Exception, waited: bool) -> Exception:
@@ -349,7 +350,7 @@ class MachineState:
 
     def _backing_off(self) -> None:
         """The run waits on a retry's backoff: it stays ``running`` meanwhile."""
-        self.park_status = RunStatus.RUNNING.value
+        self.park_status = RunStatus.RUNNING
 
     # -- what is decided ---------------------------------------------------------------
 
@@ -371,10 +372,10 @@ class MachineState:
             data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
         except SerializationError as exc:
             return self._failed(exc)
-        return Outcome(RunStatus.COMPLETED.value, output=data)
+        return Outcome(RunStatus.COMPLETED, output=data)
 
     def _failed(self, exc: BaseException) -> Outcome:
-        return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
+        return Outcome(RunStatus.FAILED, error=error_dict(exc, with_traceback=True))
 
     def _new_writes(self) -> Writes:
         return Writes(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parkway.events import Event
+from parkway.models import RunStatus
 from parkway.store.base import (
     AttemptRecord,
     JournalEntry,
@@ -20,19 +21,20 @@ from parkway.store.base import (
     SubscriptionRecord,
 )
 from parkway.store.people import CallbackRecord, HumanTaskRecord
+from parkway.store.vocabulary import Ending
 
 
 @dataclass
 class Outcome:
     """How an advance ended.
 
-    ``status``: a ``RunStatus`` value (``completed``/``failed`` end the run;
-    ``parked``/``running`` leave it waiting: on an input, or on a retry's
-    backoff), or ``"held"`` (its code no longer replays its journal) or
-    ``"continued"`` (``continue_as_new``, with ``new_input``).
+    ``status``: ``completed``/``failed``/``cancelled`` end the run;
+    ``parked``/``running`` leave it waiting (on an input, or on a retry's
+    backoff); ``held``: its code no longer replays its journal; ``continued``:
+    ``continue_as_new``, with ``new_input``.
     """
 
-    status: str
+    status: RunStatus | Ending
     output: bytes | None = None
     error: dict[str, Any] | None = None
     new_input: bytes | None = None

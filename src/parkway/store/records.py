@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parkway.models import RunStatus
+from parkway.store.vocabulary import Capability, TaskKind
 
 
 @dataclass
@@ -19,7 +20,7 @@ class RunRecord:
     id: str
     workflow: str
     version: str
-    status: str
+    status: RunStatus
     input: bytes | None
     output: bytes | None
     error: bytes | None
@@ -336,19 +337,17 @@ class StoreStats:
 # The kind of a task that carries a message to the run waiting for it: its own,
 # so that one a run can no longer take (its wait timed out, it ended) is buffered
 # again instead of dropped.
-MESSAGE_TASK = "message"
+MESSAGE_TASK = TaskKind.MESSAGE
 
 # Statuses of a run that has ended (no journal to replay).
-ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 # Statuses of a run that has not ended.
-ACTIVE = frozenset(
-    {RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value, RunStatus.HELD.value}
-)
+ACTIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PARKED, RunStatus.HELD})
 
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.
-FUSED = "fused"
+FUSED = Capability.FUSED
 
 
 @dataclass

@@ -67,6 +67,7 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.store.vocabulary import Ending, TaskKind
 from parkway.worker import step_context
 from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
@@ -179,7 +180,7 @@ class Advancer:
                     return
                 run = pinned
             updates = None
-            if any(t.kind == "update" for t in tasks):
+            if any(t.kind == TaskKind.UPDATE for t in tasks):
                 async with self._store_call(run) as tx:
                     updates = await tx.pending_updates(run.id)
             rt.telemetry.begin(run, tasks, rt.now())
@@ -389,13 +390,13 @@ class Advancer:
         # entries in the indexes on it even when its value stays (SQLite: ~40 µs
         # against ~13 µs a flush, measured on 50,000 runs).
         settled = run.id in self._running or (
-            run.status == RunStatus.RUNNING.value and run.advanced_by is None
+            run.status == RunStatus.RUNNING and run.advanced_by is None
         )
 
         async def job(tx: Tx) -> None:
             changes: dict[str, object] = {"updated_at": rt.now()}
             if not settled:
-                changes.update(status=RunStatus.RUNNING.value, advanced_by=None)
+                changes.update(status=RunStatus.RUNNING, advanced_by=None)
             await tx.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 
@@ -428,7 +429,7 @@ class Advancer:
             checked = wf.check_input(_json.loads(run.input))
             data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
         except (InvalidInputError, SerializationError) as exc:
-            failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
+            failed = Outcome(RunStatus.FAILED, error=error_dict(exc))
             await self._commit(run, tasks, Writes(run.id), failed, pin={"version": wf.version})
             return None
         changes = {"version": wf.version, "input": data, "updated_at": self.rt.now()}
@@ -465,15 +466,15 @@ class Advancer:
             "updated_at": now, "advanced_by": self.owner if keep else None, **(pin or {}),
         }  # fmt: skip
         status = outcome.status
-        held = status == RunStatus.HELD.value
+        held = status == RunStatus.HELD
         if held:
             # Held unchanged: its journal, and every task it was given (the inputs sent
             # to it, which no claim takes while it is held), wait for a retry.
             changes["status"] = status
             changes["error"] = _json.dumps(outcome.error)
-        elif status == "continued":
+        elif status == Ending.CONTINUED:
             changes.update(
-                status=RunStatus.RUNNING.value, input=outcome.new_input,
+                status=RunStatus.RUNNING, input=outcome.new_input,
                 generation=run.generation + 1, output=None, error=None,
             )  # fmt: skip
         else:
@@ -482,9 +483,9 @@ class Advancer:
                 # unnamed, which spares the index entries an UPDATE naming it rewrites.)
                 changes["status"] = status
             changes["error"] = None  # a run held earlier may have recovered
-            if status == RunStatus.COMPLETED.value:
+            if status == RunStatus.COMPLETED:
                 changes["output"] = outcome.output
-            elif status == RunStatus.FAILED.value:
+            elif status == RunStatus.FAILED:
                 changes["error"] = _json.dumps(outcome.error)
         rebuffers = machine is not None and machine.may_hold_deliveries
         # Updates given that the run did not get to before it went on as new wait
@@ -516,19 +517,19 @@ class Advancer:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
                 await tx.delete_tasks(list(claimed))
-            if status == "continued":
+            if status == Ending.CONTINUED:
                 await tx.clear_journal(run.id)
                 if deadline is not None:  # (its deadline holds across generations)
                     await tx.put_journal(run.id, [deadline])
                 await rebuffer(rt, tx, run.id, now)
                 await tx.delete_wait_tasks(run.id)
                 await tx.delete_run_subscriptions(run.id)
-                await tx.add_tasks([NewTask(run.id, now, "start")])
+                await tx.add_tasks([NewTask(run.id, now, TaskKind.START)])
                 # The new generation holds its cancel conditions anew (its input's).
                 renewed = dataclasses.replace(run, input=outcome.new_input)
                 await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
-                    await tx.add_tasks([NewTask(run.id, now, "update")])
+                    await tx.add_tasks([NewTask(run.id, now, TaskKind.UPDATE)])
             if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
                 await tx.drop_cache_marks(evicted, self.owner)
 
@@ -594,7 +595,7 @@ class Advancer:
         log.error("%s; the run fails", error)
         if machine is not None:
             machine.take_writes()  # (what was refused: never committed)
-        failed = Outcome(RunStatus.FAILED.value, error=error_dict(error))
+        failed = Outcome(RunStatus.FAILED, error=error_dict(error))
         await self._commit(run, tasks, Writes(run.id), failed, machine)
 
     async def _commit_simple(

@@ -27,6 +27,7 @@ from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.store.fleet import WorkerRecord, serve_keys
+from parkway.store.vocabulary import Capability
 from parkway.worker import collector
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
@@ -71,7 +72,7 @@ class Worker:
         # The commits that queue up share a transaction (see parkway.committer):
         # on PostgreSQL that saves round trips and fsyncs, on SQLite the COMMIT's
         # writes of the WAL, which were a third of a 3-step workflow's time.
-        self.committer = Committer(store) if "group_commit" in store.capabilities else None
+        self.committer = Committer(store) if Capability.GROUP_COMMIT in store.capabilities else None
         self._last_work = 0.0
         # Pokes so far, and the count when each in-flight run was claimed: a run's
         # end wakes the claim loop only if something was committed meanwhile (a
@@ -100,13 +101,13 @@ class Worker:
         # (Clearing an evicted run's mark saves its next advance a round trip; on a
         # loop-bound store a read is no round trip: see parkway.worker.cache.)
         self.cache = RunCache(
-            rt.settings.cached_runs, clears_marks="loop_bound" not in store.capabilities
+            rt.settings.cached_runs, clears_marks=Capability.LOOP_BOUND not in store.capabilities
         )
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
         # Batches while the loop is busy (see parkway.worker.load): a store whose
         # statements run on the loop, and the setting not 0.
         self._busy_interval = (
-            rt.settings.busy_claim_interval if "loop_bound" in store.capabilities else 0.0
+            rt.settings.busy_claim_interval if Capability.LOOP_BOUND in store.capabilities else 0.0
         )
         self.load = LoopLoad()
         self._last_claim = 0.0  # when the last claim began (time.monotonic())
@@ -195,8 +196,8 @@ class Worker:
     async def _loop(self) -> None:
         store, clock = self.rt.store, self.rt.clock
         # A store that pushes other processes' commits is not polled.
-        poll = "shared" in store.capabilities and "push" not in store.capabilities
-        ask_first = "cheap_claim" not in store.capabilities
+        poll = Capability.SHARED in store.capabilities and Capability.PUSH not in store.capabilities
+        ask_first = Capability.CHEAP_CLAIM not in store.capabilities
         while not self._stopping:
             await maybe_sweep(self.rt)
             self._wake.clear()
@@ -299,7 +300,7 @@ class Worker:
         except Exception:  # the store is down: poll again after the usual interval
             log.warning("could not read the next due time", exc_info=True)
             return None
-        if "push" in self.rt.store.capabilities and reports == self._due_reports:
+        if Capability.PUSH in self.rt.store.capabilities and reports == self._due_reports:
             self._next_due = (True, next_due)
         return next_due
 

@@ -10,6 +10,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from parkway.models import RunStatus
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
@@ -102,7 +103,7 @@ class MemoryTx(
         before = _copy(run)
         run.lease_owner, run.lease_until = owner, lease_until
         if run.status == "pending":
-            run.status = "running"
+            run.status = RunStatus.RUNNING
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return Lease(run_id, taken=True, loaded=await load_in(self, run_id, now, owner))
 

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from parkway.models import RunStatus
 from parkway.store.base import (
     ENDED,
     RUN_MUTABLE,
@@ -115,7 +116,7 @@ class SQLiteTx(SQLiteSchedules, SQLitePeople, SQLiteFleet, FlowOps, StreamOps, C
         if started:
             self._c.execute(Q["claim_started"], (json.dumps([run.id for run in started]),))
             for run in started:
-                run.status = "running"
+                run.status = RunStatus.RUNNING
         tasks: dict[str, list[TaskRecord]] = {run.id: [] for run in runs}
         ids = json.dumps(list(tasks))
         for row in self._c.execute(Q["claimed_tasks"], (ids, now)):

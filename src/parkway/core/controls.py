@@ -28,7 +28,7 @@ from parkway.core.transitions import cancel
 from parkway.errors import RunNotFoundError, RunStateError
 from parkway.models import RunStatus
 from parkway.store.base import ACTIVE, ENDED, JournalEntry, NewTask, RunRecord, Tx
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # Runs a bulk operation (cancel_runs, retry_runs) changes in one transaction: each
 # batch commits on its own, so a bulk operation over a million runs never holds
@@ -36,7 +36,7 @@ from parkway.store.vocabulary import TaskKind
 BULK_BATCH = 500
 
 FAILED = RunStatus.FAILED
-RETRIED = frozenset({"step", "compensation"})
+RETRIED = frozenset({EntryKind.STEP, EntryKind.COMPENSATION})
 HELD = RunStatus.HELD
 # The statuses a retry takes a run out of.
 RETRYABLE = (FAILED, HELD)
@@ -123,15 +123,18 @@ def retried_journal(journal: Sequence[JournalEntry]) -> list[JournalEntry]:
     for entry in sorted(journal, key=lambda e: e.pos):
         last[entry.branch] = entry
     # (A compensation is a step too: a retry runs a failed one again.)
-    failed = [e for e in last.values() if e.kind in RETRIED and e.state == "error"]
+    failed = [e for e in last.values() if e.kind in RETRIED and e.state == EntryState.ERROR]
     dropped = {entry.pos for entry in failed}
     # A branch's path starts with its outermost gather's ("1.0/2.1": gather 1's
     # branch 0, and in it gather 2's branch 1): the failure ended that gather.
     gathers = {_outermost(e.branch) for e in failed if e.branch is not None}
     dropped |= {
-        entry.pos for branch, entry in last.items()
-        if entry.state == "withdrawn" and branch is not None and _outermost(branch) in gathers
-    }  # fmt: skip
+        entry.pos
+        for branch, entry in last.items()
+        if entry.state == EntryState.WITHDRAWN
+        and branch is not None
+        and _outermost(branch) in gathers
+    }
     return [entry for entry in journal if entry.pos not in dropped]
 
 

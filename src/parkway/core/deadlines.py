@@ -22,7 +22,7 @@ from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError, shown
 from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
 from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 DEADLINE = TaskKind.DEADLINE
 CANCEL = TaskKind.CANCEL
@@ -54,8 +54,16 @@ async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:
     at = run.created_at + timeout
     value = _json.dumps({"timeout": timeout})
     await tx.add_tasks([NewTask(run.id, at, DEADLINE, payload=value)])
-    entry = JournalEntry(0, DEADLINE, "timeout", "done", value, at, run.created_at,
-                         DEADLINE_BRANCH)  # fmt: skip
+    entry = JournalEntry(
+        0,
+        EntryKind.DEADLINE,
+        "timeout",
+        EntryState.DONE,
+        value,
+        at,
+        run.created_at,
+        DEADLINE_BRANCH,
+    )
     await tx.put_journal(run.id, [entry])
 
 

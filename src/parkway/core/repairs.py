@@ -40,6 +40,7 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.store.vocabulary import EntryState
 
 log = logging.getLogger("parkway.runs")
 
@@ -252,7 +253,7 @@ def default_at(outline: Sequence[tuple[int, str]]) -> int:
     (a step or wait that raised), else all of them (``outline``: ``(pos, state)``
     pairs in position order)."""
     for index, (_, state) in enumerate(outline):
-        if state == "error":
+        if state == EntryState.ERROR:
             return index
     return len(outline)
 

@@ -35,7 +35,7 @@ from parkway.registry import WorkflowDef
 from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 from parkway.store.fleet import OperatorRecord
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 
 def new_run(
@@ -204,17 +204,21 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
             out.append(_attempt_entry(a))
         value = _json.loads(e.value)
         error, attempt, deadline = None, None, None
-        if e.state == "error":
+        if e.state == EntryState.ERROR:
             error, value = ErrorInfo.from_dict(value), None
-        elif e.state == "pending":
+        elif e.state == EntryState.PENDING:
             # What a pending operation stores is its own bookkeeping; a step's is
             # the attempt that failed and its error (it waits to be tried again).
             # (One without an error is an attempt under way that recorded a heartbeat.)
-            if e.kind in ("step", "compensation") and isinstance(value, dict) and "error" in value:
+            if (
+                e.kind in (EntryKind.STEP, EntryKind.COMPENSATION)
+                and isinstance(value, dict)
+                and "error" in value
+            ):
                 attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
             value = None
             deadline = None if e.deadline is None else _dt(e.deadline)
-        if e.kind == "value" and e.name == "callback" and isinstance(value, dict):
+        if e.kind == EntryKind.VALUE and e.name == "callback" and isinstance(value, dict):
             # The token is a capability: whoever reads a run's history may not
             # complete its callbacks.
             value = {key: item for key, item in value.items() if key != "token"}

@@ -37,7 +37,7 @@ from parkway.models import RunStatus, exception_text
 from parkway.replay.requests import RunStep, StepResult
 from parkway.replay.state import wait_named
 from parkway.store.base import RunRecord, Store, TaskRecord, Tx
-from parkway.store.vocabulary import Ending, TaskKind
+from parkway.store.vocabulary import Ending, EntryKind, TaskKind
 
 if TYPE_CHECKING:
     from parkway.core.metrics import Metrics
@@ -63,7 +63,7 @@ WAKES = frozenset(
     }
 )
 # Pending journal entries that are not waits of their own (ctx.first's marker).
-_NOT_WAITS = frozenset({"first"})
+_NOT_WAITS = frozenset({EntryKind.FIRST})
 
 
 @dataclass
@@ -377,7 +377,7 @@ def describe(waits: list[dict[str, Any]]) -> str:
 
 def outcome_of(kind: str, result: Any) -> str:
     """The outcome label of a client call's result."""
-    if kind == "publish":
+    if kind == EntryKind.PUBLISH:
         if result.duplicate:
             return "duplicate"
         return "delivered" if result.touched else "unmatched"

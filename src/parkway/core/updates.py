@@ -28,7 +28,7 @@ from parkway.errors import (
 from parkway.models import ErrorInfo
 from parkway.store.base import ENDED, NewTask, UpdateRecord
 from parkway.store.records import UPDATE_PENDING
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import TaskKind, UpdateStatus
 
 
 async def update(
@@ -100,9 +100,9 @@ async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> An
 
 def _answered(found: UpdateRecord) -> Any:
     value = _json.loads(found.result)
-    if found.status == "done":
+    if found.status == UpdateStatus.DONE:
         return value
-    if found.status == "rejected":
+    if found.status == UpdateStatus.REJECTED:
         raise UpdateRejectedError(found.run_id, found.name, str(value))
     if found.status == "failed":
         raise UpdateFailedError(found.run_id, found.name, ErrorInfo.from_dict(value))

@@ -43,16 +43,16 @@ from parkway.replay.requests import ReadHolder, ReadMailbox
 from parkway.replay.state import LATER, Park
 from parkway.replay.writes import EventWait, MessageWait
 from parkway.store.base import NewTask, RunRecord
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # The kinds of waits ctx.first takes, by command.
-FIRST_KINDS: dict[type[Command], str] = {
-    SignalCmd: "signal",
-    PersonCmd: "signal",
-    EventCmd: "event",
-    MessageCmd: "message",
-    SleepCmd: "sleep",
-    ChildResultCmd: "child.result",
+FIRST_KINDS: dict[type[Command], EntryKind] = {
+    SignalCmd: EntryKind.SIGNAL,
+    PersonCmd: EntryKind.SIGNAL,
+    EventCmd: EntryKind.EVENT,
+    MessageCmd: EntryKind.MESSAGE,
+    SleepCmd: EntryKind.SLEEP,
+    ChildResultCmd: EntryKind.CHILD_RESULT,
 }
 
 
@@ -64,7 +64,7 @@ class Composites(Operations):
     def _gather(self, op: Pending, cmd: GatherCmd) -> Any:
         """Start one branch per awaitable; the gather answers when they have ended."""
         if op.entry is None:
-            self._record(op, "gather", "done", _json.dumps(len(cmd.branches)))
+            self._record(op, EntryKind.GATHER, EntryState.DONE, _json.dumps(len(cmd.branches)))
         if not cmd.branches:
             return []
         parent = op.branch
@@ -122,11 +122,13 @@ class Composites(Operations):
             for child in op.group.branches:
                 if not child.done and not child.withdrawn:
                     self._withdraw(child)
-        elif op.entry is not None and op.entry.state == "pending":
+        elif op.entry is not None and op.entry.state == EntryState.PENDING:
             if isinstance(op.cmd, PersonCmd) and op.cmd.task is not None:
                 self.writes.ended_tasks.append((op.cmd.task, "cancelled"))
-            entry = self._record(op, op.entry.kind, "withdrawn", op.entry.value, op.entry.deadline)
-            if op.entry.kind != "signal" or entry.deadline is not None:
+            entry = self._record(
+                op, op.entry.kind, EntryState.WITHDRAWN, op.entry.value, op.entry.deadline
+            )
+            if op.entry.kind != EntryKind.SIGNAL or entry.deadline is not None:
                 self.writes.finished_waits.append(entry.pos)
         branch.blocked = None
         self._close_branch(branch)
@@ -140,13 +142,13 @@ class Composites(Operations):
         now = self.clock_now()
         deadline, timeout = self._deadline(entry, cmd.timeout, now)
         if cmd.predicate():
-            self._resolve(op, "wait_until", b"null")
+            self._resolve(op, EntryKind.WAIT_UNTIL, b"null")
             return None
         if deadline is not None and now >= deadline:
             error = WaitTimeoutError("ctx.wait_until", timeout or 0.0)
-            raise self._fail_op(op, "wait_until", error, entry is not None)
+            raise self._fail_op(op, EntryKind.WAIT_UNTIL, error, entry is not None)
         if entry is None:
-            self._park(op, "wait_until", {"timeout": timeout}, deadline)
+            self._park(op, EntryKind.WAIT_UNTIL, {"timeout": timeout}, deadline)
         self._conditions.append(op)
         raise Park
 
@@ -166,7 +168,7 @@ class Composites(Operations):
                 continue
             if holds:
                 self._unpark(op)
-                self._resolve(op, "wait_until", b"null")
+                self._resolve(op, EntryKind.WAIT_UNTIL, b"null")
                 self._answer(op, None, None)
                 moved = True
             else:
@@ -200,9 +202,9 @@ class Composites(Operations):
                     status = "cancelled" if other is not member else "expired"
                     self.writes.ended_tasks.append((other["task"], status))
             if error is not None:
-                raise self._fail_op(op, "first", error, False)  # type: ignore[arg-type]
+                raise self._fail_op(op, EntryKind.FIRST, error, False)  # type: ignore[arg-type]
             result = {"name": member["name"], "value": value}
-            self._record(op, "first", "done", _json.dumps(result))
+            self._record(op, EntryKind.FIRST, EntryState.DONE, _json.dumps(result))
             return member["name"], value
         if entry is None:
             self._register_members(op, members, now)
@@ -236,28 +238,28 @@ class Composites(Operations):
     def _member_input(self, member: dict[str, Any], first_time: bool, now: float) -> Op:
         """``(arrived at, value, error)`` of ``member``'s input if it came, else ``None``."""
         kind, deadline = member["kind"], member.get("deadline")
-        if kind == "signal":
+        if kind == EntryKind.SIGNAL:
             signal = self._find_signal(member["signal"])
             if signal is not None:
                 return signal.at, _json.loads(signal.payload), None
-        elif kind in ("event", "message") and not first_time:
+        elif kind in (EntryKind.EVENT, EntryKind.MESSAGE) and not first_time:
             body = self._delivery_at(member["pos"], deadline, take=False)
             if body is not None:
                 at = next(t.due_at for t in self.tasks if t.pos == member["pos"])
                 return at, body["payload"], None
-        elif kind == "child.result":
+        elif kind == EntryKind.CHILD_RESULT:
             child: RunRecord = yield from self._child(member["child"])
             if child.status == RunStatus.COMPLETED:
                 return child.updated_at, _json.loads(child.output), None
             if child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
                 return child.updated_at, None, self._child_error(child)
-        if kind == "message":
+        if kind == EntryKind.MESSAGE:
             holder = yield ReadHolder(member["message"], member["key"])
             if holder is not None and holder.run_id != self.run.id:
                 error = DuplicateSubscriptionError(member["message"], member["key"], holder.run_id)
                 return now, None, error
         if deadline is not None and now >= deadline:
-            if kind == "sleep":
+            if kind == EntryKind.SLEEP:
                 return deadline, None, None
             what = f"{kind} wait {member['name']!r} of ctx.first"
             return deadline, None, WaitTimeoutError(what, member["timeout"] or 0.0)
@@ -282,7 +284,7 @@ class Composites(Operations):
         """Park on every member: positions, timers and subscriptions, then the entry."""
         for member in members:
             member["pos"] = self._alloc()
-        self._record(op, "first", "pending", _json.dumps({"members": members}))
+        self._record(op, EntryKind.FIRST, EntryState.PENDING, _json.dumps({"members": members}))
         for member in members:
             pos, deadline = member["pos"], member.get("deadline")
             if deadline is not None:

@@ -56,7 +56,7 @@ from parkway.replay.state import LATER, Park, close_branch
 from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry, RunRecord, SignalRecord, TaskRecord, UpdateRecord
-from parkway.store.vocabulary import Ending
+from parkway.store.vocabulary import Ending, EntryKind, EntryState
 
 log = logging.getLogger("parkway.replay")
 
@@ -380,8 +380,8 @@ class Machine(Composites, Updates, Sagas):
         entry = branch.entries[index]
         if (
             entry is not self._schedule[cursor]
-            or entry.state != "done"
-            or entry.kind != "step"
+            or entry.state != EntryState.DONE
+            or entry.kind != EntryKind.STEP
             or entry.name != cmd.name
         ):
             return None
@@ -425,10 +425,10 @@ class Machine(Composites, Updates, Sagas):
                 if not self._unwound and not self._compensating:
                     self._unwind()  # (where the run stopped before: it stops there again)
                 return True
-            if entry.kind == "update" and entry.branch == UPDATES:
+            if entry.kind == EntryKind.UPDATE and entry.branch == UPDATES:
                 self._replay_update(entry)  # an update applied here the first time
                 return True
-            if entry.state != "withdrawn" and not self._in_withdrawn(entry.branch):
+            if entry.state != EntryState.WITHDRAWN and not self._in_withdrawn(entry.branch):
                 self._hold(
                     NonDeterminismError(
                         self.run.id, entry.pos, f"{entry.kind} {entry.name!r}",
@@ -444,7 +444,7 @@ class Machine(Composites, Updates, Sagas):
         """Give ``op`` the result its journal entry records (a pending one: later)."""
         entry = op.entry
         assert entry is not None
-        if entry.state == "pending":
+        if entry.state == EntryState.PENDING:
             self._live.append(op)  # re-examined once the journal is replayed
             return
         try:
@@ -552,7 +552,7 @@ class Machine(Composites, Updates, Sagas):
         assert entry is not None
         if isinstance(cmd, GatherCmd):
             return self._gather(op, cmd)
-        if isinstance(cmd, FirstCmd) and entry.state == "done":
+        if isinstance(cmd, FirstCmd) and entry.state == EntryState.DONE:
             first = _json.loads(entry.value)
             return first["name"], first["value"]
         return self._replay_plain(op)

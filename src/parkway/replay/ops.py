@@ -50,7 +50,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
 )
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 __all__ = ["Operations", "Park"]
 
@@ -67,13 +67,13 @@ class Operations(MachineState):
         """The result ``op``'s journal entry records (done or error)."""
         entry = op.entry
         assert entry is not None
-        if entry.state == "done":
-            if entry.kind == "event":
+        if entry.state == EntryState.DONE:
+            if entry.kind == EntryKind.EVENT:
                 return _json.loads(entry.value)["event"]["payload"]
-            if entry.kind == "message":
+            if entry.kind == EntryKind.MESSAGE:
                 self._already_consumed(entry)
                 return _json.loads(entry.value)["message"]["payload"]
-            if entry.kind == "publish":
+            if entry.kind == EntryKind.PUBLISH:
                 return PublishResult.from_dict(_json.loads(entry.value))
         return self._replayed(entry)
 
@@ -134,8 +134,8 @@ class Operations(MachineState):
                 except SerializationError as error:
                     # Deterministic: retrying would give the same value again.
                     failure = StepFailedError(cmd.name, attempt, type(error).__name__, str(error))
-                    raise self._fail_op(op, "step", failure, entry is not None) from error
-                self._record(op, "step", "done", data)
+                    raise self._fail_op(op, EntryKind.STEP, failure, entry is not None) from error
+                self._record(op, EntryKind.STEP, EntryState.DONE, data)
                 if entry is not None:
                     self.writes.finished_waits.append(op.entry.pos)  # type: ignore[union-attr]
                 return _json.loads(data)
@@ -160,12 +160,14 @@ class Operations(MachineState):
                 }  # fmt: skip
                 if heartbeat is not None:
                     info["heartbeat"] = _json.loads(heartbeat)
-                pos = self._record(op, "step", "pending", _json.dumps(info), deadline).pos
+                pos = self._record(
+                    op, EntryKind.STEP, EntryState.PENDING, _json.dumps(info), deadline
+                ).pos
                 self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, pos))
                 self._backing_off()
                 raise Park from None
             failure = StepFailedError(cmd.name, attempt, type(exc).__name__, text)
-            raise self._fail_op(op, "step", failure, entry is not None) from exc
+            raise self._fail_op(op, EntryKind.STEP, failure, entry is not None) from exc
 
     # -- timers and signals ------------------------------------------------------------------
 
@@ -177,12 +179,12 @@ class Operations(MachineState):
         else:
             deadline = cmd.until if cmd.until is not None else now + (cmd.seconds or 0.0)
         if now >= deadline:
-            self._record(op, "sleep", "done", b"null")
+            self._record(op, EntryKind.SLEEP, EntryState.DONE, b"null")
             if entry is not None:
                 self.writes.finished_waits.append(entry.pos)
             return None
         if entry is None:
-            pos = self._record(op, "sleep", "pending", None, deadline).pos
+            pos = self._record(op, EntryKind.SLEEP, EntryState.PENDING, None, deadline).pos
             self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, pos))
         raise Park
 
@@ -194,7 +196,7 @@ class Operations(MachineState):
             self._mailbox = yield ReadMailbox()
         signal = self._take_signal(cmd.name)
         if signal is not None:
-            self._resolve(op, "signal", signal.payload or b"null")
+            self._resolve(op, EntryKind.SIGNAL, signal.payload or b"null")
             self.writes.consumed_signals.append(signal.id)
             return _json.loads(signal.payload)
         if deadline is not None and now >= deadline:
@@ -204,9 +206,9 @@ class Operations(MachineState):
                 if cmd.task is not None:
                     self.writes.ended_tasks.append((cmd.task, "expired"))
             error = WaitTimeoutError(what, timeout or 0.0)
-            raise self._fail_op(op, "signal", error, entry is not None)
+            raise self._fail_op(op, EntryKind.SIGNAL, error, entry is not None)
         if entry is None:
-            self._park(op, "signal", {"timeout": timeout}, deadline)
+            self._park(op, EntryKind.SIGNAL, {"timeout": timeout}, deadline)
         raise Park
 
     def _find_signal(self, name: str) -> SignalRecord | None:
@@ -228,17 +230,17 @@ class Operations(MachineState):
         deadline, timeout = self._deadline(entry, cmd.timeout, now)
         envelope = self._delivery(op, deadline)
         if envelope is not None:
-            self._resolve(op, "event", _json.dumps({"event": envelope}))
+            self._resolve(op, EntryKind.EVENT, _json.dumps({"event": envelope}))
             return envelope["payload"]
         if deadline is not None and now >= deadline:
             error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
-            raise self._fail_op(op, "event", error, True)
+            raise self._fail_op(op, EntryKind.EVENT, error, True)
         if entry is None:
             subject = cmd.subject or self.run.subject or "*"
             # (Any subject, "*", is what a wait on no subject means: not written.)
             value = {"timeout": timeout, "subject": None if subject == "*" else subject,
                      "match": cmd.match}  # fmt: skip
-            pos = self._park(op, "event", value, deadline)
+            pos = self._park(op, EntryKind.EVENT, value, deadline)
             sub = self._event_subscription(pos, cmd, subject, timeout, deadline, now)
             since = None
             if cmd.since_start:
@@ -276,21 +278,21 @@ class Operations(MachineState):
             deadline = None if timeout is None else now + timeout
         delivery = self._delivery(op, deadline)
         if delivery is not None:
-            self._resolve(op, "message", _json.dumps({"message": delivery}))
+            self._resolve(op, EntryKind.MESSAGE, _json.dumps({"message": delivery}))
             return delivery["payload"]
         holder: SubscriptionRecord | None = yield ReadHolder(cmd.name, key)
         if holder is not None and holder.run_id != self.run.id:
             error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
-            raise self._fail_op(op, "message", error, True)
+            raise self._fail_op(op, EntryKind.MESSAGE, error, True)
         if deadline is not None and now >= deadline:
             error2 = WaitTimeoutError(f"wait_for_message({cmd.name!r}, {key!r})", timeout or 0.0)
-            raise self._fail_op(op, "message", error2, True)
+            raise self._fail_op(op, EntryKind.MESSAGE, error2, True)
         if entry is None or holder is None:
             # (A pending wait with no holder lost a registration race to a run that
             # has since finished waiting: register it now.)
             if entry is None:
                 info = {"timeout": timeout, "key": key}
-                pos = self._park(op, "message", info, deadline)
+                pos = self._park(op, EntryKind.MESSAGE, info, deadline)
             else:
                 pos = entry.pos
             sub = self._message_subscription(pos, cmd.name, key, timeout, deadline, now)
@@ -384,21 +386,23 @@ class Operations(MachineState):
             )
         )  # fmt: skip
         self.writes.tasks.append(NewTask(child_id, now, TaskKind.START))
-        self._record(op, cmd.entry_kind(), "done", _json.dumps(child_id), pos=pos)
+        self._record(op, cmd.entry_kind(), EntryState.DONE, _json.dumps(child_id), pos=pos)
         return child_id
 
     def _child_result(self, op: Pending, cmd: ChildResultCmd) -> Op:
         child = yield from self._child(cmd.name)
         if child.status == RunStatus.COMPLETED:
-            self._record(op, "child.result", "done", child.output or b"null")
+            self._record(op, EntryKind.CHILD_RESULT, EntryState.DONE, child.output or b"null")
             return _json.loads(child.output)
         if child.status == RunStatus.FAILED:
             error = ErrorInfo.from_dict(_json.loads(child.error))
-            raise self._fail_op(op, "child.result", WorkflowFailedError(child.id, error), False)
+            raise self._fail_op(
+                op, EntryKind.CHILD_RESULT, WorkflowFailedError(child.id, error), False
+            )
         if child.status == RunStatus.CANCELLED:
-            raise self._fail_op(op, "child.result", RunCancelledError(child.id), False)
+            raise self._fail_op(op, EntryKind.CHILD_RESULT, RunCancelledError(child.id), False)
         if op.entry is None:
-            self._record(op, "child.result", "pending", None)
+            self._record(op, EntryKind.CHILD_RESULT, EntryState.PENDING, None)
         raise Park
 
     def _child(self, run_id: str) -> Op:

@@ -41,16 +41,17 @@ from parkway.replay.commands import CompensateCmd
 from parkway.replay.state import MachineState, close_branch
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry
+from parkway.store.vocabulary import EntryKind, EntryState
 
 # The journal's kinds: a registered compensation, a compensation run, a stop.
-REGISTERED = "compensation.registered"
-COMPENSATION = "compensation"
-STOP = "stop"
+REGISTERED = EntryKind.COMPENSATION_REGISTERED
+COMPENSATION = EntryKind.COMPENSATION
+STOP = EntryKind.STOP
 # The branch a stop entry is journaled on: no operation's, so no line meets it.
 STOP_BRANCH = "!stop"
 # A run with a timeout: its deadline, journaled when it is inserted (position 0, on a
 # branch of its own), so that its code knows it without a read of its own.
-DEADLINE = "deadline"
+DEADLINE = EntryKind.DEADLINE
 DEADLINE_BRANCH = "!deadline"
 
 
@@ -103,7 +104,7 @@ class Sagas(MachineState):
         branch = self._branch_now()
         entry = self._next_entry(branch, REGISTERED, step)
         if entry is None:
-            self._record_new(branch, REGISTERED, step, "done", b"null")
+            self._record_new(branch, REGISTERED, step, EntryState.DONE, b"null")
         elif self._cursor < len(self._schedule) and self._schedule[self._cursor] is entry:
             self._cursor += 1  # (the usual case: the very next entry)
         else:
@@ -159,7 +160,7 @@ class Sagas(MachineState):
         assert self._stop is not None
         value = _json.dumps(error_dict(self._stop))
         pos = self._alloc()
-        entry = JournalEntry(pos, STOP, _stop_name(self._stop), "done", value, None,
+        entry = JournalEntry(pos, STOP, _stop_name(self._stop), EntryState.DONE, value, None,
                              self.clock_now(), STOP_BRANCH)  # fmt: skip
         self._keep(entry)
         self.writes.journal[pos] = entry

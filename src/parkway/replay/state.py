@@ -23,7 +23,7 @@ from parkway.replay.branch import Branch, Op, Pending
 from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
 from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # A subscription's safety-net lifetime beyond its wait's timeout, and without one.
 TTL_PAST_TIMEOUT = 86400.0
@@ -39,7 +39,7 @@ TASK_SIGNAL = "\x1ftask:"
 def wait_named(kind: str, name: str) -> tuple[str, str]:
     """A journal entry's kind and name as people read them: a callback's or a human
     task's wait (a signal under a name of its own) as ``callback``/``task`` and its id."""
-    if kind == "signal":
+    if kind == EntryKind.SIGNAL:
         if name.startswith(CALLBACK_SIGNAL):
             return "callback", name[len(CALLBACK_SIGNAL) :]
         if name.startswith(TASK_SIGNAL):
@@ -161,19 +161,19 @@ class MachineState:
 
     def side(self, name: str, produce: Callable[[], Any]) -> Any:
         branch = self._branch_now()
-        entry = self._next_entry(branch, "value", name)
+        entry = self._next_entry(branch, EntryKind.VALUE, name)
         if entry is not None:
             self._applied.add(entry.pos)
             return _json.loads(entry.value)
         value = produce()
-        self._record_new(branch, "value", name, "done", _json.dumps(value))
+        self._record_new(branch, EntryKind.VALUE, name, EntryState.DONE, _json.dumps(value))
         return value
 
     def open_callback(self, timeout: float | None) -> dict[str, Any]:
         """``ctx.callback``: a new token (journaled: the same on every replay) and its
         row, which the commit writes before any step can hand the token out."""
         branch = self._branch_now()
-        entry = self._next_entry(branch, "value", "callback")
+        entry = self._next_entry(branch, EntryKind.VALUE, "callback")
         if entry is not None:
             self._applied.add(entry.pos)
             found: dict[str, Any] = _json.loads(entry.value)
@@ -185,14 +185,14 @@ class MachineState:
         signal = CALLBACK_SIGNAL + secrets.token_hex(8)
         deadline = None if timeout is None else now + timeout
         value = {"token": token, "signal": signal, "deadline": deadline}
-        self._record_new(branch, "value", "callback", "done", _json.dumps(value))
+        self._record_new(branch, EntryKind.VALUE, "callback", EntryState.DONE, _json.dumps(value))
         self.writes.callbacks.append(CallbackRecord(token_digest(token), self.run.id, signal, now))
         return value
 
     def open_task(self, spec: dict[str, Any]) -> dict[str, Any]:
         """``ctx.human_task``: a new task (its id journaled) and its row."""
         branch = self._branch_now()
-        entry = self._next_entry(branch, "value", "human_task")
+        entry = self._next_entry(branch, EntryKind.VALUE, "human_task")
         if entry is not None:
             self._applied.add(entry.pos)
             found: dict[str, Any] = _json.loads(entry.value)
@@ -210,7 +210,7 @@ class MachineState:
             _json.dumps(list(spec["assignees"])).decode(), signal, TASK_OPEN, now, deadline,
         )  # fmt: skip
         value = {"id": task_id, "name": spec["name"], "signal": signal, "deadline": deadline}
-        self._record_new(branch, "value", "human_task", "done", _json.dumps(value))
+        self._record_new(branch, EntryKind.VALUE, "human_task", EntryState.DONE, _json.dumps(value))
         self.writes.human_tasks.append(record)
         return value
 
@@ -218,7 +218,7 @@ class MachineState:
         branch = self._branch_now()
         if branch.index < len(branch.entries):  # replaying: the journal decides
             entry = branch.entries[branch.index]
-            if entry.kind == "patch" and entry.name == change_id:
+            if entry.kind == EntryKind.PATCH and entry.name == change_id:
                 branch.index += 1
                 self.reached += 1
                 self._applied.add(entry.pos)
@@ -226,7 +226,7 @@ class MachineState:
             return False
         if deprecated:
             return True
-        self._record_new(branch, "patch", change_id, "done", b"true")
+        self._record_new(branch, EntryKind.PATCH, change_id, EntryState.DONE, b"true")
         branch.index += 1
         self.reached += 1
         return True
@@ -253,7 +253,7 @@ class MachineState:
         an operation takes the next position; an operation answered after later
         entries were journaled keeps its position and records the order of its
         answer (``seq``)."""
-        if kind == "step":  # (a compensation is journaled as a step of its own kind)
+        if kind == EntryKind.STEP:  # (a compensation is journaled as a step of its own kind)
             kind = op.cmd.kind
         old = op.entry
         seq = None
@@ -293,11 +293,13 @@ class MachineState:
     def _keep(self, entry: JournalEntry) -> None:
         """``entry`` is the journal's at its position now."""
         self.entries[entry.pos] = entry
-        if (entry.kind == "message" and entry.state != "done") or entry.kind == "first":
+        if (
+            entry.kind == EntryKind.MESSAGE and entry.state != EntryState.DONE
+        ) or entry.kind == EntryKind.FIRST:
             self._holding.add(entry.pos)
         else:
             self._holding.discard(entry.pos)
-        if entry.kind == "event" and entry.state == "done":
+        if entry.kind == EntryKind.EVENT and entry.state == EntryState.DONE:
             self._event_ids.add(_json.loads(entry.value)["event"]["id"])
 
     @staticmethod
@@ -312,10 +314,10 @@ class MachineState:
     def _resolve(self, op: Pending, kind: str, value: bytes) -> None:
         """Journal a wait's input; a wait parked earlier also loses its timer."""
         parked = op.entry
-        entry = self._record(op, kind, "done", value)
+        entry = self._record(op, kind, EntryState.DONE, value)
         # A signal wait without a timeout left nothing behind to clean up: no timer
         # and no subscription (its signal task carries no position).
-        if parked is not None and (kind != "signal" or parked.deadline is not None):
+        if parked is not None and (kind != EntryKind.SIGNAL or parked.deadline is not None):
             self.writes.finished_waits.append(entry.pos)
 
     def _park(self, op: Pending, kind: str, info: dict[str, Any], deadline: float | None) -> int:
@@ -325,20 +327,20 @@ class MachineState:
         out (``None``) is not written, as a parked run's bytes count by the million.
         """
         value = {key: item for key, item in info.items() if item is not None}
-        entry = self._record(op, kind, "pending", _json.dumps(value), deadline)
+        entry = self._record(op, kind, EntryState.PENDING, _json.dumps(value), deadline)
         if deadline is not None:
             self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, entry.pos))
         return entry.pos
 
     def _fail_op(self, op: Pending, kind: str, exc: Exception, waited: bool) -> Exception:
-        entry = self._record(op, kind, "error", _json.dumps(error_dict(exc)))
+        entry = self._record(op, kind, EntryState.ERROR, _json.dumps(error_dict(exc)))
         if waited:
             self.writes.finished_waits.append(entry.pos)
         return exc
 
     @staticmethod
     def _replayed(entry: JournalEntry) -> Any:
-        if entry.state == "done":
+        if entry.state == EntryState.DONE:
             return _json.loads(entry.value)
         raise rebuild_error(_json.loads(entry.value))
 

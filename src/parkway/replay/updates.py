@@ -37,6 +37,7 @@ from parkway.models import error_dict
 from parkway.replay.branch import Branch
 from parkway.replay.state import MachineState
 from parkway.store.base import JournalEntry, UpdateRecord
+from parkway.store.vocabulary import EntryKind, EntryState, UpdateStatus
 
 Handler = tuple[Callable[..., Any], Callable[[Any], Any] | None]
 
@@ -66,7 +67,7 @@ class Updates(MachineState):
         if entry is not None:
             self._applied.add(entry.pos)
             return
-        self._record_new(branch, "value.set", key, "done", data)
+        self._record_new(branch, EntryKind.VALUE_SET, key, EntryState.DONE, data)
         self.writes.values[key] = data
 
     def write_stream(self, key: str, data: bytes) -> None:
@@ -81,7 +82,7 @@ class Updates(MachineState):
         if entry is not None:
             self._applied.add(entry.pos)
             return
-        self._record_new(branch, "stream.write", key, "done", None)
+        self._record_new(branch, EntryKind.STREAM_WRITE, key, EntryState.DONE, None)
         self.writes.streams.append((key, data))
 
     def close_stream(self, key: str) -> None:
@@ -93,7 +94,7 @@ class Updates(MachineState):
         if entry is not None:
             self._applied.add(entry.pos)
             return
-        self._record_new(branch, "stream.close", key, "done", None)
+        self._record_new(branch, EntryKind.STREAM_CLOSE, key, EntryState.DONE, None)
         self.writes.streams.append((key, None))
 
     # -- handling the updates sent -----------------------------------------------------------
@@ -122,8 +123,10 @@ class Updates(MachineState):
                     continue
             value = {"id": update.id, "payload": payload}
             self.reached += 1
-            entry = self._record_new(self._updates_line, "update", update.name, "done",
-                                     _json.dumps(value))  # fmt: skip
+            entry = self._record_new(
+                self._updates_line, EntryKind.UPDATE, update.name, EntryState.DONE,
+                _json.dumps(value),
+            )  # fmt: skip
             self._run_handler(entry, update.id, handler, payload)
             ran = True
         return ran
@@ -169,7 +172,7 @@ class Updates(MachineState):
         self.reached += 1
         if branch.index < len(branch.entries):
             done = branch.entries[branch.index]
-            if done.kind == "update.done" and done.name == name:
+            if done.kind == EntryKind.UPDATE_DONE and done.name == name:
                 self._applied.add(done.pos)  # (answered already: replay writes nothing)
                 return
             self._hold(
@@ -178,20 +181,24 @@ class Updates(MachineState):
                 )
             )  # fmt: skip
             return
-        status, state = "done", "done"
+        status, state = UpdateStatus.DONE, EntryState.DONE
         if error is None:
             try:
                 data = _json.dumps(value, f"the result of update {name!r}")
             except SerializationError as exc:
                 error = exc
         if error is not None:
-            status, state, data = "failed", "error", _json.dumps(error_dict(error))
-        self._record_new(branch, "update.done", name, state, data)
+            status, state, data = (
+                UpdateStatus.FAILED,
+                EntryState.ERROR,
+                _json.dumps(error_dict(error)),
+            )
+        self._record_new(branch, EntryKind.UPDATE_DONE, name, state, data)
         assert branch.update_id is not None
         self.writes.updates.append((branch.update_id, status, data))
 
     def _reject(self, update: UpdateRecord, reason: str) -> None:
-        self.writes.updates.append((update.id, "rejected", _json.dumps(reason)))
+        self.writes.updates.append((update.id, UpdateStatus.REJECTED, _json.dumps(reason)))
 
     @property
     def _updates_line(self) -> Branch:

@@ -21,7 +21,7 @@ from parkway.store.base import (
     SubscriptionRecord,
 )
 from parkway.store.people import CallbackRecord, HumanTaskRecord
-from parkway.store.vocabulary import Ending
+from parkway.store.vocabulary import Ending, EntryKind, EntryState
 
 
 @dataclass
@@ -60,7 +60,7 @@ class MessageWait:
 
 
 # Waits whose input a replay finds again the same (see Writes.may_wait_for_commit).
-REPLAYABLE_WAITS = frozenset({"signal", "event", "message"})
+REPLAYABLE_WAITS = frozenset({EntryKind.SIGNAL, EntryKind.EVENT, EntryKind.MESSAGE})
 
 
 @dataclass
@@ -130,6 +130,6 @@ class Writes:
         if self.values or self.updates or self.callbacks or self.human_tasks or self.streams:
             return False  # a caller may act on them: durable before a side effect
         return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
-            entry.kind in REPLAYABLE_WAITS and entry.state == "done"
+            entry.kind in REPLAYABLE_WAITS and entry.state == EntryState.DONE
             for entry in self.journal.values()
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parkway.models import RunStatus
-from parkway.store.vocabulary import Capability, TaskKind
+from parkway.store.vocabulary import Capability, TaskKind, UpdateStatus
 
 
 @dataclass
@@ -225,7 +225,7 @@ class AttemptRecord:
     ended_at: float
 
 
-UPDATE_PENDING = "pending"
+UPDATE_PENDING = UpdateStatus.PENDING
 
 # cancel_on's conditions are subscriptions of kind "cancel" indexed under the
 # event's name with this prefix (see parkway.core.cancel_on): a control

@@ -51,6 +51,13 @@ class EntryKind(enum.StrEnum):
     PATCH = "patch"
     UPDATE = "update"
     UPDATE_DONE = "update.done"
+    VALUE_SET = "value.set"
+    STREAM_WRITE = "stream.write"
+    STREAM_CLOSE = "stream.close"
+    # A run's deadline (its timeout), journaled first so it holds across replays.
+    DEADLINE = "deadline"
+    # How a stopped run (cancelled, or past its deadline) ended its compensations.
+    STOP = "stop"
 
 
 class EntryState(enum.StrEnum):
@@ -61,6 +68,17 @@ class EntryState(enum.StrEnum):
     ERROR = "error"
     # A wait that lost (``ctx.first``, a failed gather): never answered.
     WITHDRAWN = "withdrawn"
+
+
+class UpdateStatus(enum.StrEnum):
+    """What became of an update (``UpdateRecord.status``)."""
+
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    # The run ended before handling it.
+    CLOSED = "closed"
 
 
 class Ending(enum.StrEnum):

@@ -67,7 +67,7 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
-from parkway.store.vocabulary import Ending, TaskKind
+from parkway.store.vocabulary import Ending, EntryState, TaskKind
 from parkway.worker import step_context
 from parkway.worker import streams as step_streams
 from parkway.worker.cache import RunCache
@@ -356,7 +356,7 @@ class Advancer:
         now = rt.now()
         value = b'{"attempt":%d,"heartbeat":%s}' % (request.attempt, data)
         entry = JournalEntry(
-            request.position, request.cmd.kind, request.cmd.name, "pending", value, None,
+            request.position, request.cmd.kind, request.cmd.name, EntryState.PENDING, value, None,
             now, request.branch, request.seq,
         )  # fmt: skip
 

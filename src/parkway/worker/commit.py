@@ -20,6 +20,7 @@ from parkway.core.runtime import Runtime
 from parkway.errors import InvalidInputError
 from parkway.replay.writes import EventWait, Writes
 from parkway.store.base import JournalEntry, RunRecord, Tx
+from parkway.store.vocabulary import EntryKind, EntryState
 
 log = logging.getLogger("parkway.worker")
 
@@ -37,7 +38,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         result = await publishing.publish_in_tx(rt, tx, event, payload, now)
         value = _json.dumps(result.to_dict())
         writes.journal[pos] = JournalEntry(
-            pos, "publish", event.name, "done", value, None, now, branch
+            pos, EntryKind.PUBLISH, event.name, EntryState.DONE, value, None, now, branch
         )
     for run in writes.runs:
         if await tx.get_run(run.id) is None:
@@ -57,7 +58,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     messages = [
         pos for pos in writes.finished_waits
         if pos not in writes.delivered
-        and (pos not in writes.journal or writes.journal[pos].kind == "message")
+        and (pos not in writes.journal or writes.journal[pos].kind == EntryKind.MESSAGE)
     ]  # fmt: skip
     for pos in writes.finished_waits:
         if pos not in messages and not ending:

@@ -45,7 +45,7 @@ class RunRecord:
     forked_at: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class JournalEntry:
     """One operation of a run at ``pos``; ``state`` is ``done``, ``error``,
     ``pending`` or ``withdrawn`` (a wait that lost: ``ctx.first``, a failed gather).
@@ -90,7 +90,7 @@ class TaskRecord:
     payload: bytes | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class SignalRecord:
     """A signal buffered in a run's mailbox, consumed in ``id`` order per name."""
 
@@ -101,7 +101,7 @@ class SignalRecord:
     at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class EventRecord:
     """One published event in the event log."""
 
@@ -113,7 +113,7 @@ class EventRecord:
     published_at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class SubscriptionRecord:
     """A parked wait, indexed so a publish finds it by key rather than by scanning.
 
@@ -140,7 +140,8 @@ class SubscriptionRecord:
 
     def __post_init__(self) -> None:
         if self.wait is None:  # (a row that kept no label: the usual one)
-            self.wait = wait_label(self.kind, self.name, self.pos)
+            # (Frozen: the label is filled in once, as the record is made.)
+            object.__setattr__(self, "wait", wait_label(self.kind, self.name, self.pos))
 
     @property
     def stored_wait(self) -> str | None:
@@ -161,7 +162,7 @@ def wait_label(kind: str, name: str, pos: int) -> str:
     return f"wait_for_{kind}:{name}#{pos}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class MessageRecord:
     """A buffered message (``status`` ``buffered``) or a dead letter (``expired``)."""
 
@@ -234,7 +235,7 @@ UPDATE_PENDING = UpdateStatus.PENDING
 CANCEL_PREFIX = "\x1fcancel:"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedRun:
     """What a worker reads to advance a run: the row, its due tasks and its journal.
 
@@ -312,7 +313,7 @@ class EventDelivery:
     lease: Lease | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class StoreStats:
     """What :meth:`Store.stats` read: the gauges an operator watches.
 
@@ -364,7 +365,7 @@ class FlowSlot:
     limit: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class FlowEntry:
     """A run under a ``Concurrency`` limit: its workflow and key, and whether it is
     ``queued`` (waiting for a slot, with no task) or holds a slot."""

@@ -67,7 +67,7 @@ Token = Pending
 PARKED_STATUSES = frozenset({RunStatus.PARKED, RunStatus.RUNNING})
 # The journal length past which a run had better continue as new: a cached run's
 # resume costs the same at any length, but a replay (a restart, another worker)
-# costs about 3 µs an entry of steps, reading the journal included.
+# grows with the journal, reading it included.
 HISTORY_THRESHOLD = 10_000
 
 

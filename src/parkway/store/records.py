@@ -146,8 +146,8 @@ class SubscriptionRecord:
     @property
     def stored_wait(self) -> str | None:
         """The label as a store keeps it: ``None`` where it is the usual
-        ``wait_for_<kind>:<name>#<pos>``, which costs a parked wait ~30 bytes (of
-        some 500) on disk otherwise. (A cancel condition's label is kept: they are
+        ``wait_for_<kind>:<name>#<pos>``, which every parked wait would otherwise
+        keep on disk for nothing. (A cancel condition's label is kept: they are
         few, and the SQL that reads labels back then needs one rule only.)"""
         if self.kind != "cancel" and self.wait == wait_label(self.kind, self.name, self.pos):
             return None

@@ -69,9 +69,9 @@ class Worker:
         self._beat_task: asyncio.Task[None] | None = None
         self.advanced = 0  # runs advanced, for stats and tests
         store = rt.store
-        # The commits that queue up share a transaction (see parkway.committer):
+        # The commits that queue up share a transaction (see parkway.core.committer):
         # on PostgreSQL that saves round trips and fsyncs, on SQLite the COMMIT's
-        # writes of the WAL, which were a third of a 3-step workflow's time.
+        # writes of the WAL, a large part of a short workflow's time.
         self.committer = Committer(store) if Capability.GROUP_COMMIT in store.capabilities else None
         self._last_work = 0.0
         # Pokes so far, and the count when each in-flight run was claimed: a run's
@@ -330,7 +330,7 @@ class Worker:
         over, or the last claim took several. (The last alone missed the gaps of a
         paced load: between two claims' batches the worker often has nothing under
         way, and the run that came then was handed over and committed by itself,
-        one in sixteen at 3,500 messages a second.)"""
+        at the cost of a run alone.)"""
         return bool(self.inflight or self._reserved or self._last_claimed > 1)
 
     def adopt(self, lease: Lease | None) -> None:

@@ -82,18 +82,26 @@ def subscriptions(wf: WorkflowDef, run: RunRecord, now: float) -> list[Subscript
             except Exception as exc:
                 raise InvalidInputError(
                     f"cancel_on[{index}] match failed on the input: {exc}",
-                    workflow=wf.name, field=f"cancel_on[{index}].match",
-                ) from exc  # fmt: skip
+                    workflow=wf.name,
+                    field=f"cancel_on[{index}].match",
+                ) from exc
         subject = condition.subject or run.subject or "*"
         out.append(
             SubscriptionRecord(
-                run_id=run.id, pos=-1 - index, kind="cancel", domain=run.domain,
-                name=CANCEL_PREFIX + condition.event, subject=subject, shape=shape_of(match),
-                digest=match_digest(match), match=None if match is None else _json.dumps(match),
-                wait=f"cancel_on:{condition.event}", expires_at=now + CANCEL_TTL,
+                run_id=run.id,
+                pos=-1 - index,
+                kind="cancel",
+                domain=run.domain,
+                name=CANCEL_PREFIX + condition.event,
+                subject=subject,
+                shape=shape_of(match),
+                digest=match_digest(match),
+                match=None if match is None else _json.dumps(match),
+                wait=f"cancel_on:{condition.event}",
+                expires_at=now + CANCEL_TTL,
                 created_at=now,
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -116,9 +124,13 @@ async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
         if digest is None:
             continue
         subs = await tx.find_subscriptions(
-            domain=event.domain, name=name, shape=shape, digest=digest, subject=event.subject,
+            domain=event.domain,
+            name=name,
+            shape=shape,
+            digest=digest,
+            subject=event.subject,
             kind="cancel",
-        )  # fmt: skip
+        )
         for sub in subs:
             if sub.run_id in cancelled or not matches(_json.loads(sub.match), payload):
                 continue

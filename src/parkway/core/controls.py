@@ -154,9 +154,12 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
         await tx.clear_journal(run.id)
         await tx.put_journal(run.id, kept)
     changes = {
-        "status": RunStatus.RUNNING, "error": None, "updated_at": now,
-        "advanced_by": None, "paused": False,
-    }  # fmt: skip
+        "status": RunStatus.RUNNING,
+        "error": None,
+        "updated_at": now,
+        "advanced_by": None,
+        "paused": False,
+    }
     await tx.update_run(run.id, changes)
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
@@ -171,9 +174,12 @@ async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
     tasks its inputs left are all still there): replayed by whichever worker claims
     it, with the code that worker has."""
     changes = {
-        "status": RunStatus.RUNNING, "error": None, "updated_at": now,
-        "advanced_by": None, "paused": False,
-    }  # fmt: skip
+        "status": RunStatus.RUNNING,
+        "error": None,
+        "updated_at": now,
+        "advanced_by": None,
+        "paused": False,
+    }
     await tx.update_run(run.id, changes)
     await tx.add_tasks([NewTask(run.id, now, TaskKind.WAKE)])
 
@@ -219,9 +225,13 @@ async def _in_batches(
         now = rt.now()
         async with rt.store.transaction() as tx:
             batch = await tx.find_runs(
-                statuses=statuses, workflow=filters.workflow, subject=filters.subject,
-                created_before=filters.created_before, after=after, limit=BULK_BATCH,
-            )  # fmt: skip
+                statuses=statuses,
+                workflow=filters.workflow,
+                subject=filters.subject,
+                created_before=filters.created_before,
+                after=after,
+                limit=BULK_BATCH,
+            )
             done = [run for run in batch if await act(tx, run, now)]
         for run in done:
             rt.results.notify(run.id)

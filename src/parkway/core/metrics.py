@@ -70,13 +70,17 @@ class Metrics:
             for status in ("completed", "failed", "cancelled")
         }
         self._steps = counter(
-            "parkway_steps", "Step attempts, by outcome (ok, error).",
+            "parkway_steps",
+            "Step attempts, by outcome (ok, error).",
             ("workflow", "step", "outcome"),
-        )  # fmt: skip
+        )
         self._step_seconds = Histogram(
-            "parkway_step_duration_seconds", "How long a step attempt took.",
-            ("workflow", "step"), buckets=STEP_BUCKETS, registry=registry,
-        )  # fmt: skip
+            "parkway_step_duration_seconds",
+            "How long a step attempt took.",
+            ("workflow", "step"),
+            buckets=STEP_BUCKETS,
+            registry=registry,
+        )
         self._wakes = counter(
             "parkway_wakes",
             "Runs woken, by what woke them (delivery, message, signal, timer, child, wake).",
@@ -86,8 +90,10 @@ class Metrics:
             "parkway_wake_latency_seconds",
             "From the commit that sent a run its input (a timer: its due time) to the "
             "advance that took it.",
-            ("workflow", "kind"), buckets=WAKE_BUCKETS, registry=registry,
-        )  # fmt: skip
+            ("workflow", "kind"),
+            buckets=WAKE_BUCKETS,
+            registry=registry,
+        )
         self._calls = {
             "publish": counter(
                 "parkway_publishes",

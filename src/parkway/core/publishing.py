@@ -203,10 +203,15 @@ async def deliver(
     """
     fused = lease is not None and FUSED in rt.store.capabilities and not rt.paused
     return await deliver_event(
-        tx, record, payload, envelope, fused=fused,
+        tx,
+        record,
+        payload,
+        envelope,
+        fused=fused,
         fresh_after=record.published_at - rt.settings.event_retention,
-        paused=rt.paused, **(lease or {}),
-    )  # fmt: skip
+        paused=rt.paused,
+        **(lease or {}),
+    )
 
 
 async def deliver_event(
@@ -235,9 +240,14 @@ async def deliver_event(
     if fused:
         fused_tx = cast(FusedTx, tx)
         return await fused_tx.deliver_event(
-            record, payload, envelope, fresh_after=fresh_after, owner=owner,
-            wall_now=wall_now, lease_until=lease_until,
-        )  # fmt: skip
+            record,
+            payload,
+            envelope,
+            fresh_after=fresh_after,
+            owner=owner,
+            wall_now=wall_now,
+            lease_until=lease_until,
+        )
     # An id seen within the retention is a duplicate; past it, a new event.
     digest = functools.partial(payload_digest, payload)
     if await tx.record_event(record, fresh_after, digest=digest) is not None:
@@ -249,9 +259,12 @@ async def deliver_event(
     lease = None
     if owner is not None and waits:
         lease = await tx.lease_run(
-            waits[0][0], owner=owner, now=record.published_at, wall_now=wall_now,
+            waits[0][0],
+            owner=owner,
+            now=record.published_at,
+            wall_now=wall_now,
             lease_until=lease_until,
-        )  # fmt: skip
+        )
     return EventDelivery("published", waits, known=True, lease=lease)
 
 
@@ -274,9 +287,13 @@ async def take_event_waits(
         if digest is None:
             continue
         subs = await tx.find_subscriptions(
-            domain=event.domain, name=event.name, shape=shape, digest=digest,
-            subject=event.subject, kind="event",
-        )  # fmt: skip
+            domain=event.domain,
+            name=event.name,
+            shape=shape,
+            digest=digest,
+            subject=event.subject,
+            kind="event",
+        )
         for sub in subs:
             if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
                 continue
@@ -397,8 +414,10 @@ async def start_event_run(
     if wf.unique_per_subject and await tx.active_run(wf.name, event.domain, event.subject):
         log.info(
             "event %s: %s already has an active run for subject %r; not starting another",
-            event.id, wf.name, event.subject,
-        )  # fmt: skip
+            event.id,
+            wf.name,
+            event.subject,
+        )
         return None
     try:
         value = wf.check_input(event.payload if payload is None else payload)
@@ -409,9 +428,16 @@ async def start_event_run(
         return None
     try:
         await insert_run(
-            rt, tx, wf.name, wf.version, run_id, data,
-            domain=event.domain, subject=event.subject, trigger=envelope,
-        )  # fmt: skip
+            rt,
+            tx,
+            wf.name,
+            wf.version,
+            run_id,
+            data,
+            domain=event.domain,
+            subject=event.subject,
+            trigger=envelope,
+        )
     except ConcurrencyLimitError as exc:  # (refused before anything of it was written)
         log.info("event %s: %s", event.id, exc)
         return None

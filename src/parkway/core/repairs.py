@@ -59,11 +59,17 @@ def divergence(
 ) -> NonDeterminismError | None:
     """Where ``wf``'s code diverges from ``run``'s journal, if it does (no I/O)."""
     machine = Machine(
-        wf, run, journal, [], registry=rt.registry, clock=rt.now,
+        wf,
+        run,
+        journal,
+        [],
+        registry=rt.registry,
+        clock=rt.now,
         prepare_event=functools.partial(prepare, rt),
-        event_retention=rt.settings.event_retention, signals=[],
+        event_retention=rt.settings.event_retention,
+        signals=[],
         history_threshold=rt.settings.history_threshold,
-    )  # fmt: skip
+    )
     try:
         # start() replays every journaled operation it meets without asking for
         # anything; it stops where the code needs something live (past the journal),
@@ -125,9 +131,13 @@ async def check_replay(
     while limit is None or checked < limit:
         async with rt.store.transaction(readonly=True) as tx:
             batch = await tx.find_runs(
-                statuses=CHECKED, workflow=workflow, subject=None, created_before=None,
-                after=after, limit=BATCH,
-            )  # fmt: skip
+                statuses=CHECKED,
+                workflow=workflow,
+                subject=None,
+                created_before=None,
+                after=after,
+                limit=BATCH,
+            )
             for run in batch:
                 if limit is not None and checked >= limit:
                     break
@@ -166,18 +176,32 @@ async def export_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "run": {
-            "id": run.id, "workflow": run.workflow, "version": run.version,
-            "status": run.status, "input": _decoded(run.input), "output": _decoded(run.output),
-            "error": _decoded(run.error), "domain": run.domain, "subject": run.subject,
-            "parent_id": run.parent_id, "trigger": _decoded(run.trigger),
-            "generation": run.generation, "created_at": run.created_at,
+            "id": run.id,
+            "workflow": run.workflow,
+            "version": run.version,
+            "status": run.status,
+            "input": _decoded(run.input),
+            "output": _decoded(run.output),
+            "error": _decoded(run.error),
+            "domain": run.domain,
+            "subject": run.subject,
+            "parent_id": run.parent_id,
+            "trigger": _decoded(run.trigger),
+            "generation": run.generation,
+            "created_at": run.created_at,
             "updated_at": run.updated_at,
         },
         "journal": [
             {
-                "pos": e.pos, "kind": e.kind, "name": e.name, "state": e.state,
-                "value": _decoded(e.value), "deadline": e.deadline, "at": e.at,
-                "branch": e.branch, "seq": e.seq,
+                "pos": e.pos,
+                "kind": e.kind,
+                "name": e.name,
+                "state": e.state,
+                "value": _decoded(e.value),
+                "deadline": e.deadline,
+                "at": e.at,
+                "branch": e.branch,
+                "seq": e.seq,
             }
             for e in journal
         ],
@@ -186,7 +210,7 @@ async def export_run(rt: Runtime, run_id: str) -> dict[str, Any]:
             "tasks": [_task(t) for t in tasks],
             "updates": [_update(u) for u in updates],
         },
-    }  # fmt: skip
+    }
 
 
 def _signal(signal: SignalRecord) -> dict[str, Any]:
@@ -216,14 +240,21 @@ def imported(exported: Any) -> tuple[RunRecord, list[JournalEntry]]:
             raise ValueError(f"format is {exported.get('format')!r}, not {EXPORT_FORMAT!r}")
         r = exported["run"]
         run = RunRecord(
-            id=r["id"], workflow=r["workflow"], version=r["version"], status=r["status"],
-            input=_json.dumps(r["input"]), output=_json.dumps(r["output"]),
+            id=r["id"],
+            workflow=r["workflow"],
+            version=r["version"],
+            status=r["status"],
+            input=_json.dumps(r["input"]),
+            output=_json.dumps(r["output"]),
             error=None if r["error"] is None else _json.dumps(r["error"]),
-            domain=r["domain"], subject=r["subject"], parent_id=r["parent_id"],
+            domain=r["domain"],
+            subject=r["subject"],
+            parent_id=r["parent_id"],
             trigger=None if r["trigger"] is None else _json.dumps(r["trigger"]),
-            generation=int(r["generation"]), created_at=float(r["created_at"]),
+            generation=int(r["generation"]),
+            created_at=float(r["created_at"]),
             updated_at=float(r["updated_at"]),
-        )  # fmt: skip
+        )
         journal = [
             JournalEntry(
                 pos=int(e["pos"]),
@@ -295,9 +326,12 @@ async def fork(
     rt.after_commit()
     if log.isEnabledFor(logging.INFO):
         log.info(
-            "run %s forked from run %s at %s", record.id, source_id, record.forked_at,
+            "run %s forked from run %s at %s",
+            record.id,
+            source_id,
+            record.forked_at,
             extra={"run_id": record.id, "source": source_id},
-        )  # fmt: skip
+        )
     return record
 
 
@@ -330,9 +364,16 @@ async def _fork_in(
     version = source.version if wf is None else wf.version
     data = source.input if encode is None else encode(wf)
     await insert_run(
-        rt, tx, source.workflow, version, run_id, data or b"null",
-        domain=source.domain, subject=source.subject, trigger=source.trigger,
-    )  # fmt: skip
+        rt,
+        tx,
+        source.workflow,
+        version,
+        run_id,
+        data or b"null",
+        domain=source.domain,
+        subject=source.subject,
+        trigger=source.trigger,
+    )
     # The first ``at`` entries, but the waits still pending there: the fork waits again,
     # live (its own subscriptions and timers), where the source was waiting.
     if at:
@@ -367,9 +408,13 @@ async def fork_runs(
     while True:
         async with rt.store.transaction() as tx:
             batch = await tx.find_runs(
-                statuses=statuses, workflow=filters.workflow, subject=filters.subject,
-                created_before=filters.created_before, after=after, limit=BATCH,
-            )  # fmt: skip
+                statuses=statuses,
+                workflow=filters.workflow,
+                subject=filters.subject,
+                created_before=filters.created_before,
+                after=after,
+                limit=BATCH,
+            )
             for run in batch:
                 fork_id = new_id()
                 await _fork_in(rt, tx, run.id, fork_id, at=None, encode=None)
@@ -381,7 +426,8 @@ async def fork_runs(
         after = batch[-1].id
     if forked:
         log.info(
-            "forked %d run(s)", len(forked),
+            "forked %d run(s)",
+            len(forked),
             extra={"action": "fork", "by": by, "runs": len(forked)},
-        )  # fmt: skip
+        )
     return forked

@@ -53,11 +53,21 @@ def new_run(
     """The row of a new pending run, created now."""
     now = rt.now()
     return RunRecord(
-        id=run_id, workflow=workflow, version=version,
-        status=RunStatus.PENDING, input=data, output=None, error=None,
-        domain=domain or "default", subject=subject, parent_id=parent_id,
-        trigger=trigger, generation=0, created_at=now, updated_at=now,
-    )  # fmt: skip
+        id=run_id,
+        workflow=workflow,
+        version=version,
+        status=RunStatus.PENDING,
+        input=data,
+        output=None,
+        error=None,
+        domain=domain or "default",
+        subject=subject,
+        parent_id=parent_id,
+        trigger=trigger,
+        generation=0,
+        created_at=now,
+        updated_at=now,
+    )
 
 
 async def insert_run(
@@ -234,10 +244,17 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
 
 def _attempt_entry(a: AttemptRecord) -> HistoryEntry:
     return HistoryEntry(
-        a.pos, "attempt", a.step, "error", None, ErrorInfo.from_dict(_json.loads(a.error)),
-        _dt(a.ended_at), attempt=a.attempt, started_at=_dt(a.started_at),
+        a.pos,
+        "attempt",
+        a.step,
+        "error",
+        None,
+        ErrorInfo.from_dict(_json.loads(a.error)),
+        _dt(a.ended_at),
+        attempt=a.attempt,
+        started_at=_dt(a.started_at),
         ended_at=_dt(a.ended_at),
-    )  # fmt: skip
+    )
 
 
 def _with_operators(
@@ -335,10 +352,13 @@ def info(
         # (A run that ended while paused, its advance in flight then, is not paused.)
         paused=bool(run.paused) and run.status not in ENDED,
         waiting=waits or [],
-        forked_from=None if run.forked_from is None else {
-            "run_id": run.forked_from, "at": run.forked_at,
+        forked_from=None
+        if run.forked_from is None
+        else {
+            "run_id": run.forked_from,
+            "at": run.forked_at,
         },
-    )  # fmt: skip
+    )
 
 
 async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:

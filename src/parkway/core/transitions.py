@@ -73,9 +73,12 @@ async def time_out(
     deadline passed); its active children are cancelled. Whether it changed."""
     error = error_dict(reason)
     changes = {
-        "status": RunStatus.FAILED, "updated_at": now, "paused": False,
-        "error": _json.dumps(error), "advanced_by": None,
-    }  # fmt: skip
+        "status": RunStatus.FAILED,
+        "updated_at": now,
+        "paused": False,
+        "error": _json.dumps(error),
+        "advanced_by": None,
+    }
     if not await tx.update_run(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)

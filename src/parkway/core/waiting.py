@@ -35,10 +35,13 @@ def _event(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
     subject = info.get("subject")
     return [
         {
-            "kind": "event", "name": name, "subject": None if subject == "*" else subject,
-            "match": info.get("match"), "at": _at(deadline),
+            "kind": "event",
+            "name": name,
+            "subject": None if subject == "*" else subject,
+            "match": info.get("match"),
+            "at": _at(deadline),
         }
-    ]  # fmt: skip
+    ]
 
 
 def _message(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
@@ -54,11 +57,14 @@ def _retry(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
         return []
     return [
         {
-            "kind": "retry", "name": name, "attempt": info["attempt"] + 1,
-            "max_attempts": info.get("max_attempts"), "at": _at(deadline),
+            "kind": "retry",
+            "name": name,
+            "attempt": info["attempt"] + 1,
+            "max_attempts": info.get("max_attempts"),
+            "at": _at(deadline),
             "error": ErrorInfo.from_dict(info["error"]).to_dict(),  # type: ignore[union-attr]
         }
-    ]  # fmt: skip
+    ]
 
 
 def _first(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
@@ -67,9 +73,11 @@ def _first(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
     for member in info.get("members", ()):
         kind = member.get("kind")
         own = {
-            "signal": member.get("signal"), "event": member.get("event"),
-            "message": member.get("message"), "sleep": member.get("name"),
-        }.get(kind)  # fmt: skip
+            "signal": member.get("signal"),
+            "event": member.get("event"),
+            "message": member.get("message"),
+            "sleep": member.get("name"),
+        }.get(kind)
         waits = WAITS.get(kind) if kind != EntryKind.FIRST else None
         if waits is not None and own is not None:
             out.extend(waits(own, member, member.get("deadline")))

@@ -122,11 +122,19 @@ def check(
     assert start is not None
     enabled, frequency, interval = options
     flow = FlowDefinition(
-        id=flow_id, name=name if isinstance(name, str) else None, version=str(version),
-        enabled=enabled, frequency=frequency, interval=interval,
-        start_event=None if start_events is None else start_events[0], nodes=nodes,
-        edges=edges, start=start, start_events=start_events, _next=successors,
-    )  # fmt: skip
+        id=flow_id,
+        name=name if isinstance(name, str) else None,
+        version=str(version),
+        enabled=enabled,
+        frequency=frequency,
+        interval=interval,
+        start_event=None if start_events is None else start_events[0],
+        nodes=nodes,
+        edges=edges,
+        start=start,
+        start_events=start_events,
+        _next=successors,
+    )
     return Checked(flow, [])
 
 

@@ -96,8 +96,12 @@ async def resume_in_own_subject(
             continue
         log.info(
             "flow %r: %s in its own subject %r resumes run %s (waiting on %r)",
-            flow.id, event.name, event.subject, run_id, sub.subject,
-        )  # fmt: skip
+            flow.id,
+            event.name,
+            event.subject,
+            run_id,
+            sub.subject,
+        )
         await tx.delete_subscription(sub.run_id, sub.pos)
         envelope = orjson.dumps(event.to_dict())
         await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
@@ -154,8 +158,11 @@ def start_rule(
         if run.status not in ENDED or now < run.created_at + flow.interval:
             log.info(
                 "flow %r: run %s of subject %r started less than %gs ago; not starting",
-                flow.id, run.id, subject, flow.interval,
-            )  # fmt: skip
+                flow.id,
+                run.id,
+                subject,
+                flow.interval,
+            )
             return None
         return _nth(base, number + 1)
 

@@ -56,10 +56,11 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     # its delivery: the correlate that made it removed the wait's subscription
     # (under the key's lock), so no other message can have reached it.
     messages = [
-        pos for pos in writes.finished_waits
+        pos
+        for pos in writes.finished_waits
         if pos not in writes.delivered
         and (pos not in writes.journal or writes.journal[pos].kind == EntryKind.MESSAGE)
-    ]  # fmt: skip
+    ]
     for pos in writes.finished_waits:
         if pos not in messages and not ending:
             # No delivery to buffer again: its timer (say) goes without a read. The

@@ -225,9 +225,13 @@ class Worker:
                     wall = time.time()
                     pokes = self._pokes  # a poke during the claim may not be in it
                     claimed = await store.claim(
-                        self.owner, now=clock.now(), wall_now=wall,
-                        lease_until=wall + self.lease, limit=free, serves=self.serves(),
-                    )  # fmt: skip
+                        self.owner,
+                        now=clock.now(),
+                        wall_now=wall,
+                        lease_until=wall + self.lease,
+                        limit=free,
+                        serves=self.serves(),
+                    )
                 except Exception:
                     log.exception("claim failed; retrying")
                     await asyncio.sleep(0.5)
@@ -383,9 +387,14 @@ class Worker:
         now = time.time()
         alive_until = 0.0 if stopped else now + LEASES_ALIVE * self.lease
         return WorkerRecord(
-            self.owner, self.host, self.pid, self.started_at, now, alive_until,
+            self.owner,
+            self.host,
+            self.pid,
+            self.started_at,
+            now,
+            alive_until,
             self.rt.registry.served(),
-        )  # fmt: skip
+        )
 
     async def beat(self, *, stopped: bool = False) -> None:
         """Say in the store that this worker lives (or that it ``stopped``)."""

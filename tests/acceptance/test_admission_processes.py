@@ -54,11 +54,21 @@ class Workers:
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "admission_app:engine",
-                "--lease", str(LEASE), "--concurrency", "8",
-                cwd=HERE, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "admission_app:engine",
+                "--lease",
+                str(LEASE),
+                "--concurrency",
+                "8",
+                cwd=HERE,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
         self.procs.append((proc, stderr))
         return proc
 
@@ -128,9 +138,13 @@ async def test_a_sigkilled_worker_holding_a_slot_hands_it_on_after_its_lease(
         assert seen.count(("s1", "begin")) == 1, seen
         order = [entry for entry in seen if entry[1] in ("begin", "end")]
         assert order == [
-            ("s1", "begin"), ("s1", "end"), ("s2", "begin"), ("s2", "end"),
-            ("s3", "begin"), ("s3", "end"),
-        ], seen  # fmt: skip
+            ("s1", "begin"),
+            ("s1", "end"),
+            ("s2", "begin"),
+            ("s2", "end"),
+            ("s3", "begin"),
+            ("s3", "end"),
+        ], seen
 
 
 RUNS = 1000

@@ -378,8 +378,13 @@ def test_node_models_must_be_node_models() -> None:
 
 def test_the_default_node_models() -> None:
     assert set(default_node_models) == {
-        "Trigger", "TriggerOrTimeout", "Wait", "Action", "Condition", "Exit",
-    }  # fmt: skip
+        "Trigger",
+        "TriggerOrTimeout",
+        "Wait",
+        "Action",
+        "Condition",
+        "Exit",
+    }
     assert all(issubclass(m, NodeModel) for m in default_node_models.values())
 
 
@@ -396,8 +401,13 @@ def parkway(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     return subprocess.run(
         [sys.executable, "-m", "parkway", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_cli_validates_a_good_flow(tmp_path: Path) -> None:

@@ -4,8 +4,7 @@ An error's default message is its docstring; subclasses that know more (a run
 id, a message key, a position in the journal) say it, and say what to do next.
 
 The classes live in modules by what went wrong (``inputs``, ``runs``, ``sent``,
-``store``) and are all importable from here, ``parkway.errors.X``, their one
-public path.
+``store``) and are all importable from this package, their one public path.
 """
 
 from __future__ import annotations
@@ -122,8 +121,9 @@ __all__ = [
     "shown",
 ]
 
-# Each class says it is parkway.errors.X: the name logs, tracebacks and error records
-# give it, and the one a string in Retry.non_retryable may use.
+# Each class says it is in this package, not in the module that defines it: that is
+# the name logs, tracebacks and error records give it, and the one a string in
+# Retry.non_retryable may use.
 for _cls in (obj for obj in tuple(globals().values()) if isinstance(obj, type)):
     if issubclass(_cls, ParkwayError):
         _cls.__module__ = __name__

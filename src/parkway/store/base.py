@@ -339,7 +339,7 @@ class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, FleetTx, Protocol):
 
 class FusedTx(Tx, Protocol):
     """A transaction of a store with the ``"fused"`` capability: the senders' fast
-    paths (:func:`parkway.core.intake.deliver`, :func:`parkway.core.messages.deliver`)
+    paths (:func:`parkway.core.publishing.deliver`, :func:`parkway.core.messages.deliver`)
     as one operation each, which the store may send with the ``COMMIT`` (one round
     trip). Their meaning is the core's composed path's, which the conformance suite
     checks on every backend."""
@@ -360,8 +360,8 @@ class FusedTx(Tx, Protocol):
         Unless the event's id was seen at or after ``fresh_after`` (then
         ``"duplicate"``, nothing written), record it as :meth:`record_event`
         would and take every event wait its ``payload`` (``event.payload``
-        decoded) matches, as :func:`parkway.core.intake.take_event_waits` does: each gets a delivery
-        task carrying ``envelope`` due at ``event.published_at``. With
+        decoded) matches, as :func:`parkway.core.publishing.take_event_waits` does:
+        each gets a delivery task carrying ``envelope`` due at ``event.published_at``. With
         ``owner``, also lease the first run to it as :meth:`lease_run` would.
         A store may decline (say, because the waits' match shapes are not the
         ones it expected), writing nothing. What it did may be known only once
@@ -415,7 +415,7 @@ class Store(Protocol):
             (a commit costs more than the writes in it, round trips and an
             fsync on PostgreSQL, the WAL's writes on SQLite: the worker's
             commits that queue up share one transaction, see
-            :mod:`parkway.committer`) and ``"loop_bound"`` (its statements run
+            :mod:`parkway.core.committer`) and ``"loop_bound"`` (its statements run
             on the event loop's thread, so what limits it under load is that
             thread's time, not round trips: a worker whose loop is busy takes
             its runs in batches, see :mod:`parkway.worker.load`).

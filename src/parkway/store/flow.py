@@ -12,7 +12,7 @@ from parkway.store.records import FlowEntry, FlowSlot
 
 
 class FlowTx(Protocol):
-    """Flow control's operations inside a transaction (see :mod:`parkway.core.flow`)."""
+    """Admission's operations inside a transaction (see :mod:`parkway.core.admission`)."""
 
     # A key's slot row is the lock every change of that key's runs takes first
     # (flow_slot), so starts, ends and dequeues of one key are serialised across

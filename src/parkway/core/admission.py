@@ -27,6 +27,7 @@ from typing import Any
 from parkway import _json
 from parkway.admission import Concurrency, RateLimit, check_priority, key_of
 from parkway.errors import ConcurrencyLimitError, InvalidInputError
+from parkway.models import RunStatus
 from parkway.registry import WorkflowDef
 from parkway.store.base import ENDED, NewTask, RunRecord, TaskRecord, Tx
 from parkway.store.records import FlowSlot
@@ -226,10 +227,10 @@ def unadmitted(run: RunRecord, tasks: Sequence[TaskRecord], journal: object) -> 
     )
 
 
-async def hold(tx: Tx, run: RunRecord, tasks: Sequence[TaskRecord], owner: str) -> None:
+async def put_back(tx: Tx, run: RunRecord, tasks: Sequence[TaskRecord], owner: str) -> None:
     """Put back a run claimed before it was admitted (see :func:`unadmitted`): it is
     ``pending`` again, unleased, and its tasks wait for its start (the start task's
     due time, or its admission)."""
-    changes = {"status": "pending", "advanced_by": None}
+    changes = {"status": RunStatus.PENDING, "advanced_by": None}
     if await tx.update_run(run.id, changes, owner=owner):
         await tx.defer_tasks(run.id, [t.id for t in tasks])

@@ -69,7 +69,7 @@ class Settings:
     history_threshold: int = 10_000
     # How long finished runs are kept before the sweep deletes them (None: for ever).
     retention: float | None = 30 * 86400.0
-    # The garbage collector's thresholds while a worker runs (parkway.worker.collector):
+    # The garbage collector's thresholds while a worker runs (parkway.worker.gc_thresholds):
     # None: tuned if they are CPython's defaults; True: tuned; False: left alone.
     tune_gc: bool | None = None
     # How often at most a worker whose event loop is busy claims runs, which it then

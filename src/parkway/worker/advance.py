@@ -160,7 +160,7 @@ class Advancer:
                 # Claimed for a signal or an update before its limit admitted it: put
                 # back, those tasks deferred to its start (see parkway.core.admission).
                 async with store.transaction() as tx:
-                    await admission.hold(tx, run, tasks, self.owner)
+                    await admission.put_back(tx, run, tasks, self.owner)
                 return
             wf = rt.registry.get(run.workflow, run.version)
             if wf is None:

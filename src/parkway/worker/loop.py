@@ -28,7 +28,7 @@ from parkway.core.runtime import Runtime
 from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.store.fleet import WorkerRecord, serve_keys
 from parkway.store.vocabulary import Capability
-from parkway.worker import collector
+from parkway.worker import gc_thresholds
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
 from parkway.worker.load import SATURATED_FACTOR, LoopLoad
@@ -115,7 +115,7 @@ class Worker:
         self._gc_held = False  # this worker tuned the garbage collector (see start())
 
     def start(self) -> None:
-        self._gc_held = collector.hold(self.rt.settings.tune_gc)
+        self._gc_held = gc_thresholds.hold(self.rt.settings.tune_gc)
         # Commits that add tasks, other processes' too, wake this worker the moment
         # the store knows of them (on every commit with "push"; as a hint that
         # saves a poll interval otherwise).
@@ -184,7 +184,7 @@ class Worker:
         self.cache.clear()
         if self._gc_held:
             self._gc_held = False
-            collector.release()
+            gc_thresholds.release()
         await self.beat(stopped=True)  # (gone from the list of workers at once)
         try:
             await self.rt.store.release_leases(self.owner)

@@ -19,6 +19,7 @@ from parkway.events import (
     check_message,
 )
 from parkway.models import _dt
+from parkway.store.vocabulary import WaitKind
 
 
 class IntakeOperations(Facade):
@@ -63,7 +64,7 @@ class IntakeOperations(Facade):
             subs = await tx.list_subscriptions(run_id=run_id, name=name)
         out = []
         for sub in subs:
-            is_message = sub.kind == "message"
+            is_message = sub.kind == WaitKind.MESSAGE
             out.append(
                 SubscriptionInfo(
                     run_id=sub.run_id, kind=sub.kind, domain=sub.domain, name=sub.name,

@@ -22,7 +22,7 @@ from parkway.matching import check_match, match_digest, matches, payload_digest,
 from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
 from parkway.store.records import CANCEL_PREFIX
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
 
@@ -90,7 +90,7 @@ def subscriptions(wf: WorkflowDef, run: RunRecord, now: float) -> list[Subscript
             SubscriptionRecord(
                 run_id=run.id,
                 pos=-1 - index,
-                kind="cancel",
+                kind=WaitKind.CANCEL,
                 domain=run.domain,
                 name=CANCEL_PREFIX + condition.event,
                 subject=subject,
@@ -129,7 +129,7 @@ async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
             shape=shape,
             digest=digest,
             subject=event.subject,
-            kind="cancel",
+            kind=WaitKind.CANCEL,
         )
         for sub in subs:
             if sub.run_id in cancelled or not matches(_json.loads(sub.match), payload):

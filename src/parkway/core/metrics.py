@@ -20,6 +20,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from parkway.errors import InvalidArgumentError
+from parkway.models import RunStatus
 from parkway.store.base import Store, StoreStats
 
 # Seconds: a step that takes a millisecond to one that takes minutes.
@@ -65,9 +66,9 @@ class Metrics:
         self._started = counter(
             "parkway_runs_started", "Runs that began their first advance.", ("workflow",)
         )
-        self._ended = {
+        self._ended: dict[str, Counter] = {
             status: counter(f"parkway_runs_{status}", f"Runs {status}.", ("workflow",))
-            for status in ("completed", "failed", "cancelled")
+            for status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
         }
         self._steps = counter(
             "parkway_steps",

@@ -53,7 +53,7 @@ from parkway.store.base import (
     SubscriptionRecord,
     Tx,
 )
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
 
@@ -292,7 +292,7 @@ async def take_event_waits(
             shape=shape,
             digest=digest,
             subject=event.subject,
-            kind="event",
+            kind=WaitKind.EVENT,
         )
         for sub in subs:
             if sub.expires_at < now or not matches(_json.loads(sub.match), payload):

@@ -104,7 +104,7 @@ def _answered(found: UpdateRecord) -> Any:
         return value
     if found.status == UpdateStatus.REJECTED:
         raise UpdateRejectedError(found.run_id, found.name, str(value))
-    if found.status == "failed":
+    if found.status == UpdateStatus.FAILED:
         raise UpdateFailedError(found.run_id, found.name, ErrorInfo.from_dict(value))
     raise RunClosedError(found.run_id, found.status, f"update {found.name!r}")
 

@@ -30,7 +30,7 @@ from parkway.flows.builtin import Trigger
 from parkway.flows.loader import FlowDefinition
 from parkway.matching import matches
 from parkway.store.base import ENDED, NewTask
-from parkway.store.vocabulary import TaskKind
+from parkway.store.vocabulary import TaskKind, WaitKind
 
 if TYPE_CHECKING:
     from parkway.events import Event
@@ -88,7 +88,7 @@ async def resume_in_own_subject(
     if run_id is None:
         return []
     for sub in await tx.list_subscriptions(run_id=run_id, name=event.name):
-        if sub.kind != "event" or sub.subject in (event.subject, "*"):
+        if sub.kind != WaitKind.EVENT or sub.subject in (event.subject, "*"):
             continue  # the publish finds those waits by subject itself
         if sub.expires_at < now or (sub.deadline is not None and now > sub.deadline):
             continue

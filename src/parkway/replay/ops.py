@@ -50,7 +50,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
 )
-from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind, WaitKind
 
 __all__ = ["Operations", "Park"]
 
@@ -258,7 +258,7 @@ class Operations(MachineState):
         now: float,
     ) -> SubscriptionRecord:
         return SubscriptionRecord(
-            run_id=self.run.id, pos=pos, kind="event", domain=self.run.domain,
+            run_id=self.run.id, pos=pos, kind=WaitKind.EVENT, domain=self.run.domain,
             name=cmd.name, subject=subject, shape=shape_of(cmd.match),
             digest=match_digest(cmd.match),
             match=None if cmd.match is None else _json.dumps(cmd.match),
@@ -309,7 +309,7 @@ class Operations(MachineState):
         now: float,
     ) -> SubscriptionRecord:
         return SubscriptionRecord(
-            run_id=self.run.id, pos=pos, kind="message", domain=self.run.domain,
+            run_id=self.run.id, pos=pos, kind=WaitKind.MESSAGE, domain=self.run.domain,
             name=name, subject=key, shape="", digest="", match=None,
             wait=f"wait_for_message:{name}#{pos}",
             expires_at=now + self._subscription_ttl(timeout), created_at=now,

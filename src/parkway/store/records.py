@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parkway.models import RunStatus
-from parkway.store.vocabulary import Capability, TaskKind, UpdateStatus
+from parkway.store.vocabulary import Capability, TaskKind, UpdateStatus, WaitKind
 
 
 @dataclass
@@ -149,7 +149,7 @@ class SubscriptionRecord:
         ``wait_for_<kind>:<name>#<pos>``, which every parked wait would otherwise
         keep on disk for nothing. (A cancel condition's label is kept: they are
         few, and the SQL that reads labels back then needs one rule only.)"""
-        if self.kind != "cancel" and self.wait == wait_label(self.kind, self.name, self.pos):
+        if self.kind != WaitKind.CANCEL and self.wait == wait_label(self.kind, self.name, self.pos):
             return None
         return self.wait
 
@@ -157,7 +157,7 @@ class SubscriptionRecord:
 def wait_label(kind: str, name: str, pos: int) -> str:
     """The usual label of a subscription: ``wait_for_event:<name>#<pos>`` (or
     ``wait_for_message:...``), ``cancel_on:<event>`` for a cancel condition."""
-    if kind == "cancel":
+    if kind == WaitKind.CANCEL:
         return f"cancel_on:{name.removeprefix(CANCEL_PREFIX)}"
     return f"wait_for_{kind}:{name}#{pos}"
 

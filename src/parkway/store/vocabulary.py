@@ -30,6 +30,15 @@ class TaskKind(enum.StrEnum):
     CANCEL = "cancel"
 
 
+class WaitKind(enum.StrEnum):
+    """What a parked wait waits for (``SubscriptionRecord.kind``)."""
+
+    EVENT = "event"
+    MESSAGE = "message"
+    # A ``cancel_on`` condition: an event that cancels the run.
+    CANCEL = "cancel"
+
+
 class EntryKind(enum.StrEnum):
     """The operation a journal entry records (``JournalEntry.kind``)."""
 

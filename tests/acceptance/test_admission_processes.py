@@ -46,7 +46,7 @@ class Workers:
         self.procs: list[tuple[asyncio.subprocess.Process, Path]] = []
 
     async def spawn(self) -> asyncio.subprocess.Process:
-        env = {**os.environ, "PARKWAY_URL": self.url, "FLOW_LOG": str(self.log)}
+        env = {**os.environ, "PARKWAY_URL": self.url, "ADMISSION_LOG": str(self.log)}
         # The parkway under test, whatever the working directory (a relative
         # PYTHONPATH would not reach it from the app's folder).
         source = str(Path(parkway.__file__).resolve().parents[1])
@@ -89,7 +89,7 @@ class Workers:
 
 @contextmanager
 def logged(tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "flow.log"
+    log = tmp_path / "admission.log"
     log.touch()
     yield log
 

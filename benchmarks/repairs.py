@@ -30,6 +30,7 @@ from typing import Any
 from benchmarks.harness import DEFAULT_PG_ADMIN, Bench
 from parkway import Engine
 from parkway.core import repairs
+from parkway.store.runs import RunSelection
 
 
 def register(engine: Engine, entries: int) -> None:
@@ -76,12 +77,16 @@ async def measure(bench: Bench, runs: int, entries: int, forks: int) -> dict[str
         read, after = 0, None
         while True:
             async with rt.store.transaction(readonly=True) as tx:
-                batch = await tx.find_runs(
-                    statuses=repairs.CHECKED, workflow="three_steps", subject=None,
-                    created_before=None, after=after, limit=repairs.BATCH,
-                )  # fmt: skip
+                batch = await tx.runs.find(
+                    RunSelection(
+                        statuses=repairs.CHECKED,
+                        workflow="three_steps",
+                        after=after,
+                        limit=repairs.BATCH,
+                    )
+                )
                 for run in batch:
-                    await tx.journal(run.id)
+                    await tx.journal.read(run.id)
                     read += 1
             if len(batch) < repairs.BATCH:
                 break

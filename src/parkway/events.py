@@ -1,4 +1,5 @@
-"""The event envelope."""
+"""The event envelope, and what a publish or a correlate did (their JSON form is
+derived from their fields: :mod:`parkway.models.wire`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any
 
 from parkway import limits
 from parkway.durations import Duration
+from parkway.models.wire import Wire, wire
 
 
 @dataclass
-class Event:
+class Event(Wire):
     """Something that happened, named, about one subject of one domain.
 
     Args:
@@ -29,16 +31,6 @@ class Event:
     domain: str | None = field(default=None, kw_only=True)
     subject: str | None = field(default=None, kw_only=True)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The envelope as a JSON-friendly dict."""
-        return {
-            "name": self.name,
-            "payload": self.payload,
-            "id": self.id,
-            "domain": self.domain,
-            "subject": self.subject,
-        }
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Event:
         """Rebuild from :meth:`to_dict` output."""
@@ -52,7 +44,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Delivery:
+class Delivery(Wire):
     """An event copy on its way to one parked run.
 
     Attributes:
@@ -65,12 +57,9 @@ class Delivery:
     wait: str
     source_subject: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "wait": self.wait, "source_subject": self.source_subject}
-
 
 @dataclass(frozen=True)
-class PublishResult:
+class PublishResult(Wire):
     """What one publish did.
 
     Attributes:
@@ -88,16 +77,6 @@ class PublishResult:
     touched: int = 0
     event_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "started": list(self.started),
-            "resumed": list(self.resumed),
-            "deliveries": [d.to_dict() for d in self.deliveries],
-            "duplicate": self.duplicate,
-            "touched": self.touched,
-            "event_id": self.event_id,
-        }
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PublishResult:
         return cls(
@@ -111,7 +90,7 @@ class PublishResult:
 
 
 @dataclass(frozen=True)
-class SubscriptionInfo:
+class SubscriptionInfo(Wire):
     """A live subscription: one parked run waiting for an event or a message.
 
     Attributes:
@@ -126,7 +105,7 @@ class SubscriptionInfo:
     """
 
     run_id: str
-    kind: str
+    kind: str = field(metadata=wire(choices=("event", "message")))
     domain: str
     name: str
     subject: str | None
@@ -190,7 +169,7 @@ class Batch:
 
 
 @dataclass(frozen=True)
-class CorrelationResult:
+class CorrelationResult(Wire):
     """What ``correlate`` did with a message.
 
     Attributes:
@@ -204,16 +183,13 @@ class CorrelationResult:
             the documented one.
     """
 
-    outcome: str
+    outcome: str = field(metadata=wire(choices=("delivered", "started", "buffered", "duplicate")))
     run_id: str | None = None
-    id: int | None = field(default=None, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "run_id": self.run_id}
+    id: int | None = field(default=None, compare=False, metadata=wire(hidden=True))
 
 
 @dataclass(frozen=True)
-class MessageInfo:
+class MessageInfo(Wire):
     """A buffered message or a dead letter.
 
     Attributes:
@@ -227,19 +203,13 @@ class MessageInfo:
     key: str
     payload: Any
     message_id: str | None
-    status: str
+    status: str = field(metadata=wire(choices=("buffered", "expired")))
     reason: str | None
     received_at: datetime
     expires_at: datetime
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
-        out["received_at"] = self.received_at.isoformat()
-        out["expires_at"] = self.expires_at.isoformat()
-        return out
 
 
 def check_message(name: Any, key: Any) -> tuple[str, str]:

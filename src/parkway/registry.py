@@ -1,4 +1,5 @@
-"""Registered workflows: names, versions, and how their input is validated."""
+"""Registered workflows: names, versions, how their input is validated, and the
+checks of ``@engine.workflow``'s options (:func:`define`)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from parkway import limits
+from parkway.admission import Concurrency, RateLimit
+from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     DuplicateWorkflowError,
+    InvalidArgumentError,
     InvalidInputError,
     InvalidWorkflowError,
     UnknownWorkflowError,
     shown,
 )
+from parkway.events import Batch, CancelOn, Debounce
+from parkway.matching import check_match
+from parkway.settings import retention_seconds
 
 # Internal workflows (accumulators) are named "parkway.<kind>:<workflow>".
 INTERNAL_PREFIX = "parkway."
+
+# @engine.workflow(retention=...) not given: the engine's retention applies.
+ENGINE_RETENTION: Any = object()
 
 if TYPE_CHECKING:
     from parkway.events import Event
@@ -255,3 +265,205 @@ class Registry:
 
     def all(self) -> list[WorkflowDef]:
         return [wf for versions in self._by_name.values() for wf in versions.values()]
+
+
+def define(
+    fn: WorkflowFn,
+    *,
+    name: str | None = None,
+    version: str = "1",
+    on_event: Any = None,
+    on_message: Any = None,
+    debounce: Any = None,
+    batch: Any = None,
+    validate_input: Any = None,
+    unique_per_subject: Any = False,
+    cancel_on: Any = None,
+    concurrency: Any = None,
+    rate_limit: Any = None,
+    priority: Any = None,
+    retention: Any = ENGINE_RETENTION,
+    timeout: Any = None,
+) -> WorkflowDef:
+    """The workflow ``fn`` as ``@engine.workflow(...)`` registers it, its options
+    checked (see :meth:`parkway.Engine.workflow` for what each means).
+
+    Raises:
+        InvalidWorkflowError: An option is malformed (``field`` names it).
+        InvalidDurationError: A duration is malformed.
+        InvalidArgumentError: ``retention`` or ``timeout`` is zero.
+        InvalidInputError: The workflow's name is malformed.
+    """
+    wf_name = limits.name(
+        name if name is not None else getattr(fn, "__name__", None), "workflow name", field="name"
+    )
+    wf_version = _option_name(version, "version", wf_name, "a version string")
+    if isinstance(on_event, str):
+        events: tuple[str, ...] = (_option_name(on_event, "on_event", wf_name),)
+    elif on_event is None or isinstance(on_event, list | tuple):
+        events = tuple(_option_name(e, "on_event", wf_name) for e in on_event or ())
+    else:
+        raise InvalidWorkflowError(
+            f"on_event of workflow {shown(wf_name)} must be an event name or a list "
+            f"of them, got {type(on_event).__name__} {shown(on_event)}",
+            field="on_event",
+        )
+    message_name = None if on_message is None else _option_name(on_message, "on_message", wf_name)
+    if not isinstance(unique_per_subject, bool):
+        raise InvalidWorkflowError(
+            f"unique_per_subject of workflow {shown(wf_name)} must be True or False, "
+            f"got {shown(unique_per_subject)}",
+            field="unique_per_subject",
+        )
+    own_retention = retention is not ENGINE_RETENTION
+    kept = retention_seconds(retention, "retention") if own_retention else None
+    deb, bat = _accumulation(debounce, batch, wf_name)
+    if (deb or bat) and not events:
+        raise InvalidWorkflowError(
+            f"workflow {shown(wf_name)} has debounce/batch but no on_event to feed it"
+        )
+    if validate_input is not None and not callable(validate_input):
+        raise InvalidWorkflowError(
+            f"validate_input of {shown(wf_name)} must be callable", field="validate_input"
+        )
+    _check_admission(wf_name, concurrency, rate_limit, priority)
+    run_timeout = check_timeout(timeout)
+    return WorkflowDef(
+        name=wf_name,
+        version=wf_version,
+        fn=fn,
+        validate_input=validate_input,
+        on_event=events,
+        on_message=message_name,
+        debounce=deb,
+        batch=bat,
+        unique_per_subject=unique_per_subject,
+        model=input_model(fn) if callable(fn) else None,
+        cancel_on=_cancel_conditions(cancel_on, wf_name),
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        priority=priority,
+        retention=kept,
+        own_retention=own_retention,
+        timeout=run_timeout,
+    )
+
+
+def check_timeout(value: Duration | None, field: str = "timeout") -> float | None:
+    """A run timeout in seconds (``None``: none), a workflow's or a start's; it must
+    be longer than zero.
+
+    Raises:
+        InvalidDurationError: ``value`` is not a duration.
+        InvalidArgumentError: It is zero.
+    """
+    if value is None:
+        return None
+    seconds = to_seconds(value, field)
+    if seconds <= 0:
+        raise InvalidArgumentError(
+            f"{field} must be longer than zero, got {shown(value)}", field=field
+        )
+    return seconds
+
+
+def _option_name(value: Any, option: str, workflow: str, what: str = "a name") -> str:
+    """An option of ``@engine.workflow`` that holds a name (an event's, a message's,
+    the version): held to the limits of names, the error naming the option."""
+    try:
+        return limits.name(value, option, field=option)
+    except InvalidInputError as exc:
+        detail = str(exc).removeprefix("invalid input: ")
+        raise InvalidWorkflowError(
+            f"{option} of workflow {shown(workflow)} must be {what}: {detail}", field=option
+        ) from None
+
+
+def _accumulation(debounce: Any, batch: Any, name: str) -> tuple[Debounce | None, Batch | None]:
+    """The ``debounce``/``batch`` options of workflow ``name``."""
+    if debounce is not None and batch is not None:
+        raise InvalidWorkflowError(
+            f"workflow {shown(name)} declares both debounce and batch; they are mutually exclusive"
+        )
+    if debounce is not None:
+        if not isinstance(debounce, Debounce):
+            debounce = Debounce(window=debounce)
+        to_seconds(debounce.window, f"debounce window of {shown(name)}")
+        if debounce.max_wait is not None:
+            to_seconds(debounce.max_wait, f"debounce max_wait of {shown(name)}")
+        _check_key(debounce.key, name)
+    if batch is not None:
+        if not isinstance(batch, Batch):
+            raise InvalidWorkflowError(
+                f"batch of workflow {shown(name)} must be a parkway.Batch, got {shown(batch)}"
+            )
+        size = batch.max_size
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise InvalidWorkflowError(
+                f"batch max_size of {shown(name)} must be a whole number >= 1, got {shown(size)}"
+            )
+        to_seconds(batch.within, f"batch within of {shown(name)}")
+        _check_key(batch.key, name)
+    return debounce, batch
+
+
+def _check_key(key: Any, name: str) -> None:
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidWorkflowError(
+            f"the key of {shown(name)} must be a payload field name, got {shown(key)}"
+        )
+
+
+def _cancel_conditions(cancel_on: Any, workflow: str) -> tuple[CancelOn, ...]:
+    """The ``cancel_on`` option of ``workflow``."""
+    if cancel_on is None:
+        return ()
+    items = [cancel_on] if isinstance(cancel_on, CancelOn) else cancel_on
+    if not isinstance(items, list | tuple):
+        raise InvalidWorkflowError(
+            f"cancel_on of workflow {shown(workflow)} must be a list of parkway.CancelOn, "
+            f"got {shown(cancel_on)}",
+            field="cancel_on",
+        )
+    for index, item in enumerate(items):
+        where = f"cancel_on[{index}] of workflow {shown(workflow)}"
+        if not isinstance(item, CancelOn):
+            raise InvalidWorkflowError(
+                f"{where} must be a parkway.CancelOn, got {shown(item)}",
+                field=f"cancel_on[{index}]",
+            )
+        if not isinstance(item.event, str) or not item.event.strip():
+            raise InvalidWorkflowError(
+                f"{where}: the event must be a name, got {shown(item.event)}",
+                field=f"cancel_on[{index}].event",
+            )
+        if not callable(item.match):
+            check_match(item.match)
+        if item.subject is not None and (not isinstance(item.subject, str) or not item.subject):
+            raise InvalidWorkflowError(
+                f"{where}: subject must be a subject, '*' or None, got {shown(item.subject)}",
+                field=f"cancel_on[{index}].subject",
+            )
+    return tuple(items)
+
+
+def _check_admission(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
+    """The admission options of ``@engine.workflow``."""
+    if concurrency is not None and not isinstance(concurrency, Concurrency):
+        raise InvalidWorkflowError(
+            f"concurrency of workflow {shown(name)} must be a parkway.Concurrency, got "
+            f"{shown(concurrency)}",
+            field="concurrency",
+        )
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise InvalidWorkflowError(
+            f"rate_limit of workflow {shown(name)} must be a parkway.RateLimit, got "
+            f"{shown(rate_limit)}",
+            field="rate_limit",
+        )
+    if priority is not None and not callable(priority):
+        raise InvalidWorkflowError(
+            f"priority of workflow {shown(name)} must be a callable input -> int, got "
+            f"{shown(priority)}",
+            field="priority",
+        )

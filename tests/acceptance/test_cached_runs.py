@@ -137,7 +137,7 @@ async def test_an_evicted_runs_row_stops_naming_the_worker_with_its_next_commit(
 
     async def marks(*run_ids: str) -> dict[str, str | None]:
         async with store.transaction(readonly=True) as tx:
-            return {r: (await tx.get_run(r)).advanced_by for r in run_ids}  # type: ignore[union-attr]
+            return {r: (await tx.runs.get(r)).advanced_by for r in run_ids}  # type: ignore[union-attr]
 
     for run_id in ("a", "b"):
         await engine.start("counter", 0, id=run_id)

@@ -38,15 +38,18 @@ def count_commits(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> Callable[[
         nonlocal count
         fenced = False
         async with original(readonly=readonly) as tx:
-            update_leased = tx.update_leased
+            update_leased = tx.runs.update_leased
 
             async def spy(*args: Any, **kwargs: Any) -> Any:
                 nonlocal fenced
                 fenced = True
                 return await update_leased(*args, **kwargs)
 
-            tx.update_leased = spy
-            yield tx
+            tx.runs.update_leased = spy
+            try:
+                yield tx
+            finally:  # (a store may keep its transaction's parts for the next one)
+                del tx.runs.update_leased
         count += fenced
 
     monkeypatch.setattr(store, "transaction", counting)

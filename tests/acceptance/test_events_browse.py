@@ -153,7 +153,7 @@ async def test_http_lists_events(engine: Engine, monkeypatch: pytest.MonkeyPatch
     import httpx
 
     from parkway.http import create_app
-    from parkway.http import schemas as s
+    from parkway.http import responses as s
 
     from .test_http import conform
 

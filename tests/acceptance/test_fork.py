@@ -191,7 +191,7 @@ async def test_fork_over_http(engine: Engine, monkeypatch: pytest.MonkeyPatch) -
     import httpx
 
     from parkway.http import create_app
-    from parkway.http import schemas as s
+    from parkway.http import responses as s
 
     from .test_http import conform, ok
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from parkway import Engine
 from parkway.http import create_app
-from parkway.http import schemas as s
+from parkway.http import responses as s
 from parkway.http.app import ROUTES
 from parkway.testing import ManualClock
 

@@ -13,7 +13,7 @@ import httpx
 
 from parkway import Engine
 from parkway.http import create_app
-from parkway.http import schemas as s
+from parkway.http import responses as s
 
 from .test_http import conform, ok
 

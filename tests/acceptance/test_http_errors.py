@@ -21,7 +21,7 @@ import httpx
 
 from parkway import Engine, ParkwayError, StoreError
 from parkway.http import MAX_BODY_BYTES, create_app
-from parkway.http import schemas as s
+from parkway.http import responses as s
 from parkway.http.app import ROUTES
 
 from .test_http import Served, register, served_app

@@ -13,7 +13,7 @@ import httpx
 
 from parkway import Engine, Schedule
 from parkway.http import create_app
-from parkway.http import schemas as s
+from parkway.http import responses as s
 
 
 @pytest.fixture

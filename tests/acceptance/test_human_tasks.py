@@ -32,7 +32,7 @@ from parkway import (
 )
 from parkway.errors import TaskNotFoundError
 from parkway.http import create_app
-from parkway.http.schemas import HumanTaskOut
+from parkway.http.responses import HumanTaskOut
 from parkway.testing import ManualClock
 
 from .test_cli import failed, ok_json, parkway

@@ -648,7 +648,7 @@ async def test_values_and_updates_over_http(engine: Engine) -> None:
     import httpx
 
     from parkway.http import create_app
-    from parkway.http import schemas as s
+    from parkway.http import responses as s
 
     engine.workflow(name="counter")(counter)
 

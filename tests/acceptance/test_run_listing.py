@@ -16,11 +16,12 @@ from parkway.testing import ManualClock
 pytest.importorskip("starlette", reason="the http extra is not installed: pip install -e '.[http]'")
 import httpx
 
-from parkway.http import schemas as s
+from parkway.http import responses as s
+from parkway.http.requests import NEXT_PAGE_HEADER
 
 from .test_http import client, conform, ok, register  # noqa: F401  (client: the fixture)
 
-NEXT = s.NEXT_PAGE_HEADER
+NEXT = NEXT_PAGE_HEADER
 
 
 async def _start_orders(engine: Engine, clock: ManualClock, n: int, *, every: str = "1s") -> None:

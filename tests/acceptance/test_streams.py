@@ -382,8 +382,8 @@ async def test_http_stream_as_events_and_as_json(
     pytest.importorskip("sse_starlette", reason="the http extra is not installed")
     import httpx
 
-    from parkway.http import app as http_app
     from parkway.http import create_app
+    from parkway.http.handlers import runs as http_app
 
     monkeypatch.setattr(http_app, "SSE_KEEPALIVE", 0.02)
 

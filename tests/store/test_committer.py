@@ -12,14 +12,14 @@ from parkway.errors import LeaseLostError, StoreError
 from parkway.store import Store
 from parkway.store.base import NewTask, Tx
 
-from .test_conformance import NOW, WALL, entry, run
+from .conformance.support import NOW, WALL, entry, run
 
 
 async def leased(store: Store, count: int, owner: str = "w") -> list[str]:
     async with store.transaction() as tx:
         for i in range(count):
-            await tx.insert_run(run(f"r{i}"))
-            await tx.add_tasks([NewTask(f"r{i}", NOW, "start")])
+            await tx.runs.insert(run(f"r{i}"))
+            await tx.tasks.add([NewTask(f"r{i}", NOW, "start")])
     claimed = await store.claim(owner, now=NOW, wall_now=WALL, lease_until=WALL + 60, limit=count)
     assert len(claimed) == count
     return sorted(claimed)
@@ -29,8 +29,8 @@ def step_commit(run_id: str, owner: str = "w") -> tuple[str, object]:
     """A worker-like commit: fence on the lease, then journal one step."""
 
     async def job(tx: Tx) -> str:
-        await tx.update_leased(run_id, {"status": "parked"}, owner=owner, release=False)
-        await tx.put_journal(run_id, [entry(0)])
+        await tx.runs.update_leased(run_id, {"status": "parked"}, owner=owner, release=False)
+        await tx.journal.put(run_id, [entry(0)])
         return run_id
 
     return run_id, job
@@ -38,7 +38,7 @@ def step_commit(run_id: str, owner: str = "w") -> tuple[str, object]:
 
 async def journals(store: Store, run_ids: list[str]) -> dict[str, int]:
     async with store.transaction(readonly=True) as tx:
-        return {r: len(await tx.journal(r)) for r in run_ids}
+        return {r: len(await tx.journal.read(r)) for r in run_ids}
 
 
 async def test_commits_that_queue_up_share_one_transaction(store: Store) -> None:
@@ -64,7 +64,7 @@ async def test_a_lost_lease_fails_only_its_own_commit(store: Store) -> None:
     lost = run_ids[1]
     # Another worker takes one run over.
     async with store.transaction() as tx:
-        assert await tx.update_run(lost, {"updated_at": NOW}, owner="w")  # drops w's lease
+        assert await tx.runs.update(lost, {"updated_at": NOW}, owner="w")  # drops w's lease
     assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 60, limit=1) == [
         lost
     ]
@@ -84,8 +84,8 @@ async def test_a_failing_commit_is_retried_alone_and_fails_alone(store: Store) -
     committer = Committer(store)
 
     async def broken(tx: Tx) -> None:
-        await tx.update_leased(run_ids[0], {"status": "parked"}, owner="w", release=False)
-        await tx.put_journal(run_ids[0], [entry(0)])
+        await tx.runs.update_leased(run_ids[0], {"status": "parked"}, owner="w", release=False)
+        await tx.journal.put(run_ids[0], [entry(0)])
         raise ValueError("bad commit")
 
     outcomes = await asyncio.gather(
@@ -170,7 +170,7 @@ def counted_delivery(run_id: str, calls: dict[str, int]) -> Any:
 
     async def job(tx: Tx) -> str:
         calls[run_id] = calls.get(run_id, 0) + 1
-        await tx.add_signal(run_id, "go", b"1", NOW)
+        await tx.signals.add(run_id, "go", b"1", NOW)
         return run_id
 
     return job
@@ -178,7 +178,7 @@ def counted_delivery(run_id: str, calls: dict[str, int]) -> Any:
 
 async def mailboxes(store: Store, run_ids: list[str]) -> dict[str, int]:
     async with store.transaction(readonly=True) as tx:
-        return {r: len(await tx.signals(r)) for r in run_ids}
+        return {r: len(await tx.signals.list(r)) for r in run_ids}
 
 
 async def test_unfenced_jobs_are_not_retried_after_a_commit_of_unknown_outcome(
@@ -231,7 +231,7 @@ def blocking(release: asyncio.Event, started: asyncio.Event, run_id: str) -> Any
     """A job that writes a signal to ``run_id`` and then waits for ``release``."""
 
     async def job(tx: Tx) -> str:
-        await tx.add_signal(run_id, "go", b"1", NOW)
+        await tx.signals.add(run_id, "go", b"1", NOW)
         started.set()
         await release.wait()
         return run_id
@@ -285,7 +285,7 @@ async def test_the_jobs_of_a_batch_run_in_their_order(store: Store) -> None:
     def noting(run_id: str) -> Any:
         async def job(tx: Tx) -> None:
             order.append(run_id)
-            await tx.add_signal(run_id, "go", b"1", NOW)
+            await tx.signals.add(run_id, "go", b"1", NOW)
 
         return job
 

@@ -33,9 +33,10 @@ from parkway.store.postgres import (
     transport,
     wire,
 )
+from parkway.store.runs import RunFilter
 
 from ..conftest import postgres_harness
-from .test_conformance import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
+from .conformance.support import NOW, WALL, entry, event, event_wait, message_wait, run, show_shapes
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -213,7 +214,7 @@ async def test_a_fresh_database_gets_the_schema_once_from_racing_processes(
             store = open_store({url!r})
             await store.open()
             async with store.transaction() as tx:
-                await tx.add_signal("r", "ok", None, 0.0)
+                await tx.signals.add("r", "ok", None, 0.0)
             await store.close()
         asyncio.run(main())
         """
@@ -312,7 +313,7 @@ async def test_transactions_survive_killed_connections(
     # Fill the pool with several connections, then kill them all.
     async def hold() -> None:
         async with store.transaction() as tx:
-            await tx.get_run("x")
+            await tx.runs.get("x")
             await asyncio.sleep(0.2)
 
     await asyncio.gather(*(hold() for _ in range(4)))
@@ -320,12 +321,11 @@ async def test_transactions_survive_killed_connections(
     await asyncio.sleep(0.2)
     for i in range(10):  # each dead connection is replaced as it is met
         async with store.transaction() as tx:
-            await tx.insert_run(run(f"r{i}"))
+            await tx.runs.insert(run(f"r{i}"))
     assert await store.has_due(NOW) is False
     assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 1, limit=1) == []
     async with store.transaction(readonly=True) as tx:
-        assert len(await tx.list_runs(workflow=None, status=None, subject=None, domain=None,
-                                      parent_id=None, limit=100)) == 10  # fmt: skip
+        assert len(await tx.runs.list(RunFilter(limit=100))) == 10  # fmt: skip
 
 
 def terminate_pid(pid: int) -> None:
@@ -340,34 +340,34 @@ async def test_a_transaction_whose_connection_dies_midway_is_replayed(
     store: PostgresStore,
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
+        await tx.runs.insert(run("r"))
     async with store.transaction() as tx:
-        found = await tx.get_run("r")
+        found = await tx.runs.get("r")
         assert found is not None
         terminate_pid(await backend_pid(tx))
         await asyncio.sleep(0.1)
         # The next statement meets the dead connection: the transaction so far is
         # replayed on a fresh one (same results), and carries on.
-        assert await tx.update_run("r", {"status": "parked"})
-        await tx.add_tasks([NewTask("r", NOW, "start")])
+        assert await tx.runs.update("r", {"status": "parked"})
+        await tx.tasks.add([NewTask("r", NOW, "start")])
     async with store.transaction(readonly=True) as tx:
-        after = await tx.get_run("r")
+        after = await tx.runs.get("r")
         assert after is not None and after.status == "parked"
-        assert len(await tx.due_tasks("r", NOW)) == 1
+        assert len(await tx.tasks.due("r", NOW)) == 1
 
 
 async def test_a_replay_that_reads_something_else_gives_up(
     store: PostgresStore, engine_url: str
 ) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
+        await tx.runs.insert(run("r"))
     with pytest.raises(ParkwayError, match="lost mid-transaction and the data it had read changed"):
         async with store.transaction() as tx:
-            await tx.get_run("r")
+            await tx.runs.get("r")
             terminate_pid(await backend_pid(tx))
             await asyncio.sleep(0.1)
             admin_sql("UPDATE parkway.runs SET status = 'failed'", database_of(engine_url))
-            await tx.update_run("r", {"status": "parked"})
+            await tx.runs.update("r", {"status": "parked"})
     after = await store_run(store, "r")
     assert after.status == "failed"
 
@@ -376,7 +376,7 @@ async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> 
     # The server ended the session before COMMIT reached it: nothing was committed,
     # so the transaction is replayed and committed again.
     async with store.transaction() as tx:
-        await tx.insert_run(run("before"))
+        await tx.runs.insert(run("before"))
         terminate_pid(await backend_pid(tx))
         await asyncio.sleep(0.1)
     assert (await store_run(store, "before")).id == "before"
@@ -386,16 +386,16 @@ async def test_a_connection_lost_at_commit_is_resolved(store: PostgresStore) -> 
     # (Its first round trip begins the transaction; the second carries the COMMIT.)
     with reply_lost_after_commit(at_commit=True) as cut:
         async with store.transaction() as tx:
-            await tx.add_signal("r", "once", None, NOW)
+            await tx.signals.add("r", "once", None, NOW)
     assert cut  # the COMMIT went through, and its reply was lost
     async with store.transaction(readonly=True) as tx:
-        assert [s.name for s in await tx.signals("r")] == ["once"]
+        assert [s.name for s in await tx.signals.list("r")] == ["once"]
 
 
 async def leased_run(store: PostgresStore, run_id: str) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run(run_id))
-        await tx.add_tasks([NewTask(run_id, NOW, "start")])
+        await tx.runs.insert(run(run_id))
+        await tx.tasks.add([NewTask(run_id, NOW, "start")])
     assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 60, limit=1) == [run_id]
 
 
@@ -441,9 +441,9 @@ def reply_lost_after_commit(*, at_commit: bool = False) -> Iterator[list[bool]]:
 
 async def worker_commit(store: PostgresStore, run_id: str) -> None:
     async with store.transaction() as tx:
-        await tx.update_leased(run_id, {"status": "parked"}, owner="w", release=False)
-        await tx.put_journal(run_id, [entry(0)])
-        await tx.add_tasks([NewTask(run_id, NOW + 60, "timer", 0)])
+        await tx.runs.update_leased(run_id, {"status": "parked"}, owner="w", release=False)
+        await tx.journal.put(run_id, [entry(0)])
+        await tx.tasks.add([NewTask(run_id, NOW + 60, "timer", 0)])
 
 
 async def test_the_heartbeat_skips_a_run_whose_row_a_commit_holds(
@@ -470,8 +470,8 @@ async def test_a_worker_commit_is_one_round_trip(store: PostgresStore) -> None:
     assert sent == [["BEGIN", "WITH", "--", "COMMIT"]]
     with sends() as sent:
         async with store.transaction() as tx:  # a step's commit: one statement
-            await tx.update_leased("r", {"status": "running"}, owner="w", release=False)
-            await tx.put_journal("r", [entry(1)])
+            await tx.runs.update_leased("r", {"status": "running"}, owner="w", release=False)
+            await tx.journal.put("r", [entry(1)])
     assert sent == [["WITH"]]
 
 
@@ -519,10 +519,10 @@ async def test_a_claim_reads_its_rows_in_binary_as_it_would_in_text(
     # The claims' rows come back in PostgreSQL's binary format (wire.BinaryRows):
     # the same values as the text format gives, NULLs inside arrays included.
     async with store.transaction() as tx:
-        await tx.insert_run(run("r"))
-        await tx.add_tasks([NewTask("r", NOW, "signal"), NewTask("r", NOW - 1, "timer", 2)])
-        await tx.add_signal("r", "go", b'{"n": 1.5}', NOW)
-        await tx.put_journal("r", [
+        await tx.runs.insert(run("r"))
+        await tx.tasks.add([NewTask("r", NOW, "signal"), NewTask("r", NOW - 1, "timer", 2)])
+        await tx.signals.add("r", "go", b'{"n": 1.5}', NOW)
+        await tx.journal.put("r", [
             entry(0, value=b'"x"'), entry(1, value=None, branch="b/1"),
             entry(2, state="pending", value=None, deadline=NOW + 0.25),
         ])  # fmt: skip
@@ -553,15 +553,15 @@ async def test_a_start_is_one_round_trip_and_is_sent_again_when_cut_off(
 ) -> None:
     with sends() as sent:
         async with store.transaction() as tx:
-            await tx.start_run(run("one"), NOW)
+            await tx.runs.start(run("one"), NOW)
     assert sent == [["--"]]  # one statement: a transaction of its own
     with reply_lost_after_commit() as cut:
         async with store.transaction() as tx:
-            await tx.start_run(run("two"), NOW)
+            await tx.runs.start(run("two"), NOW)
     assert cut
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_run("two") == run("two")
-        assert len(await tx.due_tasks("two", NOW)) == 1  # committed, then sent again: once
+        assert await tx.runs.get("two") == run("two")
+        assert len(await tx.tasks.due("two", NOW)) == 1  # committed, then sent again: once
 
 
 async def test_a_worker_commit_cut_off_before_it_reached_the_server_is_sent_again(
@@ -569,13 +569,13 @@ async def test_a_worker_commit_cut_off_before_it_reached_the_server_is_sent_agai
 ) -> None:
     await leased_run(store, "r")
     async with store.transaction() as tx:
-        await tx.update_leased("r", {"status": "parked"}, owner="w", release=False)
-        await tx.put_journal("r", [entry(0)])
+        await tx.runs.update_leased("r", {"status": "parked"}, owner="w", release=False)
+        await tx.journal.put("r", [entry(0)])
         terminate_pid(await backend_pid(tx))
         await asyncio.sleep(0.1)
     async with store.transaction(readonly=True) as tx:
-        assert await tx.journal("r") == [entry(0)]
-        assert (await tx.get_run("r")).status == "parked"  # type: ignore[union-attr]
+        assert await tx.journal.read("r") == [entry(0)]
+        assert (await tx.runs.get("r")).status == "parked"  # type: ignore[union-attr]
 
 
 async def test_a_worker_commit_whose_reply_was_lost_is_not_applied_twice(
@@ -586,18 +586,18 @@ async def test_a_worker_commit_whose_reply_was_lost_is_not_applied_twice(
         await worker_commit(store, "r")
     assert cut
     async with store.transaction(readonly=True) as tx:
-        assert await tx.journal("r") == [entry(0)]
-        assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start", "timer"]
+        assert await tx.journal.read("r") == [entry(0)]
+        assert [t.kind for t in await tx.tasks.due("r", NOW + 60)] == ["start", "timer"]
 
 
 async def signal_alone(store: PostgresStore, run_id: str, name: str = "go") -> Sent:
     async with store.transaction() as tx:
-        return await tx.send_signal(run_id, name, b"1", NOW)
+        return await tx.signals.send(run_id, name, b"1", NOW)
 
 
 async def mailbox(store: PostgresStore, run_id: str) -> list[str]:
     async with store.transaction(readonly=True) as tx:
-        return [s.name for s in await tx.signals(run_id)]
+        return [s.name for s in await tx.signals.list(run_id)]
 
 
 async def test_a_signal_is_one_round_trip(
@@ -616,7 +616,7 @@ async def test_a_signal_is_one_round_trip(
 
 async def test_a_signal_whose_reply_was_lost_is_settled_by_its_mark(store: PostgresStore) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run("r", status="completed"))
+        await tx.runs.insert(run("r", status="completed"))
     await leased_run(store, "live")
     for run_id, status in (("live", "running"), ("r", "completed"), ("nobody", None)):
         with reply_lost_after_commit() as cut:
@@ -658,8 +658,8 @@ async def test_a_signal_cut_off_before_it_reached_the_server_is_sent_again(
 
 async def waiting_for(store: PostgresStore, run_id: str, key: str) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run(run_id, status="parked"))
-        await tx.add_subscription(message_wait(run_id, "payment", key))
+        await tx.runs.insert(run(run_id, status="parked"))
+        await tx.subscriptions.add(message_wait(run_id, "payment", key))
 
 
 async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) -> MessageDelivery:
@@ -667,7 +667,7 @@ async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) 
     if lease:
         terms = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
     async with store.transaction() as tx:
-        return await tx.deliver_message(
+        return await tx.messages.deliver(
             "payment", key, b"body", NOW, message_id=f"id-{key}", fresh_after=NOW - 60,
             **terms,  # type: ignore[arg-type]
         )  # fmt: skip
@@ -676,7 +676,7 @@ async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) 
 async def task_kinds(store: PostgresStore, run_id: str) -> list[str]:
     """The kinds of the run's tasks due now."""
     async with store.transaction(readonly=True) as tx:
-        return [t.kind for t in await tx.due_tasks(run_id, NOW)]
+        return [t.kind for t in await tx.tasks.due(run_id, NOW)]
 
 
 async def test_a_delivery_and_its_lease_are_one_round_trip(
@@ -727,7 +727,7 @@ async def deliveries_together(store: PostgresStore, keys: list[str]) -> list[Mes
     """One transaction of several deliveries, as a sender's batch is (unleased)."""
     async with store.transaction() as tx:
         return [
-            await tx.deliver_message(
+            await tx.messages.deliver(
                 "payment", key, b"body", NOW, message_id=None, fresh_after=NOW - 60
             )
             for key in keys
@@ -855,14 +855,14 @@ class FailFirstBatch:
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[object]:
         async with self._store.transaction(readonly=readonly) as tx:  # type: ignore[attr-defined]
             calls = 0
-            deliver = tx.deliver_message
+            deliver = tx.messages.deliver
 
             async def counting(*args: object, **kwargs: object) -> object:
                 nonlocal calls
                 calls += 1
                 return await deliver(*args, **kwargs)
 
-            tx.deliver_message = counting
+            tx.messages.deliver = counting
             yield tx
             if calls > 1 and not self.failed:
                 self.failed = True
@@ -898,8 +898,8 @@ async def test_messages_of_a_failed_batch_are_sent_again_each_and_handed_over(
 
 async def paying(store: PostgresStore, run_id: str, order_id: int) -> None:
     async with store.transaction() as tx:
-        await tx.insert_run(run(run_id, status="parked"))
-        await tx.add_subscription(event_wait(run_id, {"order_id": order_id}))
+        await tx.runs.insert(run(run_id, status="parked"))
+        await tx.subscriptions.add(event_wait(run_id, {"order_id": order_id}))
 
 
 async def publish_alone(
@@ -911,7 +911,7 @@ async def publish_alone(
     payload = {"order_id": order_id}
     body = f'{{"order_id":{order_id}}}'.encode()
     async with store.transaction() as tx:
-        return await tx.deliver_event(
+        return await tx.events.deliver(
             event(event_id, payload=body), payload, body, fresh_after=NOW - 60,
             **terms,  # type: ignore[arg-type]
         )  # fmt: skip
@@ -946,10 +946,10 @@ async def test_a_publish_at_once_declines_a_shape_it_has_not_seen(store: Postgre
         True, None, [], None
     )  # fmt: skip
     async with store.transaction(readonly=True) as tx:
-        assert await tx.get_event("e1") is None
-        assert len(await tx.list_subscriptions(run_id="r")) == 1
+        assert await tx.events.get("e1") is None
+        assert len(await tx.subscriptions.list(run_id="r")) == 1
         # The usual path reads the shapes; from then on the store knows them.
-        assert await tx.shapes("default", "order.paid") == ['["order_id"]']
+        assert await tx.subscriptions.shapes("default", "order.paid") == ['["order_id"]']
     assert (await publish_alone(store, 1)).waits == [("r", "wait#0")]
     # A shape whose waits are all gone is still known: no decline when one comes back.
     assert (await publish_alone(store, 1, "e2")).waits == []
@@ -963,18 +963,18 @@ async def test_a_publish_at_once_declines_more_shapes_than_it_looks_under(
     keys = [f"k{i}" for i in range(DELIVER_EVENT_SHAPES + 1)]
     async with store.transaction() as tx:
         for i, key in enumerate(keys):
-            await tx.add_subscription(event_wait(f"r{i}", {key: 1}))
+            await tx.subscriptions.add(event_wait(f"r{i}", {key: 1}))
     await show_shapes(store, *(shape_of({key: 1}) for key in keys))
     payload = {key: 1 for key in keys}
     body = orjson.dumps(payload)
     with sends() as sent:
         async with store.transaction() as tx:
-            many = await tx.deliver_event(event("e1", payload=body), payload, body, fresh_after=0)
+            many = await tx.events.deliver(event("e1", payload=body), payload, body, fresh_after=0)
     assert sent == [] and (many.known, many.outcome) == (True, None)
     fewer = {key: 1 for key in keys[1:]}  # one shape the payload lacks a key of
     body = orjson.dumps(fewer)
     async with store.transaction() as tx:
-        some = await tx.deliver_event(event("e1", payload=body), fewer, body, fresh_after=0)
+        some = await tx.events.deliver(event("e1", payload=body), fewer, body, fresh_after=0)
     assert some.outcome == "published" and len(some.waits) == DELIVER_EVENT_SHAPES
 
 
@@ -1041,7 +1041,7 @@ async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresS
     assert await store._mark_outcome(42) == (False, None)
     with pytest.raises(StoreError, match="commit_marks"):
         async with store.transaction() as tx:
-            sent = await tx.send_signal("r", "go", b"1", NOW)
+            sent = await tx.signals.send("r", "go", b"1", NOW)
             # (Its statement carries mark 42, as a late copy of a settled one would.)
             tx._queued[0][1]["mark"] = 42  # type: ignore[index]
     assert not sent.known
@@ -1089,11 +1089,11 @@ async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: Postg
     with pytest.raises(LeaseLostError, match="lease on this run was lost"):
         await worker_commit(store, "r")
     async with store.transaction(readonly=True) as tx:
-        assert await tx.journal("r") == []
-        assert [t.kind for t in await tx.due_tasks("r", NOW + 60)] == ["start"]
+        assert await tx.journal.read("r") == []
+        assert [t.kind for t in await tx.tasks.due("r", NOW + 60)] == ["start"]
     # The connection that saw the failed pipeline is fine for the next commits.
     async with store.transaction() as tx:
-        await tx.delete_all_tasks("r")
+        await tx.tasks.delete_run("r")
     for i in range(12):
         await leased_run(store, f"next{i}")
         await worker_commit(store, f"next{i}")
@@ -1101,7 +1101,7 @@ async def test_a_lost_lease_fails_a_worker_commit_and_saves_nothing(store: Postg
 
 async def store_run(store: PostgresStore, run_id: str) -> object:
     async with store.transaction(readonly=True) as tx:
-        found = await tx.get_run(run_id)
+        found = await tx.runs.get(run_id)
     assert found is not None
     return found
 
@@ -1119,7 +1119,7 @@ async def test_the_listener_reconnects_and_hears_again(engine_url: str) -> None:
         await wait_for(lambda: listening(database), "the listener to come back")
         await wait_for(lambda: changed_is(mine, False), "the listener to settle")
         async with other.transaction() as tx:
-            await tx.add_tasks([NewTask("r", NOW, "start")])
+            await tx.tasks.add([NewTask("r", NOW, "start")])
         await wait_for(lambda: changed_is(mine, True), "a notification after reconnecting")
     finally:
         await mine.close()
@@ -1148,7 +1148,7 @@ async def test_a_store_is_not_woken_by_its_own_commits(
     # commit below, as if that commit had woken the store.
     await wait_for(lambda: changed_is(store, True), "the listener's first look")
     async with store.transaction() as tx:
-        await tx.add_tasks([NewTask("r", NOW, "start")])
+        await tx.tasks.add([NewTask("r", NOW, "start")])
     await asyncio.sleep(0.3)
     assert await store.changed() is False
 
@@ -1249,17 +1249,19 @@ async def wakes_to_lease(store: PostgresStore, *, held: bool) -> None:
     lease = dict(lease_owner="other", lease_until=WALL + 60) if held else {}
     async with store.transaction() as tx:
         for run_id in ("s", "m", "p"):
-            await tx.insert_run(run(run_id, status="parked", **lease))
-        await tx.add_subscription(message_wait("m", "payment", "K1"))
-        await tx.add_subscription(event_wait("p", {"order_id": 1}))
+            await tx.runs.insert(run(run_id, status="parked", **lease))
+        await tx.subscriptions.add(message_wait("m", "payment", "K1"))
+        await tx.subscriptions.add(event_wait("p", {"order_id": 1}))
     await show_shapes(store, shape_of({"order_id": 1}))
 
 
 async def signal_leased(store: PostgresStore, run_id: str) -> bool | None:
     """A signal to ``run_id`` with the lease for worker "w" after it; whether it took it."""
     async with store.transaction() as tx:
-        sent = await tx.send_signal(run_id, "go", None, NOW)
-        lease = await tx.lease_run(run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30)
+        sent = await tx.signals.send(run_id, "go", None, NOW)
+        lease = await tx.runs.lease(
+            run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
+        )
     assert sent.status == "parked"
     return lease.taken
 
@@ -1288,7 +1290,7 @@ async def test_a_wake_leased_to_this_process_notifies_no_other(
         await paying(store, "p2", 1)
         await waiting_for(store, "m2", "K2")
         async with store.transaction() as tx:
-            await tx.send_signal("s", "again", None, NOW)
+            await tx.signals.send("s", "again", None, NOW)
         await deliver_alone(store, "K2")
         await publish_alone(store, 1, "e2")
         assert [note.split()[0] for note in await heard()] == [store._token] * 3
@@ -1329,15 +1331,15 @@ async def test_a_lock_wait_past_statement_timeout_fails_clearly(engine_url: str)
     await waiter.open()
     try:
         async with blocker.transaction() as tx:
-            await tx.insert_run(run("r"))
+            await tx.runs.insert(run("r"))
         async with blocker.transaction() as tx:
-            await tx.get_run("r")  # holds the row
+            await tx.runs.get("r")  # holds the row
             with pytest.raises(StoreError, match="statement_timeout") as err:
                 async with waiter.transaction() as other:
-                    await other.update_run("r", {"status": "parked"})
+                    await other.runs.update("r", {"status": "parked"})
         assert "rolled back" in str(err.value)
         async with waiter.transaction() as other:  # the store carries on
-            assert await other.update_run("r", {"status": "parked"})
+            assert await other.runs.update("r", {"status": "parked"})
     finally:
         await blocker.close()
         await waiter.close()

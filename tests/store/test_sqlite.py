@@ -13,13 +13,13 @@ import parkway.store.sqlite.checkpoints
 import parkway.store.sqlite.store
 from parkway.store.sqlite import SQLiteStore
 
-from .test_conformance import run
+from .conformance.support import run
 
 
 async def commit_runs(store: SQLiteStore, count: int) -> None:
     for i in range(count):
         async with store.transaction() as tx:
-            await tx.insert_run(run(f"r{i}", input=b'"' + b"x" * 8000 + b'"'))
+            await tx.runs.insert(run(f"r{i}", input=b'"' + b"x" * 8000 + b'"'))
 
 
 @pytest.mark.parametrize("background", [True, False])
@@ -69,7 +69,7 @@ async def test_under_steady_commits_the_wal_starts_over(
         async def commit() -> None:
             nonlocal committed
             async with store.transaction() as tx:
-                await tx.insert_run(run(f"r{committed}", input=b'"' + b"x" * 8000 + b'"'))
+                await tx.runs.insert(run(f"r{committed}", input=b'"' + b"x" * 8000 + b'"'))
             committed += 1
             await asyncio.sleep(0)  # (the checkpoint task's turn)
 
@@ -82,7 +82,7 @@ async def test_under_steady_commits_the_wal_starts_over(
         assert store._checkpoints.restarts >= 1
         assert store._checkpoints.writable.is_set()
         async with store.transaction(readonly=True) as tx:
-            assert await tx.get_run(f"r{committed - 1}") is not None
+            assert await tx.runs.get(f"r{committed - 1}") is not None
     finally:
         await store.close()
 
@@ -103,17 +103,17 @@ async def test_writes_held_back_for_a_checkpoint_wait_and_reads_do_not(
 
         async def write() -> None:
             async with store.transaction() as tx:
-                await tx.insert_run(run("held"))
+                await tx.runs.insert(run("held"))
 
         writer = asyncio.create_task(write())
         async with store.transaction(readonly=True) as tx:
-            assert await tx.get_run("held") is None
+            assert await tx.runs.get("held") is None
         await asyncio.sleep(0.05)
         assert not writer.done()
         store._checkpoints.writable.set()
         await asyncio.wait_for(writer, 5)
         async with store.transaction(readonly=True) as tx:
-            assert await tx.get_run("held") is not None
+            assert await tx.runs.get("held") is not None
     finally:
         await store.close()
 
@@ -145,7 +145,7 @@ async def test_an_upgrade_keeps_the_labels_of_parked_waits(tmp_path: Path) -> No
     await store.open()
     try:
         async with store.transaction() as tx:
-            subs = await tx.list_subscriptions()
+            subs = await tx.subscriptions.list()
         assert sorted((s.run_id, s.wait) for s in subs) == [
             ("a", "wait_for_event:paid#3"),
             ("b", "node:pay"),
@@ -192,10 +192,10 @@ async def test_one_index_serves_the_counts_and_a_subjects_active_run(tmp_path: P
     await store.open()
     try:
         async with store.transaction() as tx:
-            assert await tx.active_run("account", "default", "acct-1") == "live"
-            assert await tx.active_run("account", "default", "acct-2") == "other"
-            assert await tx.active_run("account", "default", "acct-3") is None
-            assert await tx.active_run("account", "elsewhere", "acct-1") is None
+            assert await tx.runs.active("account", "default", "acct-1") == "live"
+            assert await tx.runs.active("account", "default", "acct-2") == "other"
+            assert await tx.runs.active("account", "default", "acct-3") is None
+            assert await tx.runs.active("account", "elsewhere", "acct-1") is None
         plans = {
             name: " | ".join(
                 row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {Q[name]}", args)

@@ -17,7 +17,7 @@ from parkway.errors import (
     StoreError,
     StoreFullError,
 )
-from parkway.worker.advance import _transient
+from parkway.worker.refusals import transient as _transient
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -95,7 +95,7 @@ async def accumulate(
         f"{accumulator_name(wf)}:{event.domain}:{event.subject or ''}:"
         f"{_json.dumps(key_value).decode()}"
     )
-    run = await tx.get_run(run_id)
+    run = await tx.runs.get(run_id)
     if run is None:
         acc = rt.registry.latest(accumulator_name(wf))
         config: dict[str, Any] = {"workflow": wf.name}
@@ -115,8 +115,8 @@ async def accumulate(
             domain=event.domain,
             subject=event.subject,
         )
-    await tx.add_signal(run_id, SIGNAL, envelope, now)
-    await tx.add_tasks([NewTask(run_id, now, TaskKind.SIGNAL)])
+    await tx.signals.add(run_id, SIGNAL, envelope, now)
+    await tx.tasks.add([NewTask(run_id, now, TaskKind.SIGNAL)])
 
 
 async def _fire(ctx: WorkflowContext, config: dict[str, Any], last: dict[str, Any], value: Any):  # type: ignore[no-untyped-def]

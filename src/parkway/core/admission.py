@@ -14,7 +14,7 @@ hold across every process on the store without a coordinator:
 - :func:`hold` (from the worker): a run that is not admitted yet but was given a
   task anyway (a signal, an update) is put back, its tasks deferred until it is.
 
-A key's slot row (``Tx.flow_slot``) is locked first by each of these, so one
+A key's slot row (``tx.admission.slot``) is locked first by each of these, so one
 key's changes are serialised while other keys go on. ``continue_as_new`` keeps
 the run's slot: it is the same run, still active.
 """
@@ -109,7 +109,7 @@ async def admit(
     ckey, rkey = keys(wf, _json.loads(run.input))
     conc: Concurrency | None = wf.concurrency
     if conc is not None and ckey is not None:
-        slot = await tx.flow_slot(wf.name, ckey)
+        slot = await tx.admission.slot(wf.name, ckey)
         if slot.active >= conc.limit:
             mode = conc.when_full
             if mode == "skip" and not queue_when_skipped:
@@ -117,12 +117,12 @@ async def admit(
             if mode == "cancel_oldest":
                 await _make_room(tx, wf.name, ckey, slot, conc.limit, now)
             if slot.active >= conc.limit:  # queued ("cancel_oldest" found no run to cancel)
-                await tx.flow_enter(run.id, wf.name, ckey, priority, queued=True)
+                await tx.admission.enter(run.id, wf.name, ckey, priority, queued=True)
                 return None
         slot.active += 1
         slot.limit = conc.limit
-        await tx.put_flow_slot(wf.name, ckey, slot)
-        await tx.flow_enter(run.id, wf.name, ckey, priority, queued=False)
+        await tx.admission.put_slot(wf.name, ckey, slot)
+        await tx.admission.enter(run.id, wf.name, ckey, priority, queued=False)
     rate: RateLimit | None = wf.rate_limit
     if rate is not None and rkey is not None:
         return await _rate_due(tx, wf.name, rkey, rate, now)
@@ -142,12 +142,12 @@ async def _make_room(
     so its end frees nothing.
     """
     while slot.active >= limit:
-        victim = await tx.flow_oldest(workflow, key)
+        victim = await tx.admission.oldest(workflow, key)
         if victim is None:
             return
-        await tx.flow_leave(victim)
+        await tx.admission.leave(victim)
         slot.active -= 1
-        await tx.add_tasks([NewTask(victim, now, TaskKind.CANCEL)])
+        await tx.tasks.add([NewTask(victim, now, TaskKind.CANCEL)])
 
 
 async def _rate_due(tx: Tx, workflow: str, key: str, rate: RateLimit, now: float) -> float:
@@ -159,13 +159,13 @@ async def _rate_due(tx: Tx, workflow: str, key: str, rate: RateLimit, now: float
     ``limit`` runs back, and no window of ``period`` holds more than ``limit``
     starts. One row read and two written, whatever the number of runs waiting.
     """
-    slot = await tx.flow_slot(workflow, key)
+    slot = await tx.admission.slot(workflow, key)
     place = slot.started % rate.limit
-    last = await tx.rate_mark(workflow, key, place)
+    last = await tx.admission.rate_mark(workflow, key, place)
     due = now if last is None else max(now, last + rate.seconds)
-    await tx.put_rate_mark(workflow, key, place, due)
+    await tx.admission.put_rate_mark(workflow, key, place, due)
     slot.started += 1
-    await tx.put_flow_slot(workflow, key, slot)
+    await tx.admission.put_slot(workflow, key, slot)
     return due
 
 
@@ -177,11 +177,11 @@ async def release(tx: Tx, wf: WorkflowDef | None, run: RunRecord, now: float) ->
     ``wf``: the run's workflow as registered here (``None``: not registered; the
     slot row's last limit is used, and no rate limit).
     """
-    entry = await tx.flow_entry(run.id)
+    entry = await tx.admission.entry(run.id)
     if entry is None:
         return
-    slot = await tx.flow_slot(entry.workflow, entry.key)  # the key's lock, first
-    left = await tx.flow_leave(run.id)  # (read again under the lock)
+    slot = await tx.admission.slot(entry.workflow, entry.key)  # the key's lock, first
+    left = await tx.admission.leave(run.id)  # (read again under the lock)
     if left is None or left.queued:
         return
     conc: Concurrency | None = None if wf is None else wf.concurrency
@@ -190,12 +190,12 @@ async def release(tx: Tx, wf: WorkflowDef | None, run: RunRecord, now: float) ->
     admitted: list[str] = []
     # (a loop, not one: a limit raised since the queue formed lets several start)
     while slot.active < limit:
-        following = await tx.flow_next(entry.workflow, entry.key)
+        following = await tx.admission.next(entry.workflow, entry.key)
         if following is None:
             break
         slot.active += 1
         admitted.append(following)
-    await tx.put_flow_slot(entry.workflow, entry.key, slot)
+    await tx.admission.put_slot(entry.workflow, entry.key, slot)
     for run_id in admitted:
         await _start_queued(tx, wf, run_id, now)
 
@@ -206,13 +206,13 @@ async def _start_queued(tx: Tx, wf: WorkflowDef | None, run_id: str, now: float)
     due = now
     rate: RateLimit | None = None if wf is None else wf.rate_limit
     if wf is not None and rate is not None:
-        queued = await tx.get_run(run_id)
+        queued = await tx.runs.get(run_id)
         if queued is not None:
             _, rkey = keys(wf, _json.loads(queued.input))
             if rkey is not None:
                 due = await _rate_due(tx, wf.name, rkey, rate, now)
-    await tx.add_tasks([NewTask(run_id, due, START)])
-    await tx.wake_deferred(run_id, due)
+    await tx.tasks.add([NewTask(run_id, due, START)])
+    await tx.tasks.wake_deferred(run_id, due)
 
 
 def unadmitted(run: RunRecord, tasks: Sequence[TaskRecord], journal: object) -> bool:
@@ -232,5 +232,5 @@ async def put_back(tx: Tx, run: RunRecord, tasks: Sequence[TaskRecord], owner: s
     ``pending`` again, unleased, and its tasks wait for its start (the start task's
     due time, or its admission)."""
     changes = {"status": RunStatus.PENDING, "advanced_by": None}
-    if await tx.update_run(run.id, changes, owner=owner):
-        await tx.defer_tasks(run.id, [t.id for t in tasks])
+    if await tx.runs.update(run.id, changes, owner=owner):
+        await tx.tasks.defer(run.id, [t.id for t in tasks])

@@ -22,6 +22,7 @@ from parkway.matching import check_match, match_digest, matches, payload_digest,
 from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
 from parkway.store.records import CANCEL_PREFIX
+from parkway.store.subscriptions import WaitKey
 from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
@@ -111,7 +112,7 @@ async def register(registry: Registry, tx: Tx, run: RunRecord, now: float) -> No
     if wf is None or not wf.cancel_on:
         return
     for sub in subscriptions(wf, run, now):
-        await tx.add_subscription(sub)
+        await tx.subscriptions.add(sub)
 
 
 async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
@@ -119,22 +120,24 @@ async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
     name = CANCEL_PREFIX + event.name
     now = event.published_at
     cancelled: list[str] = []
-    for shape in await tx.shapes(event.domain, name):
+    for shape in await tx.subscriptions.shapes(event.domain, name):
         digest = payload_digest(payload, shape)
         if digest is None:
             continue
-        subs = await tx.find_subscriptions(
-            domain=event.domain,
-            name=name,
-            shape=shape,
-            digest=digest,
-            subject=event.subject,
-            kind=WaitKind.CANCEL,
+        subs = await tx.subscriptions.find(
+            WaitKey(
+                domain=event.domain,
+                name=name,
+                shape=shape,
+                digest=digest,
+                subject=event.subject,
+                kind=WaitKind.CANCEL,
+            )
         )
         for sub in subs:
             if sub.run_id in cancelled or not matches(_json.loads(sub.match), payload):
                 continue
-            await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.CANCEL)])
+            await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.CANCEL)])
             cancelled.append(sub.run_id)
             log.info("event %s (%s) cancels run %s", event.id, event.name, sub.run_id)
     return cancelled

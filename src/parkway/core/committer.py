@@ -7,7 +7,7 @@ go in one transaction (one ``BEGIN``, one ``COMMIT``, one round trip when none
 of them reads). A lone commit is not delayed: batches form only under load.
 
 A worker's job is a commit fenced by its run's lease: it calls
-``tx.update_leased(...)`` before writing anything. A store that checks the
+``tx.runs.update_leased(...)`` before writing anything. A store that checks the
 lease at once raises :class:`LeaseLostError` there, before the job wrote
 anything, so that job alone is told and the batch commits the others. A store
 that checks at commit fails the whole batch; then, as on any other failure,

@@ -28,6 +28,7 @@ from parkway.core.transitions import cancel
 from parkway.errors import RunNotFoundError, RunStateError
 from parkway.models import RunStatus
 from parkway.store.base import ACTIVE, ENDED, JournalEntry, NewTask, RunRecord, Tx
+from parkway.store.runs import RunSelection
 from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # Runs a bulk operation (cancel_runs, retry_runs) changes in one transaction: each
@@ -54,7 +55,7 @@ class Filters:
 
 
 async def _locked(tx: Tx, run_id: str) -> RunRecord:
-    run = await tx.get_run(run_id)  # (PostgreSQL: locked, as a read-write transaction's)
+    run = await tx.runs.get(run_id)  # (PostgreSQL: locked, as a read-write transaction's)
     if run is None:
         raise RunNotFoundError(run_id)
     return run
@@ -77,8 +78,8 @@ async def pause(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
         if run.status in ENDED:
             raise RunStateError(run_id, run.status, "pause", "only an active run can be paused")
         if not run.paused:
-            # With the owner given, the update also drops the lease (see Tx.update_run).
-            await tx.update_run(
+            # With the owner given, the update also drops the lease (see tx.runs.update).
+            await tx.runs.update(
                 run_id, {"paused": True, "advanced_by": None}, owner=run.lease_owner
             )
             await operators.record(rt, tx, run_id, "pause", by)
@@ -101,13 +102,13 @@ async def resume(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
         if run.status in ENDED:
             raise RunStateError(run_id, run.status, "resume", "it has finished")
         if run.paused:
-            await tx.update_run(run_id, {"paused": False, "advanced_by": None})
+            await tx.runs.update(run_id, {"paused": False, "advanced_by": None})
             await operators.record(rt, tx, run_id, "resume", by)
-            if await tx.due_tasks(run_id, now):
+            if await tx.tasks.due(run_id, now):
                 # Its tasks are due already; this one is for the workers of stores that
                 # push (PostgreSQL's NOTIFY goes with added tasks), so that one claims
                 # the run now rather than at its next poll.
-                await tx.add_tasks([NewTask(run_id, now, TaskKind.WAKE)])
+                await tx.tasks.add([NewTask(run_id, now, TaskKind.WAKE)])
             run.paused = False
     rt.after_commit()
     return run
@@ -148,11 +149,11 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
     if run.status == HELD:
         await _retry_held(tx, run, now)
         return
-    journal = await tx.journal(run.id)
+    journal = await tx.journal.read(run.id)
     kept = retried_journal(journal)
     if len(kept) != len(journal):
-        await tx.clear_journal(run.id)
-        await tx.put_journal(run.id, kept)
+        await tx.journal.clear(run.id)
+        await tx.journal.put(run.id, kept)
     changes = {
         "status": RunStatus.RUNNING,
         "error": None,
@@ -160,11 +161,11 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
         "advanced_by": None,
         "paused": False,
     }
-    await tx.update_run(run.id, changes)
+    await tx.runs.update(run.id, changes)
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
     # knows a run its admission limit has not admitted yet: see core.admission).
-    await tx.add_tasks([NewTask(run.id, now, TaskKind.WAKE if kept else TaskKind.START)])
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE if kept else "start")])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)
 
@@ -180,8 +181,8 @@ async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
         "advanced_by": None,
         "paused": False,
     }
-    await tx.update_run(run.id, changes)
-    await tx.add_tasks([NewTask(run.id, now, TaskKind.WAKE)])
+    await tx.runs.update(run.id, changes)
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE)])
 
 
 async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
@@ -224,13 +225,15 @@ async def _in_batches(
     while True:
         now = rt.now()
         async with rt.store.transaction() as tx:
-            batch = await tx.find_runs(
-                statuses=statuses,
-                workflow=filters.workflow,
-                subject=filters.subject,
-                created_before=filters.created_before,
-                after=after,
-                limit=BULK_BATCH,
+            batch = await tx.runs.find(
+                RunSelection(
+                    statuses=statuses,
+                    workflow=filters.workflow,
+                    subject=filters.subject,
+                    created_before=filters.created_before,
+                    after=after,
+                    limit=BULK_BATCH,
+                )
             )
             done = [run for run in batch if await act(tx, run, now)]
         for run in done:
@@ -246,7 +249,7 @@ async def _in_batches(
 async def _cancel_one(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> bool:
     if run.lease_owner is None:
         return await cancel(rt, tx, run, now)
-    await tx.add_tasks([NewTask(run.id, now, TaskKind.CANCEL)])  # (its worker sees it next)
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.CANCEL)])  # (its worker sees it next)
     return True
 
 

@@ -53,7 +53,7 @@ async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:
         return
     at = run.created_at + timeout
     value = _json.dumps({"timeout": timeout})
-    await tx.add_tasks([NewTask(run.id, at, DEADLINE, payload=value)])
+    await tx.tasks.add([NewTask(run.id, at, DEADLINE, payload=value)])
     entry = JournalEntry(
         0,
         EntryKind.DEADLINE,
@@ -64,7 +64,7 @@ async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:
         run.created_at,
         DEADLINE_BRANCH,
     )
-    await tx.put_journal(run.id, [entry])
+    await tx.journal.put(run.id, [entry])
 
 
 def stop_reason(run: RunRecord, tasks: Sequence[TaskRecord]) -> BaseException | None:

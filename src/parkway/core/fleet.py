@@ -17,6 +17,7 @@ from parkway import _json
 from parkway.core.runtime import Runtime
 from parkway.models import EventInfo, WorkerInfo, _dt
 from parkway.store.base import Tx
+from parkway.store.events import EventFilter
 from parkway.store.fleet import RESUMED, STARTED, WorkerRecord, served_by
 
 # A worker not seen for this many of its lease periods is taken for dead.
@@ -28,7 +29,7 @@ UNSERVED_LIMIT = 10_000
 
 
 async def live_workers(tx: Tx) -> list[WorkerRecord]:
-    return await tx.list_workers(time.time())  # (by the wall clock, as leases)
+    return await tx.workers.list(time.time())  # (by the wall clock, as leases)
 
 
 async def workers(rt: Runtime) -> list[WorkerInfo]:
@@ -48,7 +49,7 @@ async def unserved(rt: Runtime, *, limit: int = UNSERVED_LIMIT) -> list[str]:
     version no live worker serves."""
     async with rt.store.transaction(readonly=True) as tx:
         keys = served_by(await live_workers(tx))
-        return await tx.unserved_runs(sorted(keys), rt.now(), limit)
+        return await tx.runs.unserved(sorted(keys), rt.now(), limit)
 
 
 async def events(
@@ -61,8 +62,10 @@ async def events(
 ) -> list[EventInfo]:
     """The events still kept, newest first, with the runs each started and resumed."""
     async with rt.store.transaction(readonly=True) as tx:
-        rows = await tx.list_events(name=name, subject=subject, since=since, limit=limit)
-        links = await tx.event_links([row[0] for row in rows]) if rows else []
+        rows = await tx.events.list(
+            EventFilter(name=name, subject=subject, since=since, limit=limit)
+        )
+        links = await tx.events.links([row[0] for row in rows]) if rows else []
     started: dict[str, list[str]] = {}
     resumed: dict[str, list[str]] = {}
     for link in links:
@@ -88,6 +91,6 @@ async def link(
 ) -> None:
     """Record, in the publish's transaction, the runs an event started and resumed."""
     if resumed:
-        await tx.link_event(event_id, at, RESUMED, resumed)
+        await tx.events.link(event_id, at, RESUMED, resumed)
     if started:
-        await tx.link_event(event_id, at, STARTED, started)
+        await tx.events.link(event_id, at, STARTED, started)

@@ -29,7 +29,7 @@ class HandOver:
         """Lease ``run_id`` to this process's worker in ``tx`` (once, if there is a place)."""
         terms = self.terms()
         if terms:
-            self.took(await tx.lease_run(run_id, now=self.rt.now(), **terms))
+            self.took(await tx.runs.lease(run_id, now=self.rt.now(), **terms))
 
     def terms(self) -> dict[str, Any]:
         """The lease's terms (owner, wall_now, lease_until); none once it was used,

@@ -51,11 +51,11 @@ async def sweep(rt: Runtime) -> int:
     now = rt.now()
     retention = rt.settings.event_retention
     async with rt.store.transaction() as tx:
-        count = await tx.sweep_subscriptions(now)
-        await tx.prune_events(now - retention)
-        await tx.prune_message_ids(now - retention)
+        count = await tx.subscriptions.sweep(now)
+        await tx.events.prune(now - retention)
+        await tx.messages.prune_ids(now - retention)
         await messages.expire(tx, now)
-        await tx.prune_workers(time.time())  # (by the wall clock, as leases)
+        await tx.workers.prune(time.time())  # (by the wall clock, as leases)
     if count:
         log.info("swept %d expired subscriptions", count)
     deleted = await sweep_finished(rt, now)
@@ -86,10 +86,10 @@ async def sweep_finished(rt: Runtime, now: float) -> int:
     for before, workflow, exclude in retention_plans(rt, now):
         for _ in range(RETENTION_BATCHES):
             async with rt.store.transaction() as tx:
-                ids = await tx.expired_runs(
+                ids = await tx.runs.expired(
                     before, workflow=workflow, exclude=exclude, limit=RETENTION_BATCH
                 )
-                await tx.delete_runs(ids)
+                await tx.runs.delete(ids)
             for run_id in ids:  # (its id may be used again by a new run)
                 rt.results.forget(run_id)
             deleted += len(ids)

@@ -131,7 +131,7 @@ async def correlate_in_tx(
     if delivery.outcome == "delivered":
         return CorrelationResult("delivered", delivery.run_id)
     starter = rt.registry.message_starter(name)
-    if starter is not None and await tx.active_run(starter.name, "default", key) is None:
+    if starter is not None and await tx.runs.active(starter.name, "default", key) is None:
         run_id = await start_message_run(rt, tx, starter, name, key, payload)
         await _remember(tx, message_id, now)
         return CorrelationResult("started", run_id)
@@ -141,7 +141,7 @@ async def correlate_in_tx(
             "the receiver may not be waiting yet (retry later or give a ttl), may have "
             "completed already, or the key may be wrong"
         )
-    buffered = await tx.add_message(
+    buffered = await tx.messages.add(
         MessageRecord(0, name, key, payload, message_id, "buffered", None, now, now + ttl)
     )
     # Remembered as of its expiry: a repeat is a duplicate for as long as the first
@@ -203,18 +203,18 @@ async def deliver_message(
 
     Unless ``message_id`` was seen at or after ``fresh_after`` (then
     ``"duplicate"``, nothing written), take the wait for ``(name, key)`` as
-    ``Tx.take_message_wait`` would (not one whose deadline has passed), give its
+    ``tx.messages.take_wait`` would (not one whose deadline has passed), give its
     run a :data:`MESSAGE_TASK` task carrying ``body`` due at ``now``, and
     remember ``message_id`` (or ``remember``) as seen at ``now``. With ``owner``,
-    also lease the run to it as ``Tx.lease_run`` would. With no wait, nothing is
+    also lease the run to it as ``tx.runs.lease`` would. With no wait, nothing is
     written (outcome ``None``).
 
-    ``fused``: the store's one-operation version (``FusedTx.deliver_message``, on
+    ``fused``: the store's one-operation version (``tx.messages.deliver``, on
     a store with the ``"fused"`` capability): the same, sent with the ``COMMIT``.
     """
     if fused:
         fused_tx = cast(FusedTx, tx)
-        return await fused_tx.deliver_message(
+        return await fused_tx.messages.deliver(
             name,
             key,
             body,
@@ -226,18 +226,18 @@ async def deliver_message(
             lease_until=lease_until,
         )
     if message_id is not None:
-        seen = await tx.message_id_seen(message_id)
+        seen = await tx.messages.id_seen(message_id)
         if seen is not None and seen >= fresh_after:
             return MessageDelivery("duplicate", known=True)
     # (A wait whose timeout passed first stays, and the message goes to the buffer.)
-    wait = await tx.take_message_wait(name, key, now)
+    wait = await tx.messages.take_wait(name, key, now)
     if wait is None:
         return MessageDelivery(None, known=True)
-    await tx.add_tasks([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
+    await tx.tasks.add([NewTask(wait.run_id, now, MESSAGE_TASK, wait.pos, body)])
     await _remember(tx, message_id or remember, now)
     lease = None
     if owner is not None:
-        lease = await tx.lease_run(
+        lease = await tx.runs.lease(
             wait.run_id, owner=owner, now=now, wall_now=wall_now, lease_until=lease_until
         )
     return MessageDelivery("delivered", wait.run_id, known=True, lease=lease)
@@ -279,7 +279,7 @@ async def _deliver_alone(
 
 async def _remember(tx: Tx, message_id: str | None, now: float) -> None:
     if message_id is not None:
-        await tx.remember_message_id(message_id, now)
+        await tx.messages.remember_id(message_id, now)
 
 
 async def start_message_run(
@@ -288,7 +288,7 @@ async def start_message_run(
     """Start ``wf`` for message ``(name, key)``: ids ``msg:<name>:<key>``, then ``:2``, ``:3``."""
     base = f"msg:{name}:{key}"
     run_id, n = base, 1
-    while await tx.get_run(run_id) is not None:
+    while await tx.runs.get(run_id) is not None:
         n += 1
         run_id = f"{base}:{n}"
     value = wf.check_input(_json.loads(payload))
@@ -305,18 +305,18 @@ async def after_run_ends(
     if wf is None or wf.on_message is None or key is None:
         return
     starter = rt.registry.message_starter(wf.on_message)
-    if starter is None or await tx.active_run(starter.name, "default", key) is not None:
+    if starter is None or await tx.runs.active(starter.name, "default", key) is not None:
         return
-    while (message := await tx.oldest_message(wf.on_message, key, now)) is not None:
+    while (message := await tx.messages.oldest(wf.on_message, key, now)) is not None:
         try:
             await start_message_run(rt, tx, starter, wf.on_message, key, message.payload)
         except (InvalidInputError, SerializationError) as exc:
             # Rejected input must not block the key: dead-letter it, try the next one.
             reason = f"rejected by workflow {starter.name!r}: {exc}"
-            await tx.update_message(message.id, "expired", reason, message.expires_at)
+            await tx.messages.update(message.id, "expired", reason, message.expires_at)
             log.warning("message %r key %r (id %s): %s", message.name, key, message.id, reason)
             continue
-        await tx.delete_message(message.id)
+        await tx.messages.delete(message.id)
         return
 
 
@@ -340,7 +340,7 @@ async def rebuffer(
     caller has just read them. Returns the ids of the tasks buffered again (deleted).
     """
     if tasks is None:
-        tasks = await tx.due_tasks(run_id, float("inf"))
+        tasks = await tx.tasks.due(run_id, float("inf"))
     done: set[int] = set()
     for task in tasks:
         if task.kind != MESSAGE_TASK or task.id in keep or (pos is not None and task.pos != pos):
@@ -349,7 +349,7 @@ async def rebuffer(
             continue
         body = _json.loads(task.payload)
         payload = _json.dumps(body["payload"])
-        await tx.add_message(
+        await tx.messages.add(
             MessageRecord(
                 0,
                 body["name"],
@@ -362,7 +362,7 @@ async def rebuffer(
                 now + rt.settings.message_ttl,
             )
         )
-        await tx.delete_tasks([task.id])
+        await tx.tasks.delete([task.id])
         done.add(task.id)
         log.warning(
             "message %r key %r reached run %s after it stopped waiting; buffered again",
@@ -377,20 +377,20 @@ async def register_wait(tx: Tx, sub: SubscriptionRecord, now: float) -> None:
     """Register a ``wait_for_message`` (in the commit of the run that parks on it),
     consuming the oldest buffered message for its ``(name, key)`` instead if there
     is one: decided with the registration, so no message falls between the two."""
-    holder = await tx.message_wait(sub.name, sub.subject)
+    holder = await tx.messages.wait(sub.name, sub.subject)
     if holder is not None and holder.run_id != sub.run_id:
         # Lost a race to another run: wake this one so its replay raises
         # DuplicateSubscriptionError where the workflow can see it.
-        await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.WAKE, sub.pos)])
+        await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.WAKE, sub.pos)])
         return
-    message = await tx.oldest_message(sub.name, sub.subject, now)
+    message = await tx.messages.oldest(sub.name, sub.subject, now)
     if message is not None:
-        await tx.delete_message(message.id)
+        await tx.messages.delete(message.id)
         body = envelope(message.name, message.key, message.payload, message.message_id)
-        await tx.add_tasks([NewTask(sub.run_id, now, MESSAGE_TASK, sub.pos, body)])
+        await tx.tasks.add([NewTask(sub.run_id, now, MESSAGE_TASK, sub.pos, body)])
         return
     if holder is None:
-        await tx.add_subscription(sub)
+        await tx.subscriptions.add(sub)
 
 
 def info(message: MessageRecord) -> MessageInfo:
@@ -411,7 +411,7 @@ def info(message: MessageRecord) -> MessageInfo:
 async def expire(tx: Tx, now: float) -> list[MessageRecord]:
     """Turn buffered messages past their TTL into dead letters, with a warning each
     (the worker's housekeeping does it: see ``parkway.core.housekeeping``)."""
-    expired = await tx.expire_messages(now, EXPIRED_REASON)
+    expired = await tx.messages.expire(now, EXPIRED_REASON)
     for message in expired:
         log.warning(
             "message %r key %r (id %s) expired unconsumed; kept as a dead letter: "
@@ -443,11 +443,11 @@ async def listing(rt: Runtime, status: str | None) -> list[MessageInfo]:
     now = rt.now()
     async with rt.store.transaction(readonly=True) as tx:
         if status is None:
-            records = await tx.list_messages(None)
+            records = await tx.messages.list(None)
         else:
-            records = await tx.list_messages("buffered")
+            records = await tx.messages.list("buffered")
             if status == "expired":
-                records += await tx.list_messages("expired")
+                records += await tx.messages.list("expired")
     shown = [as_of(m, now) for m in records]
     if status is not None:
         shown = sorted((m for m in shown if m.status == status), key=lambda m: m.id)
@@ -457,10 +457,10 @@ async def listing(rt: Runtime, status: str | None) -> list[MessageInfo]:
 async def retry(rt: Runtime, message_id: int, ttl: float) -> CorrelationResult:
     """Correlate a buffered message or dead letter again (see ``Engine.retry_message``)."""
     async with rt.store.transaction() as tx:
-        message = await tx.get_message(message_id)
+        message = await tx.messages.get(message_id)
         if message is None:
             raise MessageNotFoundError(message_id)
-        await tx.delete_message(message_id)
+        await tx.messages.delete(message_id)
         result = await correlate_in_tx(
             rt,
             tx,
@@ -480,6 +480,6 @@ async def retry(rt: Runtime, message_id: int, ttl: float) -> CorrelationResult:
 async def discard(rt: Runtime, message_id: int) -> None:
     """Delete a buffered message or dead letter for good."""
     async with rt.store.transaction() as tx:
-        if await tx.get_message(message_id) is None:
+        if await tx.messages.get(message_id) is None:
             raise MessageNotFoundError(message_id)
-        await tx.delete_message(message_id)
+        await tx.messages.delete(message_id)

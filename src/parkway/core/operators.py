@@ -40,7 +40,7 @@ async def record(rt: Runtime, tx: Tx, run_id: str, action: str, by: str | None) 
     """Record operator ``action`` on run ``run_id`` by ``by`` (unless ``None``), in
     ``tx``, and log it."""
     if by is not None:
-        await tx.add_operator_entry(OperatorRecord(run_id, action, by, rt.now()))
+        await tx.operators.add(OperatorRecord(run_id, action, by, rt.now()))
     log.info(
         "run %s: %s by %s",
         run_id,

@@ -27,7 +27,13 @@ from parkway.errors import (
 )
 from parkway.models import CallbackResult, HumanTask, _dt
 from parkway.store.base import ENDED, Sent, Tx
-from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
+from parkway.store.people import (
+    TASK_OPEN,
+    CallbackRecord,
+    HumanTaskFilter,
+    HumanTaskRecord,
+    token_digest,
+)
 
 COMPLETED, FAILED = "completed", "failed"
 
@@ -49,14 +55,14 @@ async def settle_callback(rt: Runtime, token: str, status: str, outcome: Any) ->
         now = rt.now()
         with handing_over(rt) as hand_over:
             async with rt.store.transaction() as tx:
-                record = await tx.get_callback(digest)
+                record = await tx.callbacks.get(digest)
                 # (Found by the hash; compared again in constant time all the same.)
                 if record is None or not hmac.compare_digest(record.token_hash, digest):
                     raise CallbackNotFoundError()
                 if record.status != "open":
                     return _callback_result(record, duplicate=True), False
                 sent = await _deliver(rt, tx, record.run_id, record.signal, payload, now)
-                await tx.finish_callback(digest, status, data, now)
+                await tx.callbacks.finish(digest, status, data, now)
                 await hand_over(tx, record.run_id)
         _refused(record.run_id, sent)  # (a store that learns it at commit wrote nothing)
         record.status, record.outcome = status, data
@@ -74,7 +80,7 @@ async def _deliver(
     """Send the run its completion's signal, unless it has ended (then nothing is
     written: refused at once if the store knows now, else at commit, see ``_refused``)."""
     carrier = rt.telemetry.task_payload()
-    sent = await tx.send_signal(run_id, signal, payload, now, task_payload=carrier)
+    sent = await tx.signals.send(run_id, signal, payload, now, task_payload=carrier)
     _refused(run_id, sent)
     return sent
 
@@ -95,10 +101,10 @@ def _callback_result(record: CallbackRecord, *, duplicate: bool) -> CallbackResu
 async def list_tasks(
     rt: Runtime, *, status: str | None, assignee: str | None, workflow: str | None, limit: int
 ) -> list[HumanTask]:
-    """Human tasks, oldest first (see ``Tx.list_human_tasks``)."""
+    """Human tasks, oldest first (see ``tx.human_tasks.list``)."""
     async with rt.store.transaction(readonly=True) as tx:
-        records = await tx.list_human_tasks(
-            status=status, assignee=assignee, workflow=workflow, limit=limit
+        records = await tx.human_tasks.list(
+            HumanTaskFilter(status=status, assignee=assignee, workflow=workflow, limit=limit)
         )
     return [task_info(record) for record in records]
 
@@ -110,7 +116,7 @@ async def get_task(rt: Runtime, task_id: str) -> HumanTask:
         TaskNotFoundError: No task has that id.
     """
     async with rt.store.transaction(readonly=True) as tx:
-        record = await tx.get_human_task(task_id)
+        record = await tx.human_tasks.get(task_id)
     if record is None:
         raise TaskNotFoundError(task_id)
     return task_info(record)
@@ -128,7 +134,7 @@ async def complete_task(rt: Runtime, task_id: str, result: Any, by: str | None) 
     # Checked before the writing transaction (and again in it, but for the form):
     # a refused result costs no lock.
     async with rt.store.transaction(readonly=True) as tx:
-        record = await tx.get_human_task(task_id)
+        record = await tx.human_tasks.get(task_id)
     if record is None:
         raise TaskNotFoundError(task_id)
     assignees = tuple(_json.loads(record.assignees))
@@ -142,13 +148,13 @@ async def complete_task(rt: Runtime, task_id: str, result: Any, by: str | None) 
         now = rt.now()
         with handing_over(rt) as hand_over:
             async with rt.store.transaction() as tx:
-                found = await tx.get_human_task(task_id)
+                found = await tx.human_tasks.get(task_id)
                 if found is None:
                     raise TaskNotFoundError(task_id)
                 assignees = tuple(_json.loads(found.assignees))
                 _may_complete(rt, task_id, found.status, found.due_at, by, assignees, found.run_id)
                 sent = await _deliver(rt, tx, found.run_id, found.signal, payload, now)
-                await tx.finish_human_task(task_id, "completed", now, by=by, result=data)
+                await tx.human_tasks.finish(task_id, "completed", now, by=by, result=data)
                 await hand_over(tx, found.run_id)
         _refused(found.run_id, sent)
         found.status, found.completed_at, found.completed_by, found.result = (

@@ -1,4 +1,4 @@
-"""Publishing events: one transaction records the event, wakes its waiters, starts its subscribers.
+"""Event intake: one transaction records the event, resumes its waiters, starts its subscribers.
 
 This is the transactional outbox: the event row (with its id, for
 de-duplication), the delivery tasks for every matching parked wait, and the
@@ -53,20 +53,26 @@ from parkway.store.base import (
     SubscriptionRecord,
     Tx,
 )
+from parkway.store.subscriptions import WaitKey
 from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
 
 
-def prepare(rt: Runtime, event: Event) -> tuple[Event, bytes]:
+def prepare(rt: Runtime, event: Event, *, edge_checked: bool = False) -> tuple[Event, bytes]:
     """Validate and route an event; give it an id. Returns it and its encoded payload.
+
+    ``edge_checked``: the caller held its fields to the edge's limits already
+    (:func:`checked`), as ``Engine.publish`` does; else they are checked here
+    (``ctx.publish`` checks some of them only).
 
     Raises:
         InvalidInputError: A field is malformed (named in the message).
         SerializationError: The payload is not JSON-serialisable.
         RoutingError: The event extractor failed.
     """
-    event = checked(event)
+    if not edge_checked:
+        event = checked(event)
     payload = _json.dumps(event.payload, f"the payload of event {event.name!r}")
     domain, subject = route(rt, event)
     routed = Event(
@@ -130,8 +136,10 @@ def route(rt: Runtime, event: Event) -> tuple[str, str | None]:
 
 async def publish(rt: Runtime, event: Event) -> PublishResult:
     """Publish ``event`` (see ``Engine.publish``): all of it is one transaction, done
-    again if the store rolls it back for a conflict (nothing of it was saved)."""
-    event, data = prepare(rt, event)
+    again if the store rolls it back for a conflict (nothing of it was saved).
+    ``event`` comes from :func:`checked`: its fields were held to the edge's limits
+    where it entered."""
+    event, data = prepare(rt, event, edge_checked=True)
     result, alone = await again_on_conflict(lambda: _publish(rt, event, data))
     if not alone and not result.duplicate:  # accumulators get tasks too, without touching anyone
         rt.after_commit()
@@ -231,15 +239,15 @@ async def deliver_event(
     ``"duplicate"``, nothing written) and take every event wait its ``payload``
     matches (see :func:`take_event_waits`), each with a delivery task carrying
     ``envelope``. With ``owner``, lease the first run delivered to, as
-    ``Tx.lease_run`` would.
+    ``tx.runs.lease`` would.
 
-    ``fused``: the store's one-operation version (``FusedTx.deliver_event``, on a
+    ``fused``: the store's one-operation version (``tx.events.deliver``, on a
     store with the ``"fused"`` capability): the same, sent with the ``COMMIT``,
     or declined (nothing written); it takes no ``paused``.
     """
     if fused:
         fused_tx = cast(FusedTx, tx)
-        return await fused_tx.deliver_event(
+        return await fused_tx.events.deliver(
             record,
             payload,
             envelope,
@@ -250,7 +258,7 @@ async def deliver_event(
         )
     # An id seen within the retention is a duplicate; past it, a new event.
     digest = functools.partial(payload_digest, payload)
-    if await tx.record_event(record, fresh_after, digest=digest) is not None:
+    if await tx.events.record(record, fresh_after, digest=digest) is not None:
         return EventDelivery("duplicate", known=True)
     waits = await take_event_waits(tx, record, payload, envelope, paused)
     if waits:  # (the fused statement links them itself)
@@ -258,7 +266,7 @@ async def deliver_event(
     await cancel_on.take(tx, record, payload)
     lease = None
     if owner is not None and waits:
-        lease = await tx.lease_run(
+        lease = await tx.runs.lease(
             waits[0][0],
             owner=owner,
             now=record.published_at,
@@ -282,17 +290,19 @@ async def take_event_waits(
     """
     now = event.published_at
     taken: list[tuple[str, str]] = []
-    for shape in await tx.shapes(event.domain, event.name):
+    for shape in await tx.subscriptions.shapes(event.domain, event.name):
         digest = payload_digest(payload, shape)
         if digest is None:
             continue
-        subs = await tx.find_subscriptions(
-            domain=event.domain,
-            name=event.name,
-            shape=shape,
-            digest=digest,
-            subject=event.subject,
-            kind=WaitKind.EVENT,
+        subs = await tx.subscriptions.find(
+            WaitKey(
+                domain=event.domain,
+                name=event.name,
+                shape=shape,
+                digest=digest,
+                subject=event.subject,
+                kind=WaitKind.EVENT,
+            )
         )
         for sub in subs:
             if sub.expires_at < now or not matches(_json.loads(sub.match), payload):
@@ -300,11 +310,11 @@ async def take_event_waits(
             if sub.deadline is not None and now > sub.deadline:
                 continue  # the wait's timeout passed first; its timer will say so
             if paused:
-                run = await tx.get_run(sub.run_id)
+                run = await tx.runs.get(sub.run_id)
                 if run is not None and run.workflow in paused:
                     continue
-            await tx.delete_subscription(sub.run_id, sub.pos)
-            await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
+            await tx.subscriptions.delete(sub.run_id, sub.pos)
+            await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
             taken.append((sub.run_id, sub.wait))
     return taken
 
@@ -353,7 +363,7 @@ async def register_wait(
     """
     if since is not None:
         match = _json.loads(sub.match)
-        for event in await tx.events_since(sub.domain, sub.name, since):
+        for event in await tx.events.since(sub.domain, sub.name, since):
             if event.id in consumed:
                 continue
             if sub.subject != "*" and event.subject != sub.subject:
@@ -364,9 +374,9 @@ async def register_wait(
                     event.name, payload, id=event.id, domain=event.domain, subject=event.subject
                 )
                 body = _json.dumps(envelope.to_dict())
-                await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, body)])
+                await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, body)])
                 return
-    await tx.add_subscription(sub)
+    await tx.subscriptions.add(sub)
 
 
 def _record(event: Event, payload: bytes, now: float) -> EventRecord:
@@ -409,9 +419,9 @@ async def start_event_run(
         if run_id is None:
             return None
     run_id = run_id or f"evt:{event.id}:{wf.name}"
-    if await tx.get_run(run_id) is not None:
+    if await tx.runs.get(run_id) is not None:
         return None
-    if wf.unique_per_subject and await tx.active_run(wf.name, event.domain, event.subject):
+    if wf.unique_per_subject and await tx.runs.active(wf.name, event.domain, event.subject):
         log.info(
             "event %s: %s already has an active run for subject %r; not starting another",
             event.id,

@@ -40,6 +40,7 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.store.runs import RunSelection
 from parkway.store.vocabulary import EntryState
 
 log = logging.getLogger("parkway.runs")
@@ -122,27 +123,22 @@ async def check_replay(
         for start in range(0, len(wanted), BATCH):
             async with rt.store.transaction(readonly=True) as tx:
                 for run_id in wanted[start : start + BATCH]:
-                    run = await tx.get_run(run_id)
+                    run = await tx.runs.get(run_id)
                     if run is None:
                         raise RunNotFoundError(run_id)
-                    check(run, await tx.journal(run_id))
+                    check(run, await tx.journal.read(run_id))
         return ReplayReport(checked, diverged)
     after: str | None = None
     while limit is None or checked < limit:
         async with rt.store.transaction(readonly=True) as tx:
-            batch = await tx.find_runs(
-                statuses=CHECKED,
-                workflow=workflow,
-                subject=None,
-                created_before=None,
-                after=after,
-                limit=BATCH,
+            batch = await tx.runs.find(
+                RunSelection(statuses=CHECKED, workflow=workflow, after=after, limit=BATCH)
             )
             for run in batch:
                 if limit is not None and checked >= limit:
                     break
                 if code_for(rt, run) is not None:
-                    check(run, await tx.journal(run.id))
+                    check(run, await tx.journal.read(run.id))
         if len(batch) < BATCH:
             break
         after = batch[-1].id
@@ -166,13 +162,13 @@ async def export_run(rt: Runtime, run_id: str) -> dict[str, Any]:
         RunNotFoundError: No run has that id.
     """
     async with rt.store.transaction(readonly=True) as tx:
-        run = await tx.get_run(run_id)
+        run = await tx.runs.get(run_id)
         if run is None:
             raise RunNotFoundError(run_id)
-        journal = await tx.journal(run_id)
-        signals = await tx.signals(run_id)
-        tasks = await tx.due_tasks(run_id, rt.now())
-        updates = await tx.pending_updates(run_id)
+        journal = await tx.journal.read(run_id)
+        signals = await tx.signals.list(run_id)
+        tasks = await tx.tasks.due(run_id, rt.now())
+        updates = await tx.updates.pending(run_id)
     return {
         "format": EXPORT_FORMAT,
         "run": {
@@ -344,14 +340,14 @@ async def _fork_in(
     at: int | None,
     encode: Callable[[WorkflowDef | None], bytes] | None,
 ) -> RunRecord:
-    source = await tx.get_run(source_id)
+    source = await tx.runs.get(source_id)
     if source is None:
         raise RunNotFoundError(source_id)
     # Only positions and states are read: the entries are copied in the store, their
     # values never decoded (a journal of thousands of entries forks in one statement).
-    outline = await tx.journal_outline(source_id)
+    outline = await tx.journal.outline(source_id)
     at = default_at(outline) if at is None else check_at(at, len(outline))
-    existing = await tx.get_run(run_id)
+    existing = await tx.runs.get(run_id)
     if existing is not None:
         if existing.forked_from == source_id:
             return existing  # (the same fork asked for again: a client's retry)
@@ -377,9 +373,9 @@ async def _fork_in(
     # The first ``at`` entries, but the waits still pending there: the fork waits again,
     # live (its own subscriptions and timers), where the source was waiting.
     if at:
-        await tx.copy_journal(source_id, run_id, None if at == len(outline) else outline[at][0])
-    await tx.update_run(run_id, {"forked_from": source_id, "forked_at": at})
-    record = await tx.get_run(run_id)
+        await tx.journal.copy(source_id, run_id, None if at == len(outline) else outline[at][0])
+    await tx.runs.update(run_id, {"forked_from": source_id, "forked_at": at})
+    record = await tx.runs.get(run_id)
     assert record is not None  # (inserted above, in this transaction)
     return record
 
@@ -407,13 +403,15 @@ async def fork_runs(
     after: str | None = None
     while True:
         async with rt.store.transaction() as tx:
-            batch = await tx.find_runs(
-                statuses=statuses,
-                workflow=filters.workflow,
-                subject=filters.subject,
-                created_before=filters.created_before,
-                after=after,
-                limit=BATCH,
+            batch = await tx.runs.find(
+                RunSelection(
+                    statuses=statuses,
+                    workflow=filters.workflow,
+                    subject=filters.subject,
+                    created_before=filters.created_before,
+                    after=after,
+                    limit=BATCH,
+                )
             )
             for run in batch:
                 fork_id = new_id()

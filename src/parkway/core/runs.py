@@ -35,6 +35,7 @@ from parkway.registry import WorkflowDef
 from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 from parkway.store.fleet import OperatorRecord
+from parkway.store.runs import RunFilter
 from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 
@@ -100,10 +101,10 @@ async def insert_run(
         if priority is None:
             priority = admission.priority_of(wf, _json.loads(data))
         due = await admission.admit(tx, wf, record, priority)
-    await tx.insert_run(record)
+    await tx.runs.insert(record)
     if due is not None:
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
-        await tx.add_tasks([NewTask(run_id, due, TaskKind.START, payload=payload)])
+        await tx.tasks.add([NewTask(run_id, due, TaskKind.START, payload=payload)])
     if wf is not None and wf.timeout is not None:
         await add_deadline(tx, record, wf.timeout)
     await cancel_on.register(rt.registry, tx, record, record.created_at)
@@ -158,25 +159,25 @@ async def _start(
                 # (not the one-statement start_run, nor PostgreSQL's fused path: the
                 # limit decides whether the run gets a start task at all).
                 hand = False  # (an existing run: left to the claims, queued or not)
-                if await tx.get_run(run_id) is None:
+                if await tx.runs.get(run_id) is None:
                     due = await admission.admit(tx, wf, record, priority)
-                    await tx.insert_run(record)
+                    await tx.runs.insert(record)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
                     await add_deadline(tx, record, timeout)
                     # (queued, due None: a slot's release gives it its start task)
                     if due is not None:
-                        await tx.add_tasks([NewTask(run_id, due, TaskKind.START, payload=traced)])
+                        await tx.tasks.add([NewTask(run_id, due, TaskKind.START, payload=traced)])
                     # (later, at its rate window: a claim takes it then)
                     hand = due is not None and due <= record.created_at
             elif (wf is not None and wf.cancel_on) or timeout is not None:
                 # Its cancel conditions and deadline go with a run inserted now, not with
                 # one that was there: the one-statement start_run would not say which.
-                if await tx.get_run(run_id) is None:
-                    await tx.start_run(record, record.created_at, task_payload=traced)
+                if await tx.runs.get(run_id) is None:
+                    await tx.runs.start(record, record.created_at, task_payload=traced)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
                     await add_deadline(tx, record, timeout)
             else:
-                await tx.start_run(record, record.created_at, task_payload=traced)
+                await tx.runs.start(record, record.created_at, task_payload=traced)
             if hand:
                 await hand_over(tx, run_id)
     # (A limited start may have given another run a task: its admission's cancel_oldest.)
@@ -190,7 +191,7 @@ async def record(rt: Runtime, run_id: str) -> RunRecord:
         RunNotFoundError: No run has that id.
     """
     async with rt.store.transaction(readonly=True) as tx:
-        run = await tx.get_run(run_id)
+        run = await tx.runs.get(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
     return run
@@ -200,11 +201,11 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
     """The run's journal (current generation), in order; each failed attempt of a
     step (kind ``attempt``) just before the step's own entry."""
     async with rt.store.transaction(readonly=True) as tx:
-        if await tx.get_run(run_id) is None:
+        if await tx.runs.get(run_id) is None:
             raise RunNotFoundError(run_id)
-        entries = await tx.journal(run_id)
-        attempts = await tx.attempts(run_id)
-        actions = await tx.operator_entries(run_id)
+        entries = await tx.journal.read(run_id)
+        attempts = await tx.journal.attempts(run_id)
+        actions = await tx.operators.list(run_id)
     by_pos: dict[int, list[AttemptRecord]] = {}
     for a in attempts:
         by_pos.setdefault(a.pos, []).append(a)
@@ -287,38 +288,40 @@ async def describe(rt: Runtime, run_id: str) -> RunInfo:
         RunNotFoundError: No run has that id.
     """
     async with rt.store.transaction(readonly=True) as tx:
-        run = await tx.get_run(run_id)
+        run = await tx.runs.get(run_id)
         if run is None:
             raise RunNotFoundError(run_id)
-        values = await tx.run_values([run_id])
-        journal = await tx.journal(run_id) if run.status in _MAY_WAIT else []
+        values = await tx.values.of_runs([run_id])
+        journal = await tx.journal.read(run_id) if run.status in _MAY_WAIT else []
     return info(run, values.get(run_id), waiting(journal))
 
 
 async def listing(rt: Runtime, *, parent_id: str | None = None, **filters: Any) -> list[RunInfo]:
-    """Runs as ``Tx.list_runs`` finds them, each with its values.
+    """Runs as ``tx.runs.list`` finds them, each with its values.
 
     Raises:
         InvalidArgumentError: ``before`` (the keyset cursor) names no run.
     """
     async with rt.store.transaction(readonly=True) as tx:
         before = filters.get("before")
-        if before is not None and await tx.get_run(before) is None:
+        if before is not None and await tx.runs.get(before) is None:
             raise InvalidArgumentError(
                 f"before: no run with id {before!r} to list the runs after; pass the id "
                 "of the last run of the previous page",
                 field="before",
             )
-        records = await tx.list_runs(parent_id=parent_id, **filters)
-        values = await tx.run_values([r.id for r in records]) if records else {}
-        waits = {r.id: waiting(await tx.journal(r.id)) for r in records if r.status in _MAY_WAIT}
+        records = await tx.runs.list(RunFilter(parent_id=parent_id, **filters))
+        values = await tx.values.of_runs([r.id for r in records]) if records else {}
+        waits = {
+            r.id: waiting(await tx.journal.read(r.id)) for r in records if r.status in _MAY_WAIT
+        }
     return [info(r, values.get(r.id), waits.get(r.id)) for r in records]
 
 
 async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
-    """``{workflow: {status: runs}}``, as ``Tx.run_counts`` counts them."""
+    """``{workflow: {status: runs}}``, as ``tx.runs.counts`` counts them."""
     async with rt.store.transaction(readonly=True) as tx:
-        rows = await tx.run_counts()
+        rows = await tx.runs.counts()
     out: dict[str, dict[str, int]] = {}
     for workflow, status, n in rows:
         out.setdefault(workflow, {})[status] = n

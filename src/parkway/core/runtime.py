@@ -1,7 +1,7 @@
 """The runtime: what the core acts with, and the hooks that tie it to this process.
 
 One :class:`Runtime` per engine holds the store, the clock, the registry and
-the settings; publishing, messages, accumulators, the worker, replay's driver and
+the settings; intake, messages, accumulators, the worker, replay's driver and
 flows all take it instead of the engine, so nothing below the engine imports
 it. The hooks (this process's worker, callers awaiting results) are set by the
 engine when it opens; the core calls them without knowing who is behind them.
@@ -10,7 +10,6 @@ engine when it opens; the core calls them without knowing who is behind them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from parkway.clock import Clock
@@ -18,6 +17,7 @@ from parkway.core.committer import Committer
 from parkway.core.results import Results, StreamReaders
 from parkway.core.telemetry import Telemetry
 from parkway.registry import Registry
+from parkway.settings import Settings
 from parkway.store.base import REPORTS_OWN, Lease, Store, Tx
 from parkway.store.vocabulary import Capability
 
@@ -52,32 +52,6 @@ class LocalWorker(Protocol):
     async def wait_progress(self, timeout: float) -> None:
         """Return when a run finished an advance, or after ``timeout`` seconds."""
         ...
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The engine's settings the core reads (durations in seconds, validated by the
-    engine). ``cached_runs``: parked runs a worker keeps in memory to resume without
-    a replay; ``history_threshold``: the journal length past which a run is told to
-    continue as new; ``retention``: how long a finished run is kept."""
-
-    message_ttl: float
-    event_retention: float
-    lease: float
-    concurrency: int
-    cached_runs: int = 1000
-    history_threshold: int = 10_000
-    # How long finished runs are kept before the sweep deletes them (None: for ever).
-    retention: float | None = 30 * 86400.0
-    # The garbage collector's thresholds while a worker runs (parkway.worker.gc_thresholds):
-    # None: tuned if they are CPython's defaults; True: tuned; False: left alone.
-    tune_gc: bool | None = None
-    # How often at most a worker whose event loop is busy claims runs, which it then
-    # takes in batches (parkway.worker.load); 0: never (every run at once).
-    busy_claim_interval: float = 0.002
-    # Where this engine's HTTP API is reached from outside (no trailing slash): the
-    # base of callbacks' URLs (Engine(public_url=...), PARKWAY_PUBLIC_URL).
-    public_url: str | None = None
 
 
 class Runtime:

@@ -166,7 +166,7 @@ async def put(
     was registered (default: now)."""
     now = rt.now() if now is None else now
     async with rt.store.transaction() as tx:
-        old = await tx.get_schedule(schedule_id)
+        old = await tx.schedules.get(schedule_id)
         if old is None:
             record = ScheduleRecord(
                 id=schedule_id,
@@ -182,7 +182,7 @@ async def put(
                 created_at=now,
                 updated_at=now,
             )
-            await tx.put_schedule(record)
+            await tx.schedules.put(record)
         elif (old.workflow, old.cron, old.timezone, old.catch_up, old.input) != (
             workflow,
             cron,
@@ -204,7 +204,7 @@ async def put(
                 created_at=old.created_at,
                 updated_at=now,
             )
-            await tx.put_schedule(record)
+            await tx.schedules.put(record)
         else:
             record = old  # (an engine opening again with the same schedule: nothing to write)
     firing(rt).forget()
@@ -220,7 +220,7 @@ async def remove(rt: Runtime, schedule_id: str) -> None:
     """
     await settle(rt)
     async with rt.store.transaction() as tx:
-        if not await tx.delete_schedule(schedule_id):
+        if not await tx.schedules.delete(schedule_id):
             raise ScheduleNotFoundError(schedule_id)
     firing(rt).forget()
 
@@ -233,7 +233,7 @@ async def pause(rt: Runtime, schedule_id: str) -> ScheduleInfo:
         record = await _found(tx, schedule_id)
         if not record.paused:
             record.paused, record.next_at, record.updated_at = True, None, rt.now()
-            await tx.put_schedule(record)
+            await tx.schedules.put(record)
     firing(rt).forget()
     return info(record)
 
@@ -249,7 +249,7 @@ async def resume(rt: Runtime, schedule_id: str) -> ScheduleInfo:
             record.paused, record.updated_at = False, now
             record.last_tick = max(record.last_tick, now)
             record.next_at = spec.next_tick(record.cron, record.timezone, record.last_tick)
-            await tx.put_schedule(record)
+            await tx.schedules.put(record)
     firing(rt).forget()
     rt.poke()
     return info(record)
@@ -259,11 +259,11 @@ async def listing(rt: Runtime) -> list[ScheduleInfo]:
     """Every schedule, by id."""
     await settle(rt)
     async with rt.store.transaction(readonly=True) as tx:
-        return [info(r) for r in await tx.list_schedules()]
+        return [info(r) for r in await tx.schedules.list()]
 
 
 async def _found(tx: Tx, schedule_id: str) -> ScheduleRecord:
-    record = await tx.get_schedule(schedule_id)
+    record = await tx.schedules.get(schedule_id)
     if record is None:
         raise ScheduleNotFoundError(schedule_id)
     return record
@@ -298,7 +298,7 @@ async def next_fire(rt: Runtime, *, fresh: bool = False) -> float | None:
     if fresh or state.read_at is None or wall - state.read_at >= REFRESH:
         try:
             async with rt.store.transaction(readonly=True) as tx:
-                state.next_at = await tx.next_schedule_at()
+                state.next_at = await tx.schedules.next_at()
         except Exception:  # the store is down: the worker's loop goes on, and asks again
             log.warning("could not read the next schedule tick", exc_info=True)
             return None
@@ -330,7 +330,7 @@ async def fire_due(rt: Runtime) -> int:
         more = False
         started_here = 0
         async with rt.store.transaction() as tx:
-            for record in await tx.due_schedules(now, SCHEDULES_PER_FIRE):
+            for record in await tx.schedules.due(now, SCHEDULES_PER_FIRE):
                 fired, full = await _fire(rt, tx, record, now, state.since)
                 started_here += fired
                 more = more or full
@@ -355,16 +355,16 @@ async def _fire(
         run_id = spec.run_id(record.id, tick)
         run = new_run(rt, record.workflow, version, run_id, record.input)
         if wf is not None and (wf.cancel_on or wf.timeout is not None):
-            if await tx.get_run(run_id) is None:
-                await tx.start_run(run, now)
+            if await tx.runs.get(run_id) is None:
+                await tx.runs.start(run, now)
                 await cancel_on.register(rt.registry, tx, run, now)
                 await add_deadline(tx, run, wf.timeout)
         else:
-            await tx.start_run(run, now)  # (idempotent: a tick started already stays as it is)
+            await tx.runs.start(run, now)  # (idempotent: a tick started already stays as it is)
         record.last_run_id = run_id
         started += 1
     record.last_tick, record.next_at, record.updated_at = cursor, next_at, now
-    await tx.put_schedule(record)
+    await tx.schedules.put(record)
     if ticks:
         log.debug("schedule %r started %d run(s), next at %s", record.id, started, next_at)
     return started, next_at is not None and next_at <= now

@@ -1,7 +1,7 @@
 """Signals: a payload addressed to one run by id, kept in its mailbox until consumed.
 
 One path for both client operations: :func:`signal` buffers the signal with
-its task in one store operation (``Tx.send_signal``, which refuses a missing or
+its task in one store operation (``tx.signals.send``, which refuses a missing or
 ended run); ``signal_with_start`` is the same, after inserting the run in the
 same transaction if it does not exist, so the signal is never lost to a race
 with the start.
@@ -58,12 +58,12 @@ async def _send(
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             startable = True
-            if start is not None and await tx.get_run(run_id) is None:
+            if start is not None and await tx.runs.get(run_id) is None:
                 workflow, version, input_data = start
                 startable = await insert_run(
                     rt, tx, workflow, version, run_id, input_data, priority=priority
                 )
-            sent = await tx.send_signal(
+            sent = await tx.signals.send(
                 run_id, name, data, rt.now(), task_payload=rt.telemetry.task_payload()
             )
             # Unless known refused: a store may learn what the signal found only

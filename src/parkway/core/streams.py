@@ -13,7 +13,7 @@ Readers follow without polling: a commit of this process wakes them as it
 returns (``Runtime.streams``), another process's through the store's
 notifications. A stream ends when the workflow closes it or the run ends; the
 run's end wakes its readers too (this process's by ``Results``, others' by
-``Tx.streams_ended``, for the streams written so far: a reader elsewhere of a
+``tx.streams.end_run``, for the streams written so far: a reader elsewhere of a
 key never written learns it by its net). A reader also reads again after
 :data:`NET` seconds without news, the safety net for a notification lost on
 the way (a full socket buffer), never the way it learns.
@@ -75,11 +75,11 @@ async def apply(tx: Tx, run_id: str, ops: Sequence[tuple[str, bytes | None]], no
     for key, data in [*ops, ("", None)]:
         if batch and (key != key_of_batch or data is None):
             assert key_of_batch is not None
-            await tx.append_stream(run_id, key_of_batch, batch, now)
+            await tx.streams.append(run_id, key_of_batch, batch, now)
             batch = []
         if data is None:
             if key:
-                await tx.close_stream(run_id, key)
+                await tx.streams.close(run_id, key)
         else:
             key_of_batch = key
             batch.append((data, None))
@@ -103,7 +103,7 @@ async def append(
             while end < len(writes) and writes[end][0] == key:
                 end += 1
             items = [(data, attempt) for _, data in writes[start:end]]
-            if await tx.append_stream(run_id, key, items, now) is None:
+            if await tx.streams.append(run_id, key, items, now) is None:
                 raise closed_error(run_id, key)
             start = end
     rt.streams.notify(run_id)
@@ -126,15 +126,15 @@ async def read(
         RunNotFoundError: No run has that id.
     """
     async with rt.store.transaction(readonly=True) as tx:
-        records, closed = await tx.read_stream(run_id, key, offset, limit)
+        records, closed = await tx.streams.read(run_id, key, offset, limit)
         if not records and not closed:
-            run = await tx.get_run(run_id)
+            run = await tx.runs.get(run_id)
             if run is None:
                 raise RunNotFoundError(run_id)
             if run.status in ENDED:
                 # The items its end committed with are read after seeing the end
                 # (a read-only transaction may see each statement's latest commit).
-                records, _ = await tx.read_stream(run_id, key, offset, limit)
+                records, _ = await tx.streams.read(run_id, key, offset, limit)
                 closed = True
     return [item_of(r) for r in records], closed and len(records) < limit
 

@@ -9,6 +9,7 @@ from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError, RunTimeoutError
 from parkway.models import RunStatus, error_dict
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
+from parkway.store.runs import RunFilter
 from parkway.store.vocabulary import TaskKind
 
 
@@ -26,12 +27,12 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
     wf = rt.registry.get(run.workflow, run.version)
     if wf is None or admission.limited(wf):  # (unregistered here: it may be under a limit)
         await admission.release(tx, wf, run, now)
-    await tx.delete_all_tasks(run.id)
-    await tx.delete_run_subscriptions(run.id)
-    await tx.streams_ended(run.id)  # (their readers elsewhere stop after the last item)
-    await tx.close_human_tasks(run.id, now)
+    await tx.tasks.delete_run(run.id)
+    await tx.subscriptions.delete_run(run.id)
+    await tx.streams.end_run(run.id)  # (their readers elsewhere stop after the last item)
+    await tx.human_tasks.close_run(run.id, now)
     if run.parent_id is not None:
-        await tx.add_tasks([NewTask(run.parent_id, now, TaskKind.CHILD)])
+        await tx.tasks.add([NewTask(run.parent_id, now, TaskKind.CHILD)])
     if run.id.startswith("msg:"):
         await after_run_ends(rt, tx, run.workflow, run.version, run.subject, now)
 
@@ -52,13 +53,13 @@ async def cancel(
     before it ends it ``cancelled`` (see :mod:`parkway.replay.sagas`).
     ``checked``: the caller knows it has none (its journal was read).
     """
-    if not checked and deadlines.compensating(await tx.journal(run.id)):
+    if not checked and deadlines.compensating(await tx.journal.read(run.id)):
         if run.paused:  # (its compensations need a worker: the cancel outranks the pause)
-            await tx.update_run(run.id, {"paused": False}, owner=owner)
-        await tx.add_tasks([NewTask(run.id, now, deadlines.CANCEL)])
+            await tx.runs.update(run.id, {"paused": False}, owner=owner)
+        await tx.tasks.add([NewTask(run.id, now, deadlines.CANCEL)])
         return True
     changes = {"status": RunStatus.CANCELLED, "updated_at": now}
-    if not await tx.update_run(run.id, changes, owner=owner):
+    if not await tx.runs.update(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
     rt.telemetry.cancelled(run)
@@ -79,7 +80,7 @@ async def time_out(
         "error": _json.dumps(error),
         "advanced_by": None,
     }
-    if not await tx.update_run(run.id, changes, owner=owner):
+    if not await tx.runs.update(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
     rt.telemetry.timed_out(run, error)
@@ -89,10 +90,8 @@ async def time_out(
 
 async def cancel_children(tx: Tx, run: RunRecord, now: float) -> None:
     """Cancel the active children of ``run`` (which stops), through tasks."""
-    children = await tx.list_runs(
-        workflow=None, status=None, subject=None, domain=None, parent_id=run.id, limit=1_000_000
-    )
-    await tx.add_tasks(
+    children = await tx.runs.list(RunFilter(parent_id=run.id, limit=1_000_000))
+    await tx.tasks.add(
         [
             NewTask(child.id, now, deadlines.CANCEL)
             for child in children
@@ -110,7 +109,7 @@ async def cancel_run(rt: Runtime, run_id: str, by: str | None = None) -> None:
     """
     now = rt.now()
     async with rt.store.transaction() as tx:
-        run = await tx.get_run(run_id)
+        run = await tx.runs.get(run_id)
         if run is None:
             raise RunNotFoundError(run_id)
         if run.status in ENDED:
@@ -118,7 +117,7 @@ async def cancel_run(rt: Runtime, run_id: str, by: str | None = None) -> None:
         if run.lease_owner is None:
             await cancel(rt, tx, run, now)
         else:  # a worker is advancing it: it will see this task next
-            await tx.add_tasks([NewTask(run_id, now, TaskKind.CANCEL)])
+            await tx.tasks.add([NewTask(run_id, now, TaskKind.CANCEL)])
         await operators.record(rt, tx, run_id, "cancel", by)
     rt.results.notify(run_id)
     rt.after_commit()

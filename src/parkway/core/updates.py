@@ -45,15 +45,15 @@ async def update(
     now = rt.now()
     record = UpdateRecord(run_id, update_id, name, payload, UPDATE_PENDING, None, now)
     async with rt.store.transaction() as tx:
-        run = await tx.get_run(run_id)
+        run = await tx.runs.get(run_id)
         if run is None:
             raise RunNotFoundError(run_id)
-        existing = await tx.add_update(record)
+        existing = await tx.updates.add(record)
         if existing is None:
             if run.status in ENDED:
                 # (Raised inside the transaction: the update is not kept.)
                 raise RunClosedError(run_id, run.status, f"update {name!r}")
-            await tx.add_tasks(
+            await tx.tasks.add(
                 [NewTask(run_id, now, TaskKind.UPDATE, payload=rt.telemetry.task_payload())]
             )
     if existing is None:
@@ -84,8 +84,8 @@ async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> An
         async with rt.store.transaction(readonly=True) as tx:
             # The run first: where each statement reads its own snapshot (PostgreSQL's
             # READ COMMITTED), an update read after a run that ended is final.
-            run = await tx.get_run(run_id)
-            found = await tx.get_update(run_id, update_id)
+            run = await tx.runs.get(run_id)
+            found = await tx.updates.get(run_id, update_id)
         if found is None or run is None:
             raise RunNotFoundError(run_id)
         if found.status != UPDATE_PENDING:
@@ -112,9 +112,9 @@ def _answered(found: UpdateRecord) -> Any:
 async def values(rt: Runtime, run_id: str) -> dict[str, Any]:
     """The run's values, by key."""
     async with rt.store.transaction(readonly=True) as tx:
-        if await tx.get_run(run_id) is None:
+        if await tx.runs.get(run_id) is None:
             raise RunNotFoundError(run_id)
-        found = await tx.run_values([run_id])
+        found = await tx.values.of_runs([run_id])
     return {k: _json.loads(v) for k, v in found.get(run_id, {}).items()}
 
 

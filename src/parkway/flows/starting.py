@@ -30,7 +30,7 @@ from parkway.flows.builtin import Trigger
 from parkway.flows.loader import FlowDefinition
 from parkway.matching import matches
 from parkway.store.base import ENDED, NewTask
-from parkway.store.vocabulary import TaskKind, WaitKind
+from parkway.store.vocabulary import EntryKind, TaskKind
 
 if TYPE_CHECKING:
     from parkway.events import Event
@@ -50,15 +50,15 @@ def _nth(base: str, n: int) -> str:
 
 async def _latest(tx: Tx, base: str) -> tuple[int, RunRecord] | None:
     """The newest run numbered from ``base`` and its number (runs are never renumbered)."""
-    found = await tx.get_run(base)
+    found = await tx.runs.get(base)
     if found is None:
         return None
     low, high = 1, 2
-    while (run := await tx.get_run(_nth(base, high))) is not None:  # double...
+    while (run := await tx.runs.get(_nth(base, high))) is not None:  # double...
         low, found, high = high, run, high * 2
     while high - low > 1:  # ...then bisect between the last found and the first missing
         middle = (low + high) // 2
-        run = await tx.get_run(_nth(base, middle))
+        run = await tx.runs.get(_nth(base, middle))
         if run is None:
             high = middle
         else:
@@ -84,11 +84,11 @@ async def resume_in_own_subject(
     if event.subject is None:
         return []
     assert event.domain is not None
-    run_id = await tx.active_run(flow.id, event.domain, event.subject)
+    run_id = await tx.runs.active(flow.id, event.domain, event.subject)
     if run_id is None:
         return []
-    for sub in await tx.list_subscriptions(run_id=run_id, name=event.name):
-        if sub.kind != WaitKind.EVENT or sub.subject in (event.subject, "*"):
+    for sub in await tx.subscriptions.list(run_id=run_id, name=event.name):
+        if sub.kind != EntryKind.EVENT or sub.subject in (event.subject, "*"):
             continue  # the publish finds those waits by subject itself
         if sub.expires_at < now or (sub.deadline is not None and now > sub.deadline):
             continue
@@ -102,9 +102,9 @@ async def resume_in_own_subject(
             run_id,
             sub.subject,
         )
-        await tx.delete_subscription(sub.run_id, sub.pos)
+        await tx.subscriptions.delete(sub.run_id, sub.pos)
         envelope = orjson.dumps(event.to_dict())
-        await tx.add_tasks([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
+        await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
         return [(sub.run_id, sub.wait)]
     return []
 
@@ -141,7 +141,7 @@ def start_rule(
         if starts is not None and event.name not in starts:
             return None
         subject = event.subject
-        active = await tx.active_run(flow.id, domain, subject)
+        active = await tx.runs.active(flow.id, domain, subject)
         if active is not None:
             log.info(
                 "flow %r: subject %r has active run %s; not starting", flow.id, subject, active

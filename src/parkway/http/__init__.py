@@ -20,6 +20,6 @@ except ImportError as exc:
     raise MissingExtraError("http", "parkway.http", exc.name or str(exc)) from exc
 
 from parkway.http.app import create_app, lifespan
-from parkway.http.schemas import MAX_BODY_BYTES
+from parkway.limits import MAX_BODY_BYTES
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "lifespan"]

@@ -3,21 +3,19 @@
 Every route is declared once, in :data:`ROUTES`, which both the router and
 ``/openapi.json`` read, so the document cannot drift from what is served.
 Requests are validated (size, JSON, fields) before the engine is called, so a
-rejected request writes nothing.
+rejected request writes nothing. The handlers are written by area
+(:mod:`parkway.http.handlers`); :class:`Api` is all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import ValidationError
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -26,20 +24,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from parkway import _json, limits
 from parkway.engine import Engine
-from parkway.errors import (
-    InvalidArgumentError,
-    InvalidInputError,
-    MetricsDisabledError,
-    ParkwayError,
-    StoreError,
-)
-from parkway.events import SubscriptionInfo
-from parkway.http import schemas
-from parkway.http.dashboard import dashboard_response
+from parkway.errors import InvalidArgumentError, ParkwayError
 from parkway.http.guards import (
-    BY_STATE,
     PUBLIC_PATHS,
     SINGLE_TOKEN_NAME,
     TOKEN_ENV,
@@ -52,413 +39,30 @@ from parkway.http.guards import (
     named_tokens,
     shown_path,
 )
-from parkway.http.openapi import openapi_document
+from parkway.http.handlers.intake import IntakeHandlers
+from parkway.http.handlers.operations import OperationHandlers
+from parkway.http.handlers.people import PeopleHandlers
+from parkway.http.handlers.runs import RunHandlers
 from parkway.http.parsing import (
     Invalid,
     Problem,
     decoded,
-    field_error,
-    from_validation,
-    json_at,
-    json_path,
     json_response,
-    json_value,
-    message_id_param,
     parkway_error,
-    parse_body,
-    parse_query,
-    path_param,
     problem_response,
-    read_body,
-    refuse_wide_integers,
-    run_id_param,
 )
 from parkway.http.routes import ROUTES
-from parkway.models import UNSET, CallbackResult, RunStatus, StreamItem
-from parkway.schedules import ScheduleInfo
 
-__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "create_app", "lifespan"]
+__all__ = ["PUBLIC_PATHS", "ROUTES", "TOKEN_ENV", "Api", "create_app", "lifespan"]
 
 log = logging.getLogger("parkway.http")
 
 Handler = Callable[["Api", Request], Awaitable[Response]]
 
 
-# -- routes ----------------------------------------------------------------------------------
-
-
-class Api:
+class Api(RunHandlers, IntakeHandlers, PeopleHandlers, OperationHandlers):
     """The route handlers, bound to one engine (``token``: the tokens required, if any,
-    ``{token: name}``)."""
-
-    def __init__(self, engine: Engine, token: Callable[[], dict[str, str]] = dict) -> None:
-        self.engine, self.token = engine, token
-        # Whether this app's ASGI lifespan ran (None: never, as when it is mounted
-        # inside another app, whose server sends lifespan events to that app only).
-        self.started: bool | None = None
-
-    def _require_open(self) -> None:
-        if self.engine.is_open:
-            return
-        if self.started is None:
-            raise Problem(
-                503,
-                "the engine is not open, and this app's lifespan never ran (is it mounted "
-                "inside another app?): open the engine in that app's lifespan, e.g. "
-                "FastAPI(lifespan=parkway.http.lifespan(engine)), or `async with engine:` "
-                "around serving",
-            )
-        raise Problem(503, "the engine is not open (the server is starting or stopping)")
-
-    async def publish(self, request: Request) -> Response:
-        body = await parse_body(request, schemas.PublishRequest)
-        self._require_open()
-        with json_at("payload"):
-            result = await self.engine.publish(
-                body.name, body.payload, id=body.id, domain=body.domain, subject=body.subject
-            )
-        return json_response(result.to_dict())
-
-    async def correlate(self, request: Request) -> Response:
-        body = await parse_body(request, schemas.CorrelateRequest)
-        self._require_open()
-        with json_at("payload"):
-            result = await self.engine.correlate(
-                body.name, body.key, body.payload, message_id=body.message_id, ttl=body.ttl
-            )
-        return json_response(result.to_dict())
-
-    async def start(self, request: Request) -> Response:
-        body = await parse_body(request, schemas.StartRequest)
-        self._require_open()
-        with json_at("input"):  # (a client engine starts a name it does not know unchecked)
-            handle = await self.engine.start(
-                body.workflow, body.input, id=body.id, subject=body.subject,
-                domain=body.domain, priority=body.priority, timeout=body.timeout,
-            )  # fmt: skip
-        return json_response({"id": handle.id}, 201)
-
-    async def list_runs(self, request: Request) -> Response:
-        query = parse_query(request, schemas.RunsQuery)
-        self._require_open()
-        try:  # one run more than asked for tells whether another page follows
-            runs = await self.engine.list_runs(
-                workflow=query.workflow, status=query.status, subject=query.subject,
-                domain=query.domain, limit=query.limit + 1, search=query.search,
-                parent_id=query.parent_id, created_after=query.created_after,
-                created_before=query.created_before, before=query.before,
-            )  # fmt: skip
-        except InvalidInputError as exc:
-            if exc.field not in schemas.RunsQuery.model_fields:
-                raise
-            error = field_error(["query", exc.field], str(exc), type(exc).__name__)
-            raise Invalid([error]) from None
-        headers = None
-        if len(runs) > query.limit:
-            runs = runs[: query.limit]
-            # (Percent-encoded: a header holds latin-1 only, a run id any text.)
-            headers = {schemas.NEXT_PAGE_HEADER: quote(runs[-1].id, safe="")}
-        unserved = set(await self.engine.unserved_runs()) if runs else set()
-        listed = [{**r.to_dict(), "unserved": r.id in unserved} for r in runs]
-        return json_response(listed, headers=headers)
-
-    async def events(self, request: Request) -> Response:
-        query = parse_query(request, schemas.EventsQuery)
-        self._require_open()
-        found = await self.engine.events(
-            name=query.name, subject=query.subject, since=query.since, limit=query.limit
-        )
-        return json_response([event.to_dict() for event in found])
-
-    async def workers(self, request: Request) -> Response:
-        parse_query(request, schemas.NoQuery)
-        self._require_open()
-        return json_response([worker.to_dict() for worker in await self.engine.workers()])
-
-    async def run_counts(self, request: Request) -> Response:
-        parse_query(request, schemas.NoQuery)
-        self._require_open()
-        return json_response(await self.engine.run_counts())
-
-    async def get_run(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        self._require_open()
-        info = await self.engine.get_run(run_id)
-        return json_response(info.to_dict())
-
-    async def history(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        self._require_open()
-        entries = await self.engine.history(run_id)
-        return json_response([e.to_dict() for e in entries])
-
-    async def signal(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        name = path_param(request, "name", limits.name, "signal name")
-        payload = json_value(await read_body(request), required=False)
-        self._require_open()
-        with json_at():
-            await self.engine.signal(run_id, name, payload)
-        return json_response({"id": run_id, "signal": name}, 202)
-
-    async def values(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        self._require_open()
-        return json_response(await self.engine.values(run_id))
-
-    async def value(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        key = path_param(request, "name", limits.name, "value key")
-        query = parse_query(request, schemas.ValueQuery)
-        self._require_open()
-        with json_at():
-            found = await self.engine.value(run_id, key, timeout=query.timeout)
-        return json_response({"key": key, "value": found})
-
-    async def stream(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        key = path_param(request, "key", limits.name, "stream key")
-        query = parse_query(request, schemas.StreamQuery)
-        offset = _resume_offset(request, query.offset)
-        self._require_open()
-        if _wants_json(request):
-            items = await self.engine.read_stream(run_id, key, offset=offset, limit=query.limit)
-            return json_response([item.to_dict() for item in items])
-        # The run must exist before the 200 (a stream cannot turn into a 404), and a
-        # resume past the end of a run that has ended gets a 204, which tells an
-        # EventSource not to reconnect. (Its status is read first: the items its
-        # end committed with are then seen by the read after.)
-        ended = (await self.engine.get_run(run_id)).status in _ENDED
-        if ended and not await self.engine.read_stream(run_id, key, offset=offset, limit=1):
-            return Response(status_code=204)
-        follow = self.engine.stream(run_id, key, offset=offset)
-        return EventSourceResponse(_events(follow, offset), ping=SSE_KEEPALIVE)
-
-    async def update(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        name = path_param(request, "name", limits.name, "update name")
-        body = await parse_body(request, schemas.UpdateRequest)
-        self._require_open()
-        with json_at():
-            result = await self.engine.update(
-                run_id, name, body.payload, id=body.id, timeout=body.timeout, by=_by(request)
-            )
-        return json_response({"result": result})
-
-    async def cancel(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        await read_body(request)  # ignored, but still held to the size limit
-        self._require_open()
-        await self.engine.cancel(run_id, by=_by(request))
-        return json_response({"id": run_id}, 202)
-
-    async def pause(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        await read_body(request)  # ignored, but still held to the size limit
-        self._require_open()
-        return json_response((await self.engine.pause(run_id, by=_by(request))).to_dict())
-
-    async def resume(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        await read_body(request)
-        self._require_open()
-        return json_response((await self.engine.resume(run_id, by=_by(request))).to_dict())
-
-    async def retry(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        await read_body(request)
-        self._require_open()
-        return json_response((await self.engine.retry(run_id, by=_by(request))).to_dict())
-
-    async def fork(self, request: Request) -> Response:
-        run_id = run_id_param(request)
-        data = json_value(await read_body(request), required=False)
-        try:
-            body = schemas.ForkRequest.model_validate({} if data is None else data)
-        except ValidationError as exc:
-            raise from_validation("body", exc) from None
-        self._require_open()
-        given = "input" in body.model_fields_set
-        with json_at("input"):
-            handle = await self.engine.fork(
-                run_id,
-                at=body.at,
-                input=body.input if given else UNSET,
-                id=body.id,
-                by=_by(request),
-            )
-        return json_response((await handle.info()).to_dict(), 201)
-
-    async def cancel_runs(self, request: Request) -> Response:
-        body = await parse_body(request, schemas.BulkRequest)
-        self._require_open()
-        count = await self.engine.cancel_runs(
-            workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before, by=_by(request),
-        )  # fmt: skip
-        return json_response({"count": count})
-
-    async def retry_runs(self, request: Request) -> Response:
-        body = await parse_body(request, schemas.BulkRequest)
-        self._require_open()
-        count = await self.engine.retry_runs(
-            workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before, by=_by(request),
-        )  # fmt: skip
-        return json_response({"count": count})
-
-    async def subscriptions(self, request: Request) -> Response:
-        query = parse_query(request, schemas.SubscriptionsQuery)
-        self._require_open()
-        subs = await self.engine.subscriptions(run_id=query.run_id, name=query.name)
-        return json_response([_subscription(s) for s in subs])
-
-    async def messages(self, request: Request) -> Response:
-        query = parse_query(request, schemas.MessagesQuery)
-        self._require_open()
-        found = await self.engine.messages(status=query.status)
-        return json_response([m.to_dict() for m in found])
-
-    async def retry_message(self, request: Request) -> Response:
-        message_id = message_id_param(request)
-        raw = await read_body(request)
-        data = json_value(raw, required=False, exact=False)
-        try:
-            body = schemas.RetryMessageRequest.model_validate({} if data is None else data)
-        except ValidationError as exc:
-            raise from_validation("body", exc) from None
-        refuse_wide_integers(raw)
-        self._require_open()
-        result = await self.engine.retry_message(message_id, ttl=body.ttl)
-        return json_response(result.to_dict())
-
-    async def discard_message(self, request: Request) -> Response:
-        message_id = message_id_param(request)
-        await read_body(request)  # ignored, but still held to the size limit
-        self._require_open()
-        await self.engine.discard_message(message_id)
-        return json_response({"id": message_id})
-
-    async def schedules(self, request: Request) -> Response:
-        self._require_open()
-        return json_response([_schedule(i) for i in await self.engine.schedules()])
-
-    async def pause_schedule(self, request: Request) -> Response:
-        schedule_id = path_param(request, "id", limits.reference, "schedule id")
-        await read_body(request)  # ignored, but still held to the size limit
-        self._require_open()
-        return json_response(_schedule(await self.engine.pause_schedule(schedule_id)))
-
-    async def resume_schedule(self, request: Request) -> Response:
-        schedule_id = path_param(request, "id", limits.reference, "schedule id")
-        await read_body(request)  # ignored, but still held to the size limit
-        self._require_open()
-        return json_response(_schedule(await self.engine.resume_schedule(schedule_id)))
-
-    # -- callbacks and human tasks ----------------------------------------------------------
-
-    async def complete_callback(self, request: Request) -> Response:
-        token = request.path_params["token"]
-        value = json_value(await read_body(request), required=False)
-        self._require_open()
-        with json_at():
-            done = await self.engine.complete_callback(token, value)
-        return json_response(_callback(done))
-
-    async def fail_callback(self, request: Request) -> Response:
-        token = request.path_params["token"]
-        body = await parse_body(request, schemas.CallbackFailRequest)
-        self._require_open()
-        try:
-            done = await self.engine.fail_callback(token, body.message)
-        except InvalidInputError as exc:  # (a control character, say)
-            error = field_error(["body", "message"], str(exc), type(exc).__name__)
-            raise Invalid([error]) from None
-        return json_response(_callback(done))
-
-    async def tasks(self, request: Request) -> Response:
-        query = parse_query(request, schemas.TasksQuery)
-        self._require_open()
-        found = await self.engine.tasks(
-            status=None if query.status == "all" else query.status,
-            assignee=query.assignee, workflow=query.workflow, limit=query.limit,
-        )  # fmt: skip
-        return json_response([task.to_dict() for task in found])
-
-    async def get_task(self, request: Request) -> Response:
-        task_id = path_param(request, "id", limits.reference, "task id")
-        self._require_open()
-        return json_response((await self.engine.get_task(task_id)).to_dict())
-
-    async def complete_task(self, request: Request) -> Response:
-        task_id = path_param(request, "id", limits.reference, "task id")
-        body = await parse_body(request, schemas.CompleteTaskRequest)
-        self._require_open()
-        try:
-            done = await self.engine.complete_task(task_id, body.result, by=body.by)
-        except InvalidInputError as exc:  # the form's refusal: loc names the field
-            loc: list[str | int] = ["body", "result", *json_path(exc.field)]
-            raise Invalid([field_error(loc, str(exc), type(exc).__name__)]) from None
-        return json_response(done.to_dict())
-
-    async def healthz(self, request: Request) -> Response:
-        self._require_open()
-        try:  # a cheap read proves the store answers
-            await self.engine.list_runs(limit=1)
-        except ParkwayError as exc:
-            wait = exc.retry_after if isinstance(exc, StoreError) else 5.0
-            raise Problem(
-                503, f"the store does not answer: {exc}", type(exc).__name__,
-                {"Retry-After": f"{math.ceil(wait):d}"},
-            ) from exc  # fmt: skip
-        return json_response({"status": "ok"})
-
-    async def metrics(self, request: Request) -> Response:
-        self._require_open()
-        try:
-            body, content_type = await self.engine.render_metrics()
-        except MetricsDisabledError as exc:
-            raise Problem(404, str(exc), type(exc).__name__) from exc
-        return Response(body, 200, media_type=content_type)
-
-    async def openapi(self, request: Request) -> Response:
-        # (The token is read on each request, so is whether the document says it is needed.)
-        return json_response(openapi_document(token_required=bool(self.token())))
-
-    async def dashboard(self, request: Request) -> Response:
-        return dashboard_response()
-
-
-def _by(request: Request) -> str | None:
-    """Who asked: the name of the API token the request carried (``None``: the server
-    requires no token)."""
-    by = request.scope.get("state", {}).get(BY_STATE)
-    return by if isinstance(by, str) else None
-
-
-def _callback(done: CallbackResult) -> dict[str, Any]:
-    # (Not the run's id: the token's holder is a third party, who needs no more.)
-    return {
-        "status": done.status, "value": done.value, "message": done.message,
-        "duplicate": done.duplicate,
-    }  # fmt: skip
-
-
-def _subscription(sub: SubscriptionInfo) -> dict[str, Any]:
-    return {
-        "run_id": sub.run_id, "kind": sub.kind, "domain": sub.domain, "name": sub.name,
-        "subject": sub.subject, "match": sub.match, "key": sub.key,
-        "expires_at": sub.expires_at.isoformat(),
-    }  # fmt: skip
-
-
-def _schedule(info: ScheduleInfo) -> dict[str, Any]:
-    return {
-        "id": info.id, "workflow": info.workflow, "cron": info.cron, "timezone": info.timezone,
-        "paused": info.paused,
-        "next_at": None if info.next_at is None else info.next_at.isoformat(),
-        "last_run_id": info.last_run_id, "catch_up": info.catch_up,
-    }  # fmt: skip
+    ``{token: name}``): :data:`ROUTES` names each by its method here."""
 
 
 # -- the routes under /runs/{id} ------------------------------------------------------------
@@ -537,41 +141,6 @@ def _run_route(method: str, request: Request) -> tuple[Handler, dict[str, str]]:
     if name is not None:
         params["name"] = decoded("name", name)
     return handler, params
-
-
-# -- streams ---------------------------------------------------------------------------------
-
-_ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-# Seconds between keep-alive comments on a quiet event stream (proxies drop idle ones).
-SSE_KEEPALIVE = 15.0
-
-
-def _wants_json(request: Request) -> bool:
-    accept = request.headers.get("accept", "")
-    return "application/json" in accept and "text/event-stream" not in accept
-
-
-def _resume_offset(request: Request, offset: int) -> int:
-    """Where an event stream resumes: after its ``Last-Event-ID`` (an EventSource
-    reconnecting sends the last id it saw), else at ``?offset=``."""
-    last = request.headers.get("last-event-id")
-    if last is None or last == "":
-        return offset
-    if not limits.ascii_digits(last) or len(last) > 18:
-        message = f"Last-Event-ID must be the offset of an item (digits), got {last[:40]!r}"
-        raise Invalid([field_error(["header", "Last-Event-ID"], message, "offset")])
-    return int(last) + 1
-
-
-async def _events(items: AsyncIterator[StreamItem], offset: int) -> AsyncIterator[ServerSentEvent]:
-    """The event stream: each item with its offset as id, then ``end``."""
-    try:
-        async for item in items:
-            yield ServerSentEvent(_json.dumps(item.to_dict()).decode(), id=str(item.offset))
-            offset = item.offset + 1
-        yield ServerSentEvent(_json.dumps({"offset": offset}).decode(), event="end")
-    finally:
-        await items.aclose()  # type: ignore[attr-defined]
 
 
 # -- the app ---------------------------------------------------------------------------------

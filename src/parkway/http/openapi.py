@@ -1,4 +1,5 @@
-"""``/openapi.json``: built from :data:`parkway.http.routes.ROUTES` and the pydantic schemas."""
+"""``/openapi.json``: built from :data:`parkway.http.routes.ROUTES`, the request models
+(:mod:`parkway.http.requests`) and the response models (:mod:`parkway.http.responses`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pydantic.json_schema import models_json_schema
 
 import parkway
 from parkway import limits
-from parkway.http import schemas
+from parkway.http import responses
 from parkway.http.routes import ROUTES, Doc, RouteSpec
 
 _REF = "#/components/schemas/{model}"
@@ -29,23 +30,23 @@ PATH_TYPES: dict[str, dict[str, Any]] = {
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
     400: ("The Host header names another server (parkway serve answers its own address, "
           "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
-          schemas.ErrorOut),
-    401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", schemas.ErrorOut),
-    403: ("The human task is assigned to others than `by`.", schemas.ErrorOut),
+          responses.ErrorOut),
+    401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", responses.ErrorOut),
+    403: ("The human task is assigned to others than `by`.", responses.ErrorOut),
     404: ("No run (or message, schedule, task, callback) with this id or token.",
-          schemas.ErrorOut),
+          responses.ErrorOut),
     409: ("The run has finished, the message found no receiver and may not be buffered, "
           "the run rejected the update (or its handler raised), or the human task is not "
-          "open.", schemas.ErrorOut),
-    413: ("The body is larger than 1 MiB.", schemas.ErrorOut),
+          "open.", responses.ErrorOut),
+    413: ("The body is larger than 1 MiB.", responses.ErrorOut),
     429: ("Too many callback requests from this address; Retry-After says when to try "
-          "again.", schemas.ErrorOut),
+          "again.", responses.ErrorOut),
     415: ("The body is not sent as Content-Type: application/json (a request without a "
-          "Content-Type is taken as JSON, unless a browser sent it).", schemas.ErrorOut),
-    422: ("A field is invalid; `loc` names it.", schemas.ValidationErrorOut),
-    503: ("The engine or its store is not available.", schemas.ErrorOut),
+          "Content-Type is taken as JSON, unless a browser sent it).", responses.ErrorOut),
+    422: ("A field is invalid; `loc` names it.", responses.ValidationErrorOut),
+    503: ("The engine or its store is not available.", responses.ErrorOut),
     504: ("The run did not answer within the timeout (an accepted update still applies: "
-          "send it again with its id for the answer).", schemas.ErrorOut),
+          "send it again with its id for the answer).", responses.ErrorOut),
 }  # fmt: skip
 # Routes that answer without the engine.
 _NO_ENGINE = frozenset({"/openapi.json", "/"})
@@ -60,7 +61,7 @@ def openapi_document(*, token_required: bool = True) -> dict[str, Any]:
             is set): the routes name it as their security. Without it they need
             none, and 401 stays documented (the token may be set later).
     """
-    models: set[type[BaseModel]] = {schemas.ErrorOut, schemas.ValidationErrorOut}
+    models: set[type[BaseModel]] = {responses.ErrorOut, responses.ValidationErrorOut}
     for route in ROUTES:
         models.update(m for m in (route.body, route.query) if m is not None)
         models.update(d.model for d in route.responses.values() if d.model is not None)

@@ -66,34 +66,31 @@ class Compensation:
     ran: bool = False
 
 
-class Sagas(MachineState):
-    """Registered compensations, running them, and stopping a run that must end."""
+class Sagas:
+    """Registered compensations, running them, and stopping a run that must end,
+    over the machine's state."""
 
-    _sagas: list[Compensation]
-    # Why the run stops (a cancel, its deadline), if it does; None: it runs on.
-    _stop: BaseException | None
-    _unwound: bool  # the reason was thrown into the workflow
-    _compensating: bool  # the wrapper runs the compensations (the body has ended)
-    _schedule: list[JournalEntry]
-    _cursor: int
-
-    def _init_sagas(self, stop: BaseException | None) -> None:
-        self._sagas = []
-        self._unwound = self._compensating = False
+    def __init__(self, state: MachineState, stop: BaseException | None) -> None:
+        self._st = state
+        self.compensations: list[Compensation] = []
+        self.unwound = False  # the reason was thrown into the workflow
+        self.compensating = False  # the wrapper runs the compensations (the body ended)
         self.deadline_entry: JournalEntry | None = None
         self._deadline_at: float | None = None
         self._timeout = 0.0
-        deadline = self._by_branch.get(DEADLINE_BRANCH)
+        deadline = state.by_branch.get(DEADLINE_BRANCH)
         if deadline:
             entry = self.deadline_entry = deadline[0]
             self._deadline_at = entry.deadline
             self._timeout = float(_json.loads(entry.value)["timeout"])
-            self._applied.add(entry.pos)  # (no operation's: the replay passes it by)
-        journaled = self._by_branch.get(STOP_BRANCH)
+            state.applied.add(entry.pos)  # (no operation's: the replay passes it by)
+        # Why the run stops (a cancel, its deadline), if it does; None: it runs on.
+        self.stop: BaseException | None
+        journaled = state.by_branch.get(STOP_BRANCH)
         if journaled:  # a stop decided earlier stands (its reason, not a later one)
-            self._stop = rebuild_error(_json.loads(journaled[0].value))
+            self.stop = rebuild_error(_json.loads(journaled[0].value))
         else:
-            self._stop = stop
+            self.stop = stop
 
     # -- what the workflow's code calls ------------------------------------------------------
 
@@ -101,22 +98,23 @@ class Sagas(MachineState):
         self, step: str, fn: Callable[..., Any], arg: Any, retry: Retry | None
     ) -> None:
         """Step ``step`` succeeded with ``arg``: ``fn(arg)`` is its undo from now on."""
-        branch = self._branch_now()
-        entry = self._next_entry(branch, REGISTERED, step)
+        st = self._st
+        branch = st.branch_now()
+        entry = st.next_entry(branch, REGISTERED, step)
         if entry is None:
-            self._record_new(branch, REGISTERED, step, EntryState.DONE, b"null")
-        elif self._cursor < len(self._schedule) and self._schedule[self._cursor] is entry:
-            self._cursor += 1  # (the usual case: the very next entry)
+            st.record_new(branch, REGISTERED, step, EntryState.DONE, b"null")
+        elif st.cursor < len(st.schedule) and st.schedule[st.cursor] is entry:
+            st.cursor += 1  # (the usual case: the very next entry)
         else:
-            self._applied.add(entry.pos)
-        self._sagas.append(Compensation(step, fn, arg, retry))
+            st.applied.add(entry.pos)
+        self.compensations.append(Compensation(step, fn, arg, retry))
 
     async def run_compensations(self) -> tuple[list[Any], list[str]]:
         """Run the compensations not run yet, newest first: their results, and the
         names of the steps whose compensation failed."""
         results: list[Any] = []
         failed: list[str] = []
-        for comp in reversed(self._sagas):
+        for comp in reversed(self.compensations):
             if comp.ran:
                 continue
             comp.ran = True
@@ -129,53 +127,55 @@ class Sagas(MachineState):
     @property
     def stopping(self) -> bool:
         """Whether the run stops (a cancel, its deadline), now or since an earlier advance."""
-        return self._stop is not None
+        return self.stop is not None
 
     @property
     def has_unrun_compensations(self) -> bool:
-        return any(not comp.ran for comp in self._sagas)
+        return any(not comp.ran for comp in self.compensations)
 
     # -- stopping ----------------------------------------------------------------------------
 
     @property
-    def _holding_back(self) -> bool:
+    def holding_back(self) -> bool:
         """Whether the run's own operations must not be carried out: it stops, and its
         compensations have not begun."""
-        return self._stop is not None and not self._unwound and not self._compensating
+        return self.stop is not None and not self.unwound and not self.compensating
 
-    def _check_deadline(self) -> None:
+    def check_deadline(self) -> None:
         """Past the run's deadline, nothing new is done: it stops (once, and not while
         its compensations run already)."""
         deadline = self._deadline_at
         if (
             deadline is not None
-            and self._stop is None
-            and not self._compensating
-            and self.clock_now() >= deadline
+            and self.stop is None
+            and not self.compensating
+            and self._st.clock_now() >= deadline
         ):
-            self._stop = RunTimeoutError(self.run.id, self._timeout)
+            self.stop = RunTimeoutError(self._st.run.id, self._timeout)
 
-    def _stop_now(self) -> None:
+    def stop_now(self) -> None:
         """The stopping run has replayed all it had: journal the stop, and unwind."""
-        assert self._stop is not None
-        value = _json.dumps(error_dict(self._stop))
-        pos = self._alloc()
-        entry = JournalEntry(pos, STOP, _stop_name(self._stop), EntryState.DONE, value, None,
-                             self.clock_now(), STOP_BRANCH)  # fmt: skip
-        self._keep(entry)
-        self.writes.journal[pos] = entry
-        self._unwind()
+        assert self.stop is not None
+        st = self._st
+        value = _json.dumps(error_dict(self.stop))
+        pos = st.alloc()
+        entry = JournalEntry(pos, STOP, _stop_name(self.stop), EntryState.DONE, value, None,
+                             st.clock_now(), STOP_BRANCH)  # fmt: skip
+        st.keep(entry)
+        st.writes.journal[pos] = entry
+        self.unwind()
 
-    def _unwind(self) -> None:
+    def unwind(self) -> None:
         """Throw the stop's reason into the workflow where it waits: its other lines
         (gather branches) are let go, its waits are left to the run's end."""
-        self._unwound = True
-        root = self._root
-        ops: list[Pending] = [*self._live, *self._parked, *self._waiting.values()]
-        self._live.clear()
-        self._parked.clear()
-        self._waiting.clear()
-        self._conditions.clear()
+        st = self._st
+        self.unwound = True
+        root = st.root
+        ops: list[Pending] = [*st.live, *st.parked, *st.waiting.values()]
+        st.live.clear()
+        st.parked.clear()
+        st.waiting.clear()
+        st.conditions.clear()
         for op in ops:
             if op.branch is not root:
                 _let_go(op.branch)
@@ -186,18 +186,18 @@ class Sagas(MachineState):
             for branch in blocked.group.branches:
                 _let_go(branch)
             blocked.group = None
-        self._ready.append((root, None, self._stop))
+        st.ready.append((root, None, self.stop))
 
-    def _ending(self, error: BaseException) -> Outcome:
+    def ending(self, error: BaseException) -> Outcome:
         """How the run ends when its workflow raised ``error``."""
-        if error is self._stop and isinstance(error, RunCancelledError):
+        if error is self.stop and isinstance(error, RunCancelledError):
             return Outcome(RunStatus.CANCELLED)
-        return self._failed(error)
+        return self._st.failed(error)
 
-    def _stranded(self) -> Outcome | None:
+    def stranded(self) -> Outcome | None:
         """The workflow caught the stop and waits on: the run ends anyway."""
-        if self._stop is not None and self._unwound and not self._compensating:
-            return self._ending(self._stop)
+        if self.stop is not None and self.unwound and not self.compensating:
+            return self.ending(self.stop)
         return None
 
 
@@ -211,22 +211,22 @@ def _stop_name(reason: BaseException) -> str:
     return "cancel" if isinstance(reason, RunCancelledError) else "timeout"
 
 
-async def guarded(sagas: Sagas, run_id: str, body: Coroutine[Any, Any, Any]) -> Any:
+async def guarded(sagas: Sagas, st: MachineState, body: Coroutine[Any, Any, Any]) -> Any:
     """The workflow's body, with its compensations run when it raises or stops."""
     try:
         value = await body
     except Exception as exc:
-        if sagas.held is not None:
+        if st.held is not None:
             raise  # (the run is held: nothing more is done)
         error: BaseException = exc
     else:
-        if sagas._stop is None or not sagas._unwound:
+        if sagas.stop is None or not sagas.unwound:
             return value
-        error = sagas._stop  # (the body caught the stop and returned: it stops all the same)
+        error = sagas.stop  # (the body caught the stop and returned: it stops all the same)
     if not sagas.has_unrun_compensations:
         raise error
-    sagas._compensating = True
+    sagas.compensating = True
     _, failed = await sagas.run_compensations()
     if failed:
-        raise CompensationFailedError(run_id, failed) from error
+        raise CompensationFailedError(st.run.id, failed) from error
     raise error

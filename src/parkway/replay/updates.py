@@ -46,71 +46,91 @@ Handler = tuple[Callable[..., Any], Callable[[Any], Any] | None]
 UPDATES = "!updates"
 
 
-class Updates(MachineState):
-    """``ctx.on_update``, the updates sent to the run, and ``ctx.set_value``."""
+class Updates:
+    """``ctx.on_update``, the updates sent to the run, and ``ctx.set_value``, over
+    the machine's state."""
 
-    _handlers: dict[str, Handler]
-    _updates: list[UpdateRecord]
-    _handled: set[str]
-    _closed_streams: set[str]
+    def __init__(self, state: MachineState, updates: list[UpdateRecord] | None) -> None:
+        self._st = state
+        self.handlers: dict[str, Handler] = {}
+        self.pending: list[UpdateRecord] = list(updates or [])
+        self.handled: set[str] = set()
+        self.closed_streams: set[str] = set()
+
+    def given(self, updates: list[UpdateRecord] | None) -> None:
+        """The updates sent since the run parked (a kept machine woken)."""
+        self.pending = list(updates or [])
+
+    @property
+    def unhandled(self) -> bool:
+        """Whether updates were given that the run did not get to (it ended, or went
+        on as new, before it was quiet)."""
+        return any(u.id not in self.handled for u in self.pending)
 
     # -- what the workflow's code calls ------------------------------------------------------
 
     def on_update(
         self, name: str, handler: Callable[..., Any], validate: Callable[[Any], Any] | None
     ) -> None:
-        self._handlers[name] = (handler, validate)
+        """Register the run's handler of updates ``name`` (see ``ctx.on_update``)."""
+        self.handlers[name] = (handler, validate)
 
     def set_value(self, key: str, data: bytes) -> None:
-        branch = self._branch_now()
-        entry = self._next_entry(branch, "value.set", key)
+        """Journal and set the run's value ``key`` (see ``ctx.set_value``)."""
+        st = self._st
+        branch = st.branch_now()
+        entry = st.next_entry(branch, EntryKind.VALUE_SET, key)
         if entry is not None:
-            self._applied.add(entry.pos)
+            st.applied.add(entry.pos)
             return
-        self._record_new(branch, EntryKind.VALUE_SET, key, EntryState.DONE, data)
-        self.writes.values[key] = data
+        st.record_new(branch, EntryKind.VALUE_SET, key, EntryState.DONE, data)
+        st.writes.values[key] = data
 
     def write_stream(self, key: str, data: bytes) -> None:
-        if key in self._closed_streams:
+        """Journal and append an item to the run's stream ``key``."""
+        st = self._st
+        if key in self.closed_streams:
             raise InvalidArgumentError(
-                f"stream {key!r} of run {self.run.id!r} is closed: nothing more can be "
-                "written to it",
+                f"stream {key!r} of run {st.run.id!r} is closed: nothing more can be written to it",
                 field="key",
             )
-        branch = self._branch_now()
-        entry = self._next_entry(branch, "stream.write", key)
+        branch = st.branch_now()
+        entry = st.next_entry(branch, EntryKind.STREAM_WRITE, key)
         if entry is not None:
-            self._applied.add(entry.pos)
+            st.applied.add(entry.pos)
             return
-        self._record_new(branch, EntryKind.STREAM_WRITE, key, EntryState.DONE, None)
-        self.writes.streams.append((key, data))
+        st.record_new(branch, EntryKind.STREAM_WRITE, key, EntryState.DONE, None)
+        st.writes.streams.append((key, data))
 
     def close_stream(self, key: str) -> None:
-        if key in self._closed_streams:
+        """Journal the close of the run's stream ``key``."""
+        if key in self.closed_streams:
             return  # (closing twice journals nothing more)
-        self._closed_streams.add(key)
-        branch = self._branch_now()
-        entry = self._next_entry(branch, "stream.close", key)
+        self.closed_streams.add(key)
+        st = self._st
+        branch = st.branch_now()
+        entry = st.next_entry(branch, EntryKind.STREAM_CLOSE, key)
         if entry is not None:
-            self._applied.add(entry.pos)
+            st.applied.add(entry.pos)
             return
-        self._record_new(branch, EntryKind.STREAM_CLOSE, key, EntryState.DONE, None)
-        self.writes.streams.append((key, None))
+        st.record_new(branch, EntryKind.STREAM_CLOSE, key, EntryState.DONE, None)
+        st.writes.streams.append((key, None))
 
     # -- handling the updates sent -----------------------------------------------------------
 
-    def _handle_updates(self) -> bool:
+    def handle(self) -> bool:
         """Validate and apply the updates not handled yet (the run is quiet); whether
         a handler ran (the run's state may have changed)."""
+        st = self._st
         ran = False
-        while self._updates:
-            update = self._updates.pop(0)
-            if update.id in self._handled:
+        while self.pending:
+            update = self.pending.pop(0)
+            if update.id in self.handled:
                 continue
-            self._handled.add(update.id)
-            found = self._handlers.get(update.name)
+            self.handled.add(update.id)
+            found = self.handlers.get(update.name)
             if found is None:
-                known = ", ".join(sorted(self._handlers)) or "none"
+                known = ", ".join(sorted(self.handlers)) or "none"
                 self._reject(update, f"the run has no update handler {update.name!r} ({known})")
                 continue
             handler, validate = found
@@ -122,25 +142,26 @@ class Updates(MachineState):
                     self._reject(update, str(exc) or type(exc).__name__)
                     continue
             value = {"id": update.id, "payload": payload}
-            self.reached += 1
-            entry = self._record_new(
-                self._updates_line, EntryKind.UPDATE, update.name, EntryState.DONE,
-                _json.dumps(value),
-            )  # fmt: skip
+            st.reached += 1
+            line = Branch(UPDATES, None, [])  # type: ignore[arg-type]
+            entry = st.record_new(
+                line, EntryKind.UPDATE, update.name, EntryState.DONE, _json.dumps(value)
+            )
             self._run_handler(entry, update.id, handler, payload)
             ran = True
         return ran
 
-    def _replay_update(self, entry: JournalEntry) -> None:
+    def replay(self, entry: JournalEntry) -> None:
         """The journal's next entry is an accepted update: run its handler again."""
+        st = self._st
         value = _json.loads(entry.value)
-        self._handled.add(value["id"])
-        self.reached += 1
-        found = self._handlers.get(entry.name)
+        self.handled.add(value["id"])
+        st.reached += 1
+        found = self.handlers.get(entry.name)
         if found is None:
-            self._hold(
+            st.hold(
                 NonDeterminismError(
-                    self.run.id, entry.pos, f"update {entry.name!r}",
+                    st.run.id, entry.pos, f"update {entry.name!r}",
                     "no handler of that name registered at that point",
                 )
             )  # fmt: skip
@@ -151,33 +172,34 @@ class Updates(MachineState):
         self, entry: JournalEntry, update_id: str, handler: Callable[..., Any], payload: Any
     ) -> None:
         path = f"u{entry.pos}"
-        branch = Branch(path, None, self._by_branch.get(path, []))  # type: ignore[arg-type]
+        branch = Branch(path, None, self._st.by_branch.get(path, []))  # type: ignore[arg-type]
         branch.update_id = update_id
         branch.update_name = entry.name
         try:
             result = handler(payload)
         except Exception as exc:
-            self._update_ended(branch, None, exc)
+            self.ended(branch, None, exc)
             return
         if inspect.iscoroutine(result):
             branch.coro = result
-            self._ready.append((branch, None, None))
+            self._st.ready.append((branch, None, None))
         else:
-            self._update_ended(branch, result, None)
+            self.ended(branch, result, None)
 
-    def _update_ended(self, branch: Branch, value: Any, error: BaseException | None) -> None:
+    def ended(self, branch: Branch, value: Any, error: BaseException | None) -> None:
         """An update's handler returned ``value`` or raised ``error``: journal it once."""
+        st = self._st
         branch.done = True
         name = branch.update_name or ""
-        self.reached += 1
+        st.reached += 1
         if branch.index < len(branch.entries):
             done = branch.entries[branch.index]
             if done.kind == EntryKind.UPDATE_DONE and done.name == name:
-                self._applied.add(done.pos)  # (answered already: replay writes nothing)
+                st.applied.add(done.pos)  # (answered already: replay writes nothing)
                 return
-            self._hold(
+            st.hold(
                 NonDeterminismError(
-                    self.run.id, done.pos, f"{done.kind} {done.name!r}", "the update returning"
+                    st.run.id, done.pos, f"{done.kind} {done.name!r}", "the update returning"
                 )
             )  # fmt: skip
             return
@@ -193,19 +215,12 @@ class Updates(MachineState):
                 EntryState.ERROR,
                 _json.dumps(error_dict(error)),
             )
-        self._record_new(branch, EntryKind.UPDATE_DONE, name, state, data)
+        st.record_new(branch, EntryKind.UPDATE_DONE, name, state, data)
         assert branch.update_id is not None
-        self.writes.updates.append((branch.update_id, status, data))
+        st.writes.updates.append((branch.update_id, status, data))
 
     def _reject(self, update: UpdateRecord, reason: str) -> None:
-        self.writes.updates.append((update.id, UpdateStatus.REJECTED, _json.dumps(reason)))
-
-    @property
-    def _updates_line(self) -> Branch:
-        return Branch(UPDATES, None, [])  # type: ignore[arg-type]
-
-    def _hold(self, exc: NonDeterminismError) -> None:
-        raise NotImplementedError
+        self._st.writes.updates.append((update.id, UpdateStatus.REJECTED, _json.dumps(reason)))
 
 
 def check_handler(name: Any, handler: Any, validate: Any) -> str:

@@ -12,14 +12,16 @@ manual test clock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, cast
+from typing import Protocol
 
-from parkway.errors import LeaseLostError
-from parkway.store.fleet import FleetTx
-from parkway.store.flow import FlowTx
-from parkway.store.people import PeopleTx
+from parkway.store.admission import Admission
+from parkway.store.events import Events, FusedEvents
+from parkway.store.fleet import Operators, Workers
+from parkway.store.journal import Journal
+from parkway.store.messages import FusedMessages, Messages
+from parkway.store.people import Callbacks, HumanTasks
 from parkway.store.records import (
     ACTIVE,
     ENDED,
@@ -45,16 +47,14 @@ from parkway.store.records import (
     TaskRecord,
     UpdateRecord,
 )
-from parkway.store.schedules import ScheduleRecord, ScheduleTx
-from parkway.store.streams import StreamTx
-
-# Columns of ``runs`` that ``update_run`` may change.
-RUN_MUTABLE = frozenset(
-    {
-        "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
-        "advanced_by", "paused", "forked_from", "forked_at",
-    }
-)  # fmt: skip
+from parkway.store.runs import RUN_MUTABLE, Runs
+from parkway.store.schedules import ScheduleRecord, Schedules
+from parkway.store.signals import Signals
+from parkway.store.streams import Streams
+from parkway.store.subscriptions import Subscriptions
+from parkway.store.tasks import Tasks
+from parkway.store.updates import Updates
+from parkway.store.values import Values
 
 # The capabilities of a store whose watch() reports this process's commits that
 # added tasks (see Store.capabilities): the engine need not poke its worker after
@@ -62,340 +62,66 @@ RUN_MUTABLE = frozenset(
 REPORTS_OWN = frozenset({"push", "reports_own"})
 
 
-class Tx(ScheduleTx, FlowTx, PeopleTx, StreamTx, FleetTx, Protocol):
-    """Primitive operations inside one atomic transaction (schedules' among them:
-    :class:`parkway.store.schedules.ScheduleTx`; callbacks' and human tasks':
-    :class:`parkway.store.people.PeopleTx`; streams':
-    :class:`parkway.store.streams.StreamTx`)."""
+class Tx(Protocol):
+    """One atomic transaction, its operations grouped by what they store.
 
-    async def get_run(self, run_id: str) -> RunRecord | None: ...
-    async def insert_run(self, run: RunRecord) -> None: ...
-    async def start_run(
-        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
-    ) -> None:
-        """Insert ``run`` and its start task due at ``due_at``, unless the id exists.
+    Each part is a small protocol of its own: :class:`parkway.store.runs.Runs`,
+    :class:`parkway.store.journal.Journal`, :class:`parkway.store.tasks.Tasks`,
+    :class:`parkway.store.signals.Signals`, :class:`parkway.store.events.Events`,
+    :class:`parkway.store.subscriptions.Subscriptions`,
+    :class:`parkway.store.messages.Messages`, :class:`parkway.store.values.Values`,
+    :class:`parkway.store.updates.Updates`, :class:`parkway.store.schedules.Schedules`,
+    :class:`parkway.store.admission.Admission`, :class:`parkway.store.people.Callbacks`,
+    :class:`parkway.store.people.HumanTasks`, :class:`parkway.store.streams.Streams`,
+    :class:`parkway.store.fleet.Workers` and :class:`parkway.store.fleet.Operators`.
+    A backend composes one object per part over its connection.
+    """
 
-        Idempotent: a second start of the same id changes nothing. ``task_payload``:
-        the start task's (the starter's trace context, see :mod:`parkway.core.telemetry`).
-        """
-        ...
-
-    async def update_run(
-        self,
-        run_id: str,
-        changes: dict[str, Any],
-        *,
-        owner: str | None = None,
-        release: bool = True,
-    ) -> bool:
-        """Apply ``changes``; with ``owner``, only while that worker holds the lease.
-
-        With ``owner`` and ``release`` the lease is also dropped. Returns whether
-        the row changed (``False`` = the lease was lost: roll back).
-        """
-        ...
-
-    async def update_leased(
-        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
-    ) -> None:
-        """``update_run`` for the worker that leases the run: fenced by the lease.
-
-        Raises :class:`parkway.errors.LeaseLostError` when ``owner`` no longer
-        holds the lease, either at once or when the transaction commits (then
-        nothing of it is saved). A store that fences at commit need not wait
-        for an answer here, so a worker's commit can be a single round trip.
-        With ``release`` the lease is dropped.
-        """
-        ...
-
-    async def drop_cache_marks(self, run_ids: Sequence[str], owner: str) -> None:
-        """Clear ``advanced_by`` of those of ``run_ids`` whose row still names ``owner``:
-        its worker no longer holds their machines (evicted from its cache), so a
-        load for it reads their journals with the rest instead of leaving them out.
-
-        A hint, never waited for: a row another transaction holds locked is
-        skipped (a mark left in place costs the load of that run a read of its
-        own, as before; a mark cleared too early, a replay).
-        """
-        ...
-
-    async def lease_run(
-        self, run_id: str, *, owner: str, now: float, wall_now: float, lease_until: float
-    ) -> Lease:
-        """Lease the run to ``owner``, as a claim would, if no one holds its lease, it
-        has not ended and it is neither paused nor held: the worker of the process that gives
-        a run a task can
-        then advance it without a claim. What it needs (its tasks due at ``now``,
-        this transaction's among them) comes with the lease.
-        """
-        ...
-
-    async def list_runs(
-        self,
-        *,
-        workflow: str | None,
-        status: str | None,
-        subject: str | None,
-        domain: str | None,
-        parent_id: str | None,
-        limit: int,
-        search: str | None = None,
-        created_after: float | None = None,
-        created_before: float | None = None,
-        before: str | None = None,
-    ) -> list[RunRecord]:
-        """Runs, newest first (``created_at`` then ``id``, both descending); without
-        ``workflow``, internal runs (``parkway.*``) are left out.
-
-        ``search``: only runs whose id or subject starts with it (case-sensitive).
-        ``created_after`` / ``created_before``: ``created_after <= created_at <
-        created_before``. ``before``: a run id, the keyset cursor of the previous
-        page; only runs after it in this order (none if no run has that id).
-        """
-        ...
-
-    async def run_counts(self) -> list[tuple[str, str, int]]:
-        """``(workflow, status, runs)`` for every pair that has runs, internal runs left
-        out, by workflow then status."""
-        ...
-
-    async def find_runs(
-        self,
-        *,
-        statuses: Sequence[str],
-        workflow: str | None,
-        subject: str | None,
-        created_before: float | None,
-        after: str | None,
-        limit: int,
-    ) -> list[RunRecord]:
-        """Runs in one of ``statuses`` matching the filters given, by id, those after
-        ``after`` (an id) only: a bulk operation's next batch. Without ``workflow``,
-        internal runs (``parkway.*``) are left out."""
-        ...
-
-    async def expired_runs(
-        self, before: float, *, workflow: str | None, exclude: Sequence[str], limit: int
-    ) -> list[str]:
-        """Ids of runs that ended (``ENDED``) before ``before`` (their ``updated_at``),
-        oldest first: of ``workflow``, or (``None``) of any workflow not in ``exclude``."""
-        ...
-
-    async def delete_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs and everything kept for them: journal, tasks, mailbox,
-        subscriptions, values, updates and streams."""
-        ...
-
-    async def journal(self, run_id: str) -> list[JournalEntry]: ...
-    async def put_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None: ...
-    async def clear_journal(self, run_id: str) -> None: ...
-    async def journal_outline(self, run_id: str) -> list[tuple[int, str]]:
-        """The run's journal as ``(pos, state)`` pairs in position order: what a fork
-        decides on, without reading any entry's value."""
-        ...
-
-    async def copy_journal(self, source_id: str, run_id: str, before: int | None) -> None:
-        """Copy ``source_id``'s journal entries at positions below ``before`` (``None``:
-        all) to ``run_id``, but the pending ones (an ``engine.fork``), in the store."""
-        ...
-
-    async def add_tasks(self, tasks: Sequence[NewTask]) -> None: ...
-    async def due_tasks(self, run_id: str, now: float) -> list[TaskRecord]: ...
-    async def delete_tasks(self, ids: Sequence[int]) -> None: ...
-    async def delete_wait_tasks(
-        self, run_id: str, pos: int | None = None, *, keep: Sequence[int] = ()
-    ) -> None:
-        """Delete the run's timer and delivery tasks (those aimed at a wait), or one wait's.
-
-        Tasks whose id is in ``keep`` stay.
-        """
-        ...
-
-    async def delete_all_tasks(self, run_id: str) -> None: ...
-    async def add_signal(
-        self, run_id: str, name: str, payload: bytes | None, at: float
-    ) -> None: ...
-    async def send_signal(
-        self,
-        run_id: str,
-        name: str,
-        payload: bytes | None,
-        at: float,
-        *,
-        task_payload: bytes | None = None,
-    ) -> Sent:
-        """Buffer a signal for the run, with its task due at ``at`` (carrying
-        ``task_payload``: the sender's trace context), unless the run is missing or
-        has ended; what it found: the run's status (``None``: no such run), maybe
-        known only once the transaction has committed."""
-        ...
-
-    async def signals(self, run_id: str) -> list[SignalRecord]: ...
-    async def delete_signals(self, ids: Sequence[int]) -> None: ...
-    async def record_event(
-        self,
-        event: EventRecord,
-        fresh_after: float,
-        *,
-        digest: Callable[[str], str | None] | None = None,
-    ) -> EventRecord | None:
-        """Record the event, unless one with its id was published at or after
-        ``fresh_after``: then change nothing and return that one. An older one
-        with its id is replaced (its id is free again).
-
-        ``digest(shape)``: the event payload's digest under a match shape (see
-        :mod:`parkway.matching`), so a store may read ahead the event waits that
-        the publish looks for next (``find_subscriptions``).
-        """
-        ...
-
-    async def get_event(self, event_id: str) -> EventRecord | None: ...
-    async def insert_event(self, event: EventRecord) -> None: ...
-    async def delete_event(self, event_id: str) -> None: ...
-    async def events_since(self, domain: str, name: str, since: float) -> list[EventRecord]: ...
-    async def prune_events(self, before: float) -> int: ...
-    async def add_subscription(self, sub: SubscriptionRecord) -> None: ...
-    async def shapes(self, domain: str, name: str) -> list[str]: ...
-    async def find_subscriptions(
-        self, *, domain: str, name: str, shape: str, digest: str, subject: str | None, kind: str
-    ) -> list[SubscriptionRecord]:
-        """Waits indexed under exactly this key, on ``subject`` or on ``"*"``."""
-        ...
-
-    async def list_subscriptions(
-        self, *, run_id: str | None = None, name: str | None = None
-    ) -> list[SubscriptionRecord]: ...
-    async def delete_subscription(self, run_id: str, pos: int) -> None: ...
-    async def delete_run_subscriptions(self, run_id: str) -> None: ...
-    async def sweep_subscriptions(self, now: float) -> int:
-        """Delete subscriptions past their TTL (and shapes no wait uses); return how many."""
-        ...
-
-    async def active_run(self, workflow: str, domain: str, subject: str | None) -> str | None:
-        """The id of an unfinished run of ``workflow`` in this domain and subject, if any."""
-        ...
-
-    async def message_wait(self, name: str, key: str) -> SubscriptionRecord | None:
-        """The one live wait for message ``(name, key)``, if any."""
-        ...
-
-    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
-        """Remove and return the wait for message ``(name, key)``, unless there is none
-        or its deadline has passed at ``now`` (then it stays: its timeout wins)."""
-        ...
-
-    async def add_message(self, message: MessageRecord) -> int:
-        """Buffer a message (its ``id`` is ignored); return the new id."""
-        ...
-
-    async def oldest_message(self, name: str, key: str, now: float) -> MessageRecord | None: ...
-    async def get_message(self, message_id: int) -> MessageRecord | None: ...
-    async def list_messages(self, status: str | None) -> list[MessageRecord]: ...
-    async def delete_message(self, message_id: int) -> None: ...
-    async def update_message(
-        self, message_id: int, status: str, reason: str | None, expires_at: float
-    ) -> None: ...
-    async def expire_messages(self, now: float, reason: str) -> list[MessageRecord]:
-        """Turn buffered messages past their TTL into dead letters; return them."""
-        ...
-
-    async def put_values(self, run_id: str, values: Mapping[str, bytes], at: float) -> None:
-        """Set the run's values (``ctx.set_value``), replacing those of the same keys."""
-        ...
-
-    async def run_values(self, run_ids: Sequence[str]) -> dict[str, dict[str, bytes]]:
-        """The values of each of ``run_ids`` that has any, by key."""
-        ...
-
-    async def add_attempts(self, attempts: Sequence[AttemptRecord]) -> None:
-        """Keep failed attempts of steps (one already kept, by run, position and
-        attempt, is left as it is). ``clear_journal`` and ``delete_runs`` drop them."""
-        ...
-
-    async def attempts(self, run_id: str) -> list[AttemptRecord]:
-        """The failed attempts kept for ``run_id``, by position then attempt."""
-        ...
-
-    async def add_update(self, update: UpdateRecord) -> UpdateRecord | None:
-        """Record an update sent to a run, unless one with its ``(run_id, id)`` exists:
-        then change nothing and return that one."""
-        ...
-
-    async def get_update(self, run_id: str, update_id: str) -> UpdateRecord | None: ...
-    async def pending_updates(self, run_id: str) -> list[UpdateRecord]:
-        """The run's updates not handled yet, in the order they arrived."""
-        ...
-
-    async def finish_update(
-        self, run_id: str, update_id: str, status: str, result: bytes | None, at: float
-    ) -> None:
-        """Record what became of a pending update (see :class:`UpdateRecord`)."""
-        ...
-
-    async def message_id_seen(self, message_id: str) -> float | None: ...
-    async def remember_message_id(self, message_id: str, at: float) -> None: ...
-    async def prune_message_ids(self, before: float) -> None: ...
+    @property
+    def runs(self) -> Runs: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def tasks(self) -> Tasks: ...
+    @property
+    def signals(self) -> Signals: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def subscriptions(self) -> Subscriptions: ...
+    @property
+    def messages(self) -> Messages: ...
+    @property
+    def values(self) -> Values: ...
+    @property
+    def updates(self) -> Updates: ...
+    @property
+    def schedules(self) -> Schedules: ...
+    @property
+    def admission(self) -> Admission: ...
+    @property
+    def callbacks(self) -> Callbacks: ...
+    @property
+    def human_tasks(self) -> HumanTasks: ...
+    @property
+    def streams(self) -> Streams: ...
+    @property
+    def workers(self) -> Workers: ...
+    @property
+    def operators(self) -> Operators: ...
 
 
 class FusedTx(Tx, Protocol):
     """A transaction of a store with the ``"fused"`` capability: the senders' fast
     paths (:func:`parkway.core.publishing.deliver`, :func:`parkway.core.messages.deliver`)
-    as one operation each, which the store may send with the ``COMMIT`` (one round
-    trip). Their meaning is the core's composed path's, which the conformance suite
-    checks on every backend."""
+    as one operation each (``tx.events.deliver``, ``tx.messages.deliver``), which the
+    store may send with the ``COMMIT`` (one round trip). Their meaning is the core's
+    composed path's, which the conformance suite checks on every backend."""
 
-    async def deliver_event(
-        self,
-        event: EventRecord,
-        payload: Any,
-        envelope: bytes,
-        *,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> EventDelivery:
-        """A publish that only resumes waits (no workflow starts for it).
-
-        Unless the event's id was seen at or after ``fresh_after`` (then
-        ``"duplicate"``, nothing written), record it as :meth:`record_event`
-        would and take every event wait its ``payload`` (``event.payload``
-        decoded) matches, as :func:`parkway.core.publishing.take_event_waits` does:
-        each gets a delivery task carrying ``envelope`` due at ``event.published_at``. With
-        ``owner``, also lease the first run to it as :meth:`lease_run` would.
-        A store may decline (say, because the waits' match shapes are not the
-        ones it expected), writing nothing. What it did may be known only once
-        the transaction has committed, so that a store can send all of it with
-        the ``COMMIT``.
-        """
-        ...
-
-    async def deliver_message(
-        self,
-        name: str,
-        key: str,
-        body: bytes,
-        now: float,
-        *,
-        message_id: str | None,
-        fresh_after: float,
-        owner: str | None = None,
-        wall_now: float = 0.0,
-        lease_until: float = 0.0,
-    ) -> MessageDelivery:
-        """A message straight to the run waiting for it, if one does.
-
-        Unless ``message_id`` was seen at or after ``fresh_after`` (then:
-        ``"duplicate"``, nothing written), take the wait as
-        :meth:`take_message_wait` would, give its run a :data:`MESSAGE_TASK`
-        task carrying ``body`` due at ``now``, and remember ``message_id`` as
-        seen at ``now``. With ``owner``, also lease the run to it as
-        :meth:`lease_run` would. With no wait, nothing is written: the caller
-        goes on to start a run or buffer the message, in a transaction of its
-        own. What it did may be known only once the transaction has committed,
-        so that a store can send all of it with the ``COMMIT``.
-        """
-        ...
+    @property
+    def events(self) -> FusedEvents: ...
+    @property
+    def messages(self) -> FusedMessages: ...
 
 
 class Store(Protocol):
@@ -535,18 +261,18 @@ async def load_in_transaction(
 async def load_in(tx: Tx, run_id: str, now: float, owner: str | None = None) -> LoadedRun | None:
     """What advancing the run needs, read in ``tx`` (for ``owner``: see
     :meth:`Store.load_run`)."""
-    run = await tx.get_run(run_id)
+    run = await tx.runs.get(run_id)
     return None if run is None else await load_with(tx, run, now, owner)
 
 
 async def load_with(tx: Tx, run: RunRecord, now: float, owner: str | None = None) -> LoadedRun:
     """:func:`load_in` of a run whose row was read already (by the statement that
     leased it, say)."""
-    tasks = await tx.due_tasks(run.id, now)
-    signals = await tx.signals(run.id) if reads_mailbox(run, tasks) else None
+    tasks = await tx.tasks.due(run.id, now)
+    signals = await tx.signals.list(run.id) if reads_mailbox(run, tasks) else None
     journal: list[JournalEntry] | None = []
     if run.status not in ENDED:
-        journal = None if holds_journal(run, owner) else await tx.journal(run.id)
+        journal = None if holds_journal(run, owner) else await tx.journal.read(run.id)
     return LoadedRun(run, tasks, journal, signals)
 
 
@@ -561,71 +287,6 @@ def reads_mailbox(run: RunRecord, tasks: Sequence[TaskRecord]) -> bool:
     return run.status not in ENDED and any(t.kind == "signal" for t in tasks)
 
 
-class ComposedTx:
-    """The :class:`Tx` operations made of the primitive ones, for stores whose
-    statements are cheap (memory, SQLite). The PostgreSQL store does each in
-    one statement instead."""
-
-    def _tx(self) -> Tx:
-        return cast(Tx, self)
-
-    async def start_run(
-        self, run: RunRecord, due_at: float, *, task_payload: bytes | None = None
-    ) -> None:
-        tx = self._tx()
-        if await tx.get_run(run.id) is None:
-            await tx.insert_run(run)
-            await tx.add_tasks([NewTask(run.id, due_at, "start", payload=task_payload)])
-
-    async def update_leased(
-        self, run_id: str, changes: dict[str, Any], *, owner: str, release: bool = True
-    ) -> None:
-        if not await self._tx().update_run(run_id, changes, owner=owner, release=release):
-            raise LeaseLostError(f"lost the lease on run {run_id!r}")
-
-    async def send_signal(
-        self,
-        run_id: str,
-        name: str,
-        payload: bytes | None,
-        at: float,
-        *,
-        task_payload: bytes | None = None,
-    ) -> Sent:
-        tx = self._tx()
-        run = await tx.get_run(run_id)
-        if run is None:
-            return Sent(None, known=True)
-        if run.status not in ENDED:
-            await tx.add_signal(run_id, name, payload, at)
-            await tx.add_tasks([NewTask(run_id, at, "signal", payload=task_payload)])
-        return Sent(run.status, known=True)
-
-    async def record_event(
-        self,
-        event: EventRecord,
-        fresh_after: float,
-        *,
-        digest: Callable[[str], str | None] | None = None,  # (reads are cheap here)
-    ) -> EventRecord | None:
-        tx = self._tx()
-        existing = await tx.get_event(event.id)
-        if existing is not None:
-            if existing.published_at >= fresh_after:
-                return existing
-            await tx.delete_event(event.id)
-        await tx.insert_event(event)
-        return None
-
-    async def take_message_wait(self, name: str, key: str, now: float) -> SubscriptionRecord | None:
-        tx = self._tx()
-        wait = await tx.message_wait(name, key)
-        if wait is None or (wait.deadline is not None and now > wait.deadline):
-            return None
-        await tx.delete_subscription(wait.run_id, wait.pos)
-        return wait
-
-
 __all__ = [
     "ACTIVE",
     "ENDED",
@@ -634,7 +295,6 @@ __all__ = [
     "REPORTS_OWN",
     "RUN_MUTABLE",
     "AttemptRecord",
-    "ComposedTx",
     "EventDelivery",
     "EventRecord",
     "FlowEntry",

@@ -11,6 +11,7 @@ entries go with their run; event links with their event.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -84,51 +85,28 @@ class EventLink:
     run_id: str
 
 
-class FleetTx(Protocol):
-    """Workers, operator entries and event links inside a transaction."""
+class Workers(Protocol):
+    """The workers serving the store, inside one transaction (``tx.workers``)."""
 
-    async def beat_worker(self, worker: WorkerRecord) -> None:
+    async def beat(self, worker: WorkerRecord) -> None:
         """Insert the worker's row, or renew it (all but ``started_at``)."""
         ...
 
-    async def list_workers(self, now: float) -> list[WorkerRecord]:
+    async def list(self, now: float) -> builtins.list[WorkerRecord]:
         """The workers alive at ``now`` (``alive_until`` after it), the longest
         running first."""
         ...
 
-    async def prune_workers(self, now: float) -> int:
+    async def prune(self, now: float) -> int:
         """Forget the workers dead at ``now``; how many."""
         ...
 
-    async def unserved_runs(self, keys: Sequence[str], now: float, limit: int) -> list[str]:
-        """Up to ``limit`` runs (ids, sorted) with a task due at ``now``, not paused,
-        whose key (:func:`run_key`) is not among ``keys``: no worker serves them."""
-        ...
 
-    async def add_operator_entry(self, entry: OperatorRecord) -> None: ...
+class Operators(Protocol):
+    """Operator entries (who did what to a run) inside one transaction (``tx.operators``)."""
 
-    async def operator_entries(self, run_id: str) -> list[OperatorRecord]:
+    async def add(self, entry: OperatorRecord) -> None: ...
+
+    async def list(self, run_id: str) -> builtins.list[OperatorRecord]:
         """The run's operator entries, in the order they were recorded."""
-        ...
-
-    async def link_event(self, event_id: str, at: float, how: str, run_ids: Sequence[str]) -> None:
-        """Record that event ``event_id`` (published at ``at``) started or resumed
-        ``run_ids``; links go with their event (``prune_events``)."""
-        ...
-
-    async def list_events(
-        self,
-        *,
-        name: str | None,
-        subject: str | None,
-        since: float | None,
-        limit: int,
-    ) -> list[tuple[str, str, str, str | None, bytes | None, float]]:
-        """Events (``id, name, domain, subject, payload, published_at``), newest
-        first, of that name and subject (``None``: any), published at or after
-        ``since``."""
-        ...
-
-    async def event_links(self, event_ids: Sequence[str]) -> list[EventLink]:
-        """The runs those events started and resumed, in the order linked."""
         ...

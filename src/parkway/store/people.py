@@ -10,6 +10,7 @@ run.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,46 +108,51 @@ def task_record(row: Sequence[Any]) -> HumanTaskRecord:
     return HumanTaskRecord(*values)
 
 
-class PeopleTx(Protocol):
-    """Callbacks' and human tasks' operations inside one transaction."""
+@dataclass(frozen=True, slots=True)
+class HumanTaskFilter:
+    """Which human tasks ``HumanTasks.list`` returns."""
 
-    async def add_callback(self, record: CallbackRecord) -> None:
+    status: str | None = None
+    assignee: str | None = None
+    workflow: str | None = None
+    limit: int = 100
+
+
+class Callbacks(Protocol):
+    """Callbacks inside one transaction (``tx.callbacks``)."""
+
+    async def add(self, record: CallbackRecord) -> None:
         """Insert the callback (a token hash already there is left as it is)."""
         ...
 
-    async def get_callback(self, token_hash: str) -> CallbackRecord | None:
+    async def get(self, token_hash: str) -> CallbackRecord | None:
         """The callback whose token hashes to ``token_hash`` (locked until the
         transaction ends, in a writing one)."""
         ...
 
-    async def finish_callback(
-        self, token_hash: str, status: str, outcome: bytes, at: float
-    ) -> None:
+    async def finish(self, token_hash: str, status: str, outcome: bytes, at: float) -> None:
         """Record the callback's outcome (``completed`` or ``failed``)."""
         ...
 
-    async def add_human_tasks(self, records: Sequence[HumanTaskRecord]) -> None:
+
+class HumanTasks(Protocol):
+    """Human tasks inside one transaction (``tx.human_tasks``)."""
+
+    async def add(self, records: Sequence[HumanTaskRecord]) -> None:
         """Insert the tasks (an id already there is left as it is)."""
         ...
 
-    async def get_human_task(self, task_id: str) -> HumanTaskRecord | None:
+    async def get(self, task_id: str) -> HumanTaskRecord | None:
         """The task (locked until the transaction ends, in a writing one)."""
         ...
 
-    async def list_human_tasks(
-        self,
-        *,
-        status: str | None,
-        assignee: str | None,
-        workflow: str | None,
-        limit: int,
-    ) -> list[HumanTaskRecord]:
+    async def list(self, query: HumanTaskFilter) -> builtins.list[HumanTaskRecord]:
         """Tasks, oldest first: of ``status`` if given, of ``workflow`` if given, and
         with ``assignee`` given, those it may complete (assigned to it, or to
         nobody in particular)."""
         ...
 
-    async def finish_human_task(
+    async def finish(
         self,
         task_id: str,
         status: str,
@@ -158,7 +164,7 @@ class PeopleTx(Protocol):
         """Move an open task to ``status``; whether it was open."""
         ...
 
-    async def close_human_tasks(self, run_id: str, at: float) -> None:
+    async def close_run(self, run_id: str, at: float) -> None:
         """Cancel the run's open tasks (it ended)."""
         ...
 
@@ -169,8 +175,10 @@ __all__ = [
     "TASK_OPEN",
     "TASK_STATUSES",
     "CallbackRecord",
+    "Callbacks",
+    "HumanTaskFilter",
     "HumanTaskRecord",
-    "PeopleTx",
+    "HumanTasks",
     "callback_record",
     "callback_row",
     "task_record",

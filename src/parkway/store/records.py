@@ -254,7 +254,7 @@ class LoadedRun:
 
 @dataclass
 class Lease:
-    """What :meth:`Tx.lease_run` got, known once its transaction has committed.
+    """What :meth:`tx.runs.lease` got, known once its transaction has committed.
 
     ``taken``: whether the run is leased now (``None``: not known, say because
     the commit's reply was lost: its worker loads the run to see). ``loaded``:
@@ -268,7 +268,7 @@ class Lease:
 
 @dataclass
 class Sent:
-    """What :meth:`Tx.send_signal` found: the run's status (``None``: no such run).
+    """What :meth:`tx.signals.send` found: the run's status (``None``: no such run).
 
     ``known``: whether ``status`` is known yet. A store may send the signal with
     its transaction's ``COMMIT`` (one round trip), so it is known once that has
@@ -281,7 +281,7 @@ class Sent:
 
 @dataclass
 class MessageDelivery:
-    """What :meth:`FusedTx.deliver_message` did, known once its transaction has
+    """What :meth:`tx.messages.deliver` did, known once its transaction has
     committed (``known``; see :class:`Sent`).
 
     ``outcome``: ``"delivered"`` (to ``run_id``), ``"duplicate"`` (its message id
@@ -297,7 +297,7 @@ class MessageDelivery:
 
 @dataclass
 class EventDelivery:
-    """What :meth:`FusedTx.deliver_event` did, known once its transaction has committed
+    """What :meth:`tx.events.deliver` did, known once its transaction has committed
     (``known``; see :class:`Sent`).
 
     ``outcome``: ``"published"`` (recorded, and delivered to ``waits``: one
@@ -324,7 +324,7 @@ class StoreStats:
     expired unconsumed. ``takeovers``: runs
     this store object's claims leased from a lease that had expired (its worker
     died or stalled), since it was made: this process's count, not the store's.
-    (A hand-over's ``Tx.lease_run`` of such a run is not counted.)
+    (A hand-over's ``tx.runs.lease`` of such a run is not counted.)
     """
 
     parked: dict[str, int]
@@ -353,10 +353,10 @@ FUSED = Capability.FUSED
 
 @dataclass
 class FlowSlot:
-    """One flow-control key's counters (``Tx.flow_slot``): ``active``, the runs that
+    """One flow-control key's counters (``tx.admission.slot``): ``active``, the runs that
     hold a slot of its ``Concurrency`` (admitted and not ended); ``started``, how
     many runs its ``RateLimit`` has given a start time (the ring of those times is
-    read and written by ``Tx.rate_mark``); ``limit``, the concurrency limit last
+    read and written by ``tx.admission.rate_mark``); ``limit``, the concurrency limit last
     admitted under (so a process that does not register the workflow can still
     hand a freed slot on)."""
 
@@ -378,5 +378,5 @@ class FlowEntry:
 # The due time of the tasks of a run not admitted yet (queued for a slot, or
 # waiting for its rate window) that arrived before its start (a signal, an
 # update): out of every claim's reach until the run is admitted, when they
-# come due with its start task (``Tx.defer_tasks``, ``Tx.wake_deferred``).
+# come due with its start task (``tx.tasks.defer``, ``tx.tasks.wake_deferred``).
 DEFERRED = 1e15

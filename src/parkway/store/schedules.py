@@ -10,6 +10,7 @@ these on in one transaction, so no tick is started twice or lost.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,34 +54,34 @@ def schedule_record(row: Sequence[Any]) -> ScheduleRecord:
     return ScheduleRecord(*values)
 
 
-class ScheduleTx(Protocol):
-    """Schedules' operations inside one transaction."""
+class Schedules(Protocol):
+    """Schedules inside one transaction (``tx.schedules``)."""
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+    async def get(self, schedule_id: str) -> ScheduleRecord | None:
         """The schedule's row (locked until the transaction ends, in a writing one)."""
         ...
 
-    async def put_schedule(self, record: ScheduleRecord) -> None:
+    async def put(self, record: ScheduleRecord) -> None:
         """Insert the row, or replace the one with its id."""
         ...
 
-    async def delete_schedule(self, schedule_id: str) -> bool:
+    async def delete(self, schedule_id: str) -> bool:
         """Delete the schedule; whether it existed."""
         ...
 
-    async def list_schedules(self) -> list[ScheduleRecord]:
+    async def list(self) -> builtins.list[ScheduleRecord]:
         """Every schedule, by id."""
         ...
 
-    async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
+    async def due(self, now: float, limit: int) -> builtins.list[ScheduleRecord]:
         """Up to ``limit`` schedules not paused whose ``next_at`` is at or before ``now``,
         the earliest first, locked for this transaction; a schedule another
         transaction holds is left out (it is that one's to fire)."""
         ...
 
-    async def next_schedule_at(self) -> float | None:
+    async def next_at(self) -> float | None:
         """The earliest ``next_at`` of the schedules not paused, or ``None``."""
         ...
 
 
-__all__ = ["SCHEDULE_COLUMNS", "ScheduleRecord", "ScheduleTx", "schedule_record", "schedule_row"]
+__all__ = ["SCHEDULE_COLUMNS", "ScheduleRecord", "Schedules", "schedule_record", "schedule_row"]

@@ -20,10 +20,10 @@ from parkway.store.records import StreamRecord
 STREAM_CHANNEL = "parkway_streams"
 
 
-class StreamTx(Protocol):
-    """A run's streams inside a transaction (see :mod:`parkway.core.streams`)."""
+class Streams(Protocol):
+    """A run's streams inside a transaction (``tx.streams``; see :mod:`parkway.core.streams`)."""
 
-    async def append_stream(
+    async def append(
         self, run_id: str, key: str, items: Sequence[tuple[bytes, int | None]], at: float
     ) -> int | None:
         """Append ``items`` (each a JSON value and the attempt that wrote it, ``None``
@@ -32,11 +32,11 @@ class StreamTx(Protocol):
         run's streams are told when the transaction commits."""
         ...
 
-    async def close_stream(self, run_id: str, key: str) -> None:
+    async def close(self, run_id: str, key: str) -> None:
         """Close the stream (a stream never written is closed empty); idempotent."""
         ...
 
-    async def streams_ended(self, run_id: str) -> None:
+    async def end_run(self, run_id: str) -> None:
         """The run ended (or is held): tell the readers of its streams in other
         processes, at commit, if it has any (a run's end needs no statement more
         on a store with no other process).
@@ -47,10 +47,10 @@ class StreamTx(Protocol):
         """
         ...
 
-    async def read_stream(
+    async def read(
         self, run_id: str, key: str, offset: int, limit: int
     ) -> tuple[list[StreamRecord], bool]:
         """Up to ``limit`` items from ``offset`` on, in order, and whether the stream
-        was closed (:meth:`close_stream`; then no item follows the last one read,
+        was closed (``tx.streams.close``; then no item follows the last one read,
         if ``limit`` was not reached)."""
         ...

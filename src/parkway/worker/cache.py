@@ -12,7 +12,7 @@ journal, as without a cache.
 
 Bounded by count, least recently parked evicted first; an evicted machine's
 coroutines are closed, and the worker's next commit clears the evicted runs'
-marks (``Tx.drop_cache_marks``). Without that, a run evicted and then woken
+marks (``tx.runs.drop_cache_marks``). Without that, a run evicted and then woken
 would come with its lease but without its journal (the mark says this worker
 holds it), and its advance would read the journal in a round trip of its own:
 on PostgreSQL, one round trip in three of a resume with more runs parked than

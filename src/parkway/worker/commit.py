@@ -1,6 +1,6 @@
 """Committing what an advance decided: its writes, and how the run ended.
 
-Every commit of an advance is fenced by the run's lease (``Tx.update_leased``
+Every commit of an advance is fenced by the run's lease (``tx.runs.update_leased``
 first), so a worker that lost its lease can never write. The writes are data
 (:class:`parkway.replay.writes.Writes`); this is where they meet the store:
 publishes are published, waits are registered (with the look-back of
@@ -41,17 +41,17 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
             pos, EntryKind.PUBLISH, event.name, EntryState.DONE, value, None, now, branch
         )
     for run in writes.runs:
-        if await tx.get_run(run.id) is None:
+        if await tx.runs.get(run.id) is None:
             await _admit(rt, tx, writes, run)
-            await tx.insert_run(run)
+            await tx.runs.insert(run)
             await cancel_on.register(rt.registry, tx, run, now)
             wf = rt.registry.get(run.workflow, run.version)
             if wf is not None and wf.timeout is not None:
                 await add_deadline(tx, run, wf.timeout)
     if writes.journal:
-        await tx.put_journal(run_id, list(writes.journal.values()))
+        await tx.journal.put(run_id, list(writes.journal.values()))
     if writes.attempts:
-        await tx.add_attempts(writes.attempts)
+        await tx.journal.add_attempts(writes.attempts)
     # Message waits that may have deliveries to buffer again. Not one that took
     # its delivery: the correlate that made it removed the wait's subscription
     # (under the key's lock), so no other message can have reached it.
@@ -65,8 +65,8 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         if pos not in messages and not ending:
             # No delivery to buffer again: its timer (say) goes without a read. The
             # tasks this advance claimed stay until its final commit (see below).
-            await tx.delete_subscription(run_id, pos)
-            await tx.delete_wait_tasks(run_id, pos, keep=sorted(writes.claimed_tasks))
+            await tx.subscriptions.delete(run_id, pos)
+            await tx.tasks.delete_waits(run_id, pos, keep=sorted(writes.claimed_tasks))
     if messages and not ending:  # (finish buffers again what the run did not take)
         keep = frozenset(writes.consumed_tasks)
         # The tasks this advance claimed stay until its final commit: deleting
@@ -74,13 +74,13 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         # with nothing due, so no worker would ever take it over.
         finished = set(messages)
         # One read serves both: the deliveries to buffer again, the rest to drop.
-        tasks = await tx.due_tasks(run_id, float("inf"))
+        tasks = await tx.tasks.due(run_id, float("inf"))
         rebuffered: set[int] = set()
         for pos in messages:
             rebuffered |= await core_messages.rebuffer(
                 rt, tx, run_id, now, pos=pos, keep=keep, tasks=tasks
             )
-            await tx.delete_subscription(run_id, pos)
+            await tx.subscriptions.delete(run_id, pos)
         stale = [
             task.id
             for task in tasks
@@ -88,28 +88,28 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
             and task.id not in writes.claimed_tasks
             and task.id not in rebuffered
         ]
-        await tx.delete_tasks(stale)
+        await tx.tasks.delete(stale)
     for wait in writes.subscriptions:
         if isinstance(wait, EventWait):
             await publishing.register_wait(tx, wait.sub, wait.since, wait.consumed, now)
         else:
             await core_messages.register_wait(tx, wait.sub, now)
     if writes.tasks:
-        await tx.add_tasks(writes.tasks)
+        await tx.tasks.add(writes.tasks)
     if writes.consumed_signals:
-        await tx.delete_signals(writes.consumed_signals)
+        await tx.signals.delete(writes.consumed_signals)
     if writes.values:
-        await tx.put_values(run_id, writes.values, now)
+        await tx.values.put(run_id, writes.values, now)
     if writes.streams:
         await streams.apply(tx, run_id, writes.streams, now)
     for update_id, status, answer in writes.updates:
-        await tx.finish_update(run_id, update_id, status, answer, now)
+        await tx.updates.finish(run_id, update_id, status, answer, now)
     for callback in writes.callbacks:
-        await tx.add_callback(callback)
+        await tx.callbacks.add(callback)
     if writes.human_tasks:
-        await tx.add_human_tasks(writes.human_tasks)
+        await tx.human_tasks.add(writes.human_tasks)
     for task_id, status in writes.ended_tasks:
-        await tx.finish_human_task(task_id, status, now)
+        await tx.human_tasks.finish(task_id, status, now)
 
 
 async def _admit(rt: Runtime, tx: Tx, writes: Writes, run: RunRecord) -> None:

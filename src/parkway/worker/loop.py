@@ -314,7 +314,7 @@ class Worker:
 
     def reserve(self) -> str | None:
         """A place for a run this process is about to give a task: the owner to lease
-        it to in that same transaction (``Tx.lease_run``), then :meth:`adopt` it.
+        it to in that same transaction (``tx.runs.lease``), then :meth:`adopt` it.
 
         ``None`` when there is no free place (the run is then claimed as usual).
         """
@@ -400,7 +400,7 @@ class Worker:
         """Say in the store that this worker lives (or that it ``stopped``)."""
         try:
             async with self.rt.store.transaction() as tx:
-                await tx.beat_worker(self.record(stopped=stopped))
+                await tx.workers.beat(self.record(stopped=stopped))
         except Exception:  # the next beat tries again; meanwhile it may look gone
             log.warning("could not renew worker %s in the store", self.owner, exc_info=True)
 

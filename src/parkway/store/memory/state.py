@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from parkway.store.base import (
@@ -13,6 +14,7 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
     TaskRecord,
+    Tx,
     UpdateRecord,
 )
 from parkway.store.fleet import EventLink, OperatorRecord, WorkerRecord
@@ -61,7 +63,7 @@ class _State:
         self.updates: dict[tuple[str, str], UpdateRecord] = {}
         self.next_update = 1
         self.schedules: dict[str, ScheduleRecord] = {}
-        # Flow control (see _FlowControl).
+        # Admission: concurrency and rate limits (see admission.py).
         self.flow_slots: dict[tuple[str, str], FlowSlot] = {}
         self.flow_runs: dict[str, _FlowRun] = {}
         # A key's queue: (-priority, seq, run id), entries no longer queued dropped lazily.
@@ -73,7 +75,7 @@ class _State:
         # Callbacks by the hash of their token, human tasks by id.
         self.callbacks: dict[str, CallbackRecord] = {}
         self.human_tasks: dict[str, HumanTaskRecord] = {}
-        # The fleet (see MemoryFleet): workers by id, operator entries by run,
+        # The fleet (see fleet.py, events.py): workers by id, operator entries by run,
         # event links by event.
         self.workers: dict[str, WorkerRecord] = {}
         self.operator_entries: dict[str, list[OperatorRecord]] = {}
@@ -113,3 +115,13 @@ def claimable(run: RunRecord, kind: str = "") -> bool:
     """Whether a claim (for a task of ``kind``) or a lease may take ``run``: a paused
     run waits for its resume (but for its deadline), a held one for its retry."""
     return run.status != "held" and (not run.paused or kind == "deadline")
+
+
+class _Part:
+    """What every part of a :class:`parkway.store.memory.MemoryTx` holds: the
+    transaction (for the parts it composes with), its state and its undo log."""
+
+    def __init__(self, tx: Tx, state: _State, undo: list[Callable[[], object]]) -> None:
+        self._tx = tx
+        self._s = state
+        self._undo = undo

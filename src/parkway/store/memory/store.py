@@ -29,6 +29,9 @@ class MemoryStore:
         # Store calls never suspend inside a transaction, but a lock keeps that
         # an invariant rather than an accident.
         self._lock = asyncio.Lock()
+        # One transaction object, begun again by every transaction (the lock lets one
+        # run at a time): its parts are made once, not at every commit.
+        self._tx = MemoryTx(self._state)
 
     async def open(self) -> None:
         pass
@@ -39,7 +42,8 @@ class MemoryStore:
     @asynccontextmanager
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[MemoryTx]:
         async with self._lock:
-            tx = MemoryTx(self._state)
+            tx = self._tx
+            tx.begin()
             try:
                 yield tx
             except BaseException:

@@ -18,7 +18,7 @@ SQLite. The worker's claim, lease and polling calls are single statements.
 SQLite runs one writer at a time, so every read-then-write in the engine is
 atomic there for free; under READ COMMITTED with many processes each such
 sequence needs a lock, and each lock below names the race it closes (each has
-a test in tests/store/test_conformance.py that fails without it):
+a test in tests/store/conformance/ that fails without it):
 
 - publish vs publish on one subscription: ``find_subscriptions`` locks the
   rows (``FOR UPDATE``); the loser re-reads them deleted and skips them.

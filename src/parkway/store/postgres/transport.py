@@ -33,6 +33,7 @@ import psycopg
 
 from parkway.errors import StoreConnectionError
 from parkway.ids import new_mark
+from parkway.store.legacy import LegacyParts, attach_parts
 from parkway.store.postgres.connections import Connections, Row, Step
 from parkway.store.postgres.failures import connection_lost, first_line
 from parkway.store.postgres.recovery import Recovery, xid_of
@@ -56,7 +57,7 @@ class _Fence:
     parts: tuple[str, ...] = ()
 
 
-class Transport(Recovery):
+class Transport(Recovery, LegacyParts):
     """The round trips of one transaction (see the module's docstring)."""
 
     def __init__(self, store: Connections, conn: Conn, *, readonly: bool) -> None:
@@ -79,6 +80,7 @@ class Transport(Recovery):
         # process's worker (which then needs no report of those tasks).
         self._task_runs: set[str] = set()
         self._leased: set[str] = set()
+        attach_parts(self)  # transitional: see parkway.store.legacy
 
     @property
     def started(self) -> bool:

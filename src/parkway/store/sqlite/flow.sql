@@ -1,4 +1,4 @@
--- Named statements of the SQLite store's flow control (see flow.py).
+-- Named statements of the SQLite store's flow control (see admission.py).
 
 -- name: flow_slot
 SELECT active, started, cap FROM flow_slots WHERE workflow = ? AND key = ?

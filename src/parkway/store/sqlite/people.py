@@ -1,5 +1,4 @@
-"""The SQLite store's callbacks and human tasks (a part of
-:class:`parkway.store.sqlite.tx.SQLiteTx`).
+"""The SQLite store's callbacks and human tasks (``tx.callbacks``, ``tx.human_tasks``).
 
 A writing transaction holds SQLite's write lock from its ``BEGIN IMMEDIATE``: the
 callback or task it reads is no other transaction's until it commits, so two
@@ -8,58 +7,56 @@ completions of one are decided one after the other.
 
 from __future__ import annotations
 
-import sqlite3
+import builtins
 from collections.abc import Sequence
 
 from parkway.store.people import (
     CallbackRecord,
+    HumanTaskFilter,
     HumanTaskRecord,
     callback_record,
     callback_row,
     task_record,
     task_row,
 )
+from parkway.store.sqlite.transport import Part
 from parkway.store.sqltext import load_queries
 
 S = load_queries(__package__, "people.sql")
 
 
-class SQLitePeople:
-    """Callbacks' and human tasks' statements on the transaction's connection."""
+class SQLiteCallbacks(Part):
+    """Callbacks' statements on the transaction's connection."""
 
-    _c: sqlite3.Connection
-
-    async def add_callback(self, record: CallbackRecord) -> None:
+    async def add(self, record: CallbackRecord) -> None:
         self._c.execute(S["add_callback"], callback_row(record))
 
-    async def get_callback(self, token_hash: str) -> CallbackRecord | None:
+    async def get(self, token_hash: str) -> CallbackRecord | None:
         row = self._c.execute(S["get_callback"], (token_hash,)).fetchone()
         return None if row is None else callback_record(row)
 
-    async def finish_callback(
-        self, token_hash: str, status: str, outcome: bytes, at: float
-    ) -> None:
+    async def finish(self, token_hash: str, status: str, outcome: bytes, at: float) -> None:
         self._c.execute(S["finish_callback"], (status, outcome, at, token_hash))
 
-    async def add_human_tasks(self, records: Sequence[HumanTaskRecord]) -> None:
+
+class SQLiteHumanTasks(Part):
+    """Human tasks' statements on the transaction's connection."""
+
+    async def add(self, records: Sequence[HumanTaskRecord]) -> None:
         self._c.executemany(S["add_human_task"], [task_row(r) for r in records])
 
-    async def get_human_task(self, task_id: str) -> HumanTaskRecord | None:
+    async def get(self, task_id: str) -> HumanTaskRecord | None:
         row = self._c.execute(S["get_human_task"], (task_id,)).fetchone()
         return None if row is None else task_record(row)
 
-    async def list_human_tasks(
-        self,
-        *,
-        status: str | None,
-        assignee: str | None,
-        workflow: str | None,
-        limit: int,
-    ) -> list[HumanTaskRecord]:
-        params = dict(status=status, assignee=assignee, workflow=workflow, limit=limit)
+    async def list(self, query: HumanTaskFilter) -> builtins.list[HumanTaskRecord]:
+        params = dict(
+            status=query.status, assignee=query.assignee, workflow=query.workflow,
+            limit=query.limit,
+        )  # fmt: skip
         return [task_record(row) for row in self._c.execute(S["list_human_tasks"], params)]
 
-    async def finish_human_task(
+    async def finish(
         self,
         task_id: str,
         status: str,
@@ -71,10 +68,5 @@ class SQLitePeople:
         cursor = self._c.execute(S["finish_human_task"], (status, at, by, result, task_id))
         return cursor.rowcount == 1
 
-    async def close_human_tasks(self, run_id: str, at: float) -> None:
+    async def close_run(self, run_id: str, at: float) -> None:
         self._c.execute(S["close_human_tasks"], (at, run_id))
-
-    def _delete_people(self, ids: list[tuple[str]]) -> None:
-        """The runs' callbacks and tasks go with them."""
-        self._c.executemany(S["delete_run_callbacks"], ids)
-        self._c.executemany(S["delete_run_human_tasks"], ids)

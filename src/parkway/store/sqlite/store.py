@@ -50,6 +50,9 @@ class SQLiteStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        # The transaction object of the open connection, begun again by each
+        # transaction (see SQLiteTx).
+        self._tx: SQLiteTx | None = None
         self._lock = asyncio.Lock()
         self._data_version = -1
         # The WAL checkpointed by a thread of the store's (see checkpoints.py).
@@ -123,6 +126,7 @@ class SQLiteStore:
                 f"cannot open SQLite database {self.path!r}: {error}", took_effect=False
             ) from exc
         self._conn = conn
+        self._tx = SQLiteTx(conn)
         self._data_version = conn.execute("PRAGMA data_version").fetchone()[0]
         if self.path != ":memory:":
             self._checkpoints.start()
@@ -158,19 +162,22 @@ class SQLiteStore:
             async with self._lock:
                 self._conn.close()
                 self._conn = None
+                self._tx = None
 
     @asynccontextmanager
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[SQLiteTx]:
         if not readonly and not self._checkpoints.writable.is_set():
             await self._checkpoints.writable.wait()  # (see checkpoints.py)
         async with self._lock:
-            conn = self.conn
+            conn, tx = self.conn, self._tx
+            assert tx is not None  # (made with the connection)
+            tx.begin()
             if readonly:
                 # Reads in autocommit mode: each statement sees the latest commit. Readers
                 # need no snapshot across statements: a run's journal changes only under
                 # its lease, and nothing read here is written back.
                 try:
-                    yield SQLiteTx(conn)
+                    yield tx
                 except sqlite3.Error as exc:
                     raise translate(self.path, exc) from exc
                 return
@@ -181,7 +188,6 @@ class SQLiteStore:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise self._failed(exc) from exc
-            tx = SQLiteTx(conn)
             try:
                 yield tx
             except BaseException as exc:
@@ -197,13 +203,14 @@ class SQLiteStore:
             if reserve is not None and not reserve.kept:
                 reserve.committed(conn)
             self._checkpoints.committed()
-            if tx.tell_others:
+            notes = tx.transport
+            if notes.tell_others:
                 for callback in self._watchers:
                     callback(None)
                 if self.wakeups is not None:
                     self.wakeups.announce()
-            if tx.streamed and self.wakeups is not None:
-                self.wakeups.announce_streams(tx.streamed)
+            if notes.streamed and self.wakeups is not None:
+                self.wakeups.announce_streams(notes.streamed)
 
     def _rollback(self) -> None:
         """End the transaction under way, if SQLite has not ended it already (a
@@ -244,7 +251,7 @@ class SQLiteStore:
         serves: Sequence[str] | None = None,
     ) -> list[str]:
         # The runs are read in the claim's transaction, all of them at once, and
-        # load_run hands each over (see SQLiteTx.load_claimed).
+        # load_run hands each over (see SQLiteRuns.load_claimed).
         params: tuple[object, ...] = (owner, lease_until, now, wall_now, limit)
         if serves is not None:
             params = (*params, orjson.dumps(list(serves)).decode())
@@ -256,7 +263,7 @@ class SQLiteStore:
                 ).fetchall()
             finally:
                 self._claiming = False
-            loaded = tx.load_claimed(rows, now, owner) if rows else []
+            loaded = tx.runs.load_claimed(rows, now, owner) if rows else []
         for one in loaded:
             self._claimed[one.run.id] = one
         return [one.run.id for one in loaded]

@@ -1,4 +1,4 @@
-"""A SQLite transaction's run streams (``Tx.append_stream`` and the rest).
+"""A SQLite transaction's run streams (``tx.streams``).
 
 Every write transaction is ``BEGIN IMMEDIATE``: an append reads and moves the
 stream's head under the one writer, so no other process appends to it between.
@@ -8,22 +8,20 @@ Other processes' readers are told at commit by a wake-up datagram (see
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from parkway.store.records import StreamRecord
+from parkway.store.sqlite.transport import Part
 from parkway.store.sqltext import load_queries
 
 S = load_queries(__package__, "streams.sql")
 
 
-class StreamOps:
-    """Run streams over the transaction's connection (a part of ``SQLiteTx``)."""
+class SQLiteStreams(Part):
+    """Run streams over the transaction's connection; the runs whose streams changed
+    are noted (``Transport.streamed``): other processes are told at commit."""
 
-    _c: sqlite3.Connection
-    streamed: set[str]  # runs whose streams changed: other processes are told at commit
-
-    async def append_stream(
+    async def append(
         self, run_id: str, key: str, items: Sequence[tuple[bytes, int | None]], at: float
     ) -> int | None:
         row = self._c.execute(S["take_offsets"], (run_id, key, len(items))).fetchone()
@@ -34,24 +32,20 @@ class StreamOps:
             S["put_item"],
             [(run_id, key, first + i, v, attempt, at) for i, (v, attempt) in enumerate(items)],
         )
-        self.streamed.add(run_id)
+        self._t.streamed.add(run_id)
         return first
 
-    async def close_stream(self, run_id: str, key: str) -> None:
+    async def close(self, run_id: str, key: str) -> None:
         self._c.execute(S["close_stream"], (run_id, key))
-        self.streamed.add(run_id)
+        self._t.streamed.add(run_id)
 
-    async def streams_ended(self, run_id: str) -> None:
+    async def end_run(self, run_id: str) -> None:
         if self._c.execute(S["has_streams"], (run_id,)).fetchone() is not None:
-            self.streamed.add(run_id)
+            self._t.streamed.add(run_id)
 
-    async def read_stream(
+    async def read(
         self, run_id: str, key: str, offset: int, limit: int
     ) -> tuple[list[StreamRecord], bool]:
         rows = self._c.execute(S["read_items"], (run_id, key, offset, limit)).fetchall()
         closed = self._c.execute(S["stream_closed"], (run_id, key)).fetchone()
         return [StreamRecord(*row) for row in rows], bool(closed and closed[0])
-
-    def _delete_streams(self, ids: list[tuple[str]]) -> None:
-        self._c.executemany(S["delete_run_heads"], ids)
-        self._c.executemany(S["delete_run_items"], ids)

@@ -1,32 +1,28 @@
-"""The memory store's flow control (a part of :class:`parkway.store.memory.MemoryTx`)."""
+"""The memory store's admission (``tx.admission``): concurrency and rate limits."""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
 
-from parkway.store.memory.state import _copy, _FlowRun, _State
-from parkway.store.records import DEFERRED, FlowEntry, FlowSlot
+from parkway.store.memory.state import _copy, _FlowRun, _Part
+from parkway.store.records import FlowEntry, FlowSlot
 
 
-class _FlowControl:
-    """Flow-control keys, their runs and rate rings (a part of :class:`MemoryTx`).
-    One writer at a time (the store's lock) is what serialises a key's changes."""
+class MemoryAdmission(_Part):
+    """Admission keys, their runs and rate rings. One writer at a time (the store's
+    lock) is what serialises a key's changes."""
 
-    _s: _State
-    _undo: list[Callable[[], object]]
-
-    async def flow_slot(self, workflow: str, key: str) -> FlowSlot:
+    async def slot(self, workflow: str, key: str) -> FlowSlot:
         found = self._s.flow_slots.get((workflow, key))
         return FlowSlot() if found is None else _copy(found)
 
-    async def put_flow_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:
+    async def put_slot(self, workflow: str, key: str, slot: FlowSlot) -> None:
         slots, k = self._s.flow_slots, (workflow, key)
         old = slots.get(k)
         slots[k] = _copy(slot)
         self._undo.append(lambda: slots.__setitem__(k, old) if old else slots.pop(k, None))
 
-    async def flow_enter(
+    async def enter(
         self, run_id: str, workflow: str, key: str, priority: int, *, queued: bool
     ) -> None:
         seq = self._s.next_flow
@@ -46,11 +42,11 @@ class _FlowControl:
     def _queue(self, workflow: str, key: str) -> list[tuple[int, int, str]]:
         return self._s.flow_queues.setdefault((workflow, key), [])
 
-    async def flow_entry(self, run_id: str) -> FlowEntry | None:
+    async def entry(self, run_id: str) -> FlowEntry | None:
         found = self._s.flow_runs.get(run_id)
         return None if found is None else FlowEntry(found.workflow, found.key, found.queued)
 
-    async def flow_leave(self, run_id: str) -> FlowEntry | None:
+    async def leave(self, run_id: str) -> FlowEntry | None:
         old = self._s.flow_runs.pop(run_id, None)
         if old is None:
             return None
@@ -60,7 +56,7 @@ class _FlowControl:
             self._undo.append(lambda: holders.__setitem__(run_id, old.seq))
         return FlowEntry(old.workflow, old.key, old.queued)
 
-    async def flow_next(self, workflow: str, key: str) -> str | None:
+    async def next(self, workflow: str, key: str) -> str | None:
         queue = self._queue(workflow, key)
         while queue:
             item = queue[0]
@@ -80,7 +76,7 @@ class _FlowControl:
             return item[2]
         return None
 
-    async def flow_oldest(self, workflow: str, key: str) -> str | None:
+    async def oldest(self, workflow: str, key: str) -> str | None:
         # (at most `limit` runs hold a slot of one key: the scan is bounded by the limit;
         # an index makes it a lookup on the SQL stores)
         holders = self._s.flow_holders.get((workflow, key), {})
@@ -94,30 +90,3 @@ class _FlowControl:
         old = marks.get(k)
         marks[k] = at
         self._undo.append(lambda: marks.__setitem__(k, old) if old is not None else marks.pop(k))
-
-    def _retime(self, task_id: int, due_at: float) -> None:
-        old = self._s.tasks.get(task_id)
-        if old is None:
-            return
-        new = _copy(old)
-        new.due_at = due_at
-        self._s.tasks[task_id] = new
-        heapq.heappush(self._s.due_heap, (due_at, task_id))
-
-        def undo() -> None:
-            self._s.tasks[task_id] = old
-            heapq.heappush(self._s.due_heap, (old.due_at, task_id))
-
-        self._undo.append(undo)
-
-    async def defer_tasks(self, run_id: str, ids: Sequence[int]) -> None:
-        tasks = [self._s.tasks[i] for i in self._s.run_tasks.get(run_id, ())]
-        starts = [t.due_at for t in tasks if t.kind == "start"]
-        until = min(starts) if starts else DEFERRED
-        for task_id in ids:
-            self._retime(task_id, until)
-
-    async def wake_deferred(self, run_id: str, at: float) -> None:
-        for task_id in list(self._s.run_tasks.get(run_id, ())):
-            if self._s.tasks[task_id].due_at >= DEFERRED:
-                self._retime(task_id, at)

@@ -165,7 +165,7 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
     # knows a run its admission limit has not admitted yet: see core.admission).
-    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE if kept else "start")])
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE if kept else TaskKind.START)])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)
 

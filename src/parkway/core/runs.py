@@ -324,7 +324,9 @@ async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
         rows = await tx.runs.counts()
     out: dict[str, dict[str, int]] = {}
     for workflow, status, n in rows:
-        out.setdefault(workflow, {})[status] = n
+        # (A plain str key: a store may hand back the RunStatus member it was given,
+        # and a JSON encoder takes only str keys.)
+        out.setdefault(workflow, {})[str(status)] = n
     return out
 
 

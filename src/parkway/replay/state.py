@@ -369,8 +369,8 @@ def close_branch(branch: Branch) -> None:
     # A parked branch and the operation it waits on refer to each other: a cycle that
     # only the cyclic collector frees. Cut here, a closed machine goes by reference
     # counting; left, every evicted or replaced parked run was garbage for a full
-    # collection, whose pause grows with the heap (~25 ms at a worker's 70,000
-    # objects) and showed as the p99 of the open-loop benchmark.
+    # collection, whose pause grows with the heap and lands on the tail latency
+    # of every resume under load (see docs/performance.md).
     op, branch.blocked, branch.group = branch.blocked, None, None
     if op is not None:
         group, op.group, op.gen = op.group, None, None

@@ -161,8 +161,8 @@ class Driver:
         # changes: no cached machine of it holds any longer, this one's included until
         # its advance parks again). Once it says so, the lease's fence and the time
         # are all a flush changes: an UPDATE naming `status` rewrites the run's
-        # entries in the indexes on it even when its value stays (SQLite: ~40 µs
-        # against ~13 µs a flush, measured on 50,000 runs).
+        # entries in the indexes on it even when its value stays, which costs a flush
+        # several times what leaving it unnamed does (see docs/performance.md).
         settled = run.id in self.running or (
             run.status == RunStatus.RUNNING and run.advanced_by is None
         )

@@ -18,7 +18,9 @@ requests, the first asking for four tool calls at once. Each conversation runs:
 A system's overhead over plain for a shape with ``r`` model requests and ``t``
 tool calls is ``base + r*m + t*c``; the three shapes give ``m`` (per model
 request), ``c`` (per tool call) and ``base`` (a run's start and end). Printed:
-those, in ms, from the medians of each shape, and parkway's against DBOS's.
+those, in ms, from the medians of each shape, and parkway's against DBOS's; then
+the same from the process's CPU time per conversation, which a machine busy
+with other work disturbs far less than the wall clock.
 Targets: parkway's ``m`` ≤ 1/5 of DBOS's, and ≤ 1 ms on SQLite.
 """
 
@@ -73,16 +75,27 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-async def timed(n: int, once: Callable[[], Awaitable[Any]]) -> float:
-    """The median seconds of ``once()`` over ``n`` calls, after a few not counted."""
+async def timed(
+    n: int, systems: dict[str, Callable[[], Awaitable[Any]]]
+) -> dict[str, tuple[float, float]]:
+    """Each system's median seconds of a call over ``n`` rounds (after a few not
+    counted), and its median CPU seconds of a call (the process's, all its threads: a
+    machine shared with other work slows the wall clock far more than the CPU a call
+    takes). Each round calls every system once, so the machine's drift hits all alike."""
     for _ in range(5):
-        await once()
-    took = []
+        for once in systems.values():
+            await once()
+    took: dict[str, list[float]] = {name: [] for name in systems}
+    spent: dict[str, list[float]] = {name: [] for name in systems}
     for _ in range(n):
-        t0 = time.perf_counter()
-        await once()
-        took.append(time.perf_counter() - t0)
-    return statistics.median(took)
+        for name, once in systems.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            await once()
+            took[name].append(time.perf_counter() - t0)
+            spent[name].append(time.process_time() - c0)
+    return {
+        name: (statistics.median(took[name]), statistics.median(spent[name])) for name in systems
+    }
 
 
 def fit(overhead: dict[str, float]) -> dict[str, float]:
@@ -128,6 +141,7 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
         DBOS.launch()
 
         results: dict[str, dict[str, float]] = {"plain": {}, "parkway": {}, "dbos": {}}
+        cpu: dict[str, dict[str, float]] = {"plain": {}, "parkway": {}, "dbos": {}}
         async with engine:
             for shape in SHAPES:
 
@@ -143,19 +157,24 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
 
                 expected = await run_plain()
                 assert await run_parkway() == expected == await run_dbos(), shape
-                # Interleaved, so that the machine's drift hits all three alike.
-                for _ in range(2):
-                    for system, once in (
-                        ("plain", run_plain), ("parkway", run_parkway), ("dbos", run_dbos),
-                    ):  # fmt: skip
-                        took = await timed(n // 2, once)
-                        results[system][shape] = min(results[system].get(shape, took), took)
+                figures = await timed(
+                    n, {"plain": run_plain, "parkway": run_parkway, "dbos": run_dbos}
+                )
+                for system, (took, spent) in figures.items():
+                    results[system][shape], cpu[system][shape] = took, spent
         DBOS.destroy()
         over = {
             system: fit({s: results[system][s] - results["plain"][s] for s in SHAPES})
             for system in ("parkway", "dbos")
         }
-        return {"db": db, "n": n, "median_s": results, "overhead_ms": over}
+        over_cpu = {
+            system: fit({s: cpu[system][s] - cpu["plain"][s] for s in SHAPES})
+            for system in ("parkway", "dbos")
+        }
+        return {
+            "db": db, "n": n, "median_s": results, "overhead_ms": over,
+            "cpu_s": cpu, "cpu_overhead_ms": over_cpu,
+        }  # fmt: skip
     finally:
         bench.close()
         if dbos_db:
@@ -173,8 +192,17 @@ def _workflow(agent: Any) -> Callable[..., Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    return "\n\n".join(
+        [
+            _table(rows, "overhead_ms", "median_s", "the medians of"),
+            _table(rows, "cpu_overhead_ms", "cpu_s", "the CPU per conversation (all threads) of"),
+        ]
+    )
+
+
+def _table(rows: list[dict[str, Any]], figures: str, plain_key: str, what: str) -> str:
     lines = [
-        "Overhead over the plain agent (FunctionModel), ms, from the medians of three "
+        f"Overhead over the plain agent (FunctionModel), ms, from {what} three "
         "conversation shapes (targets: parkway per model request ≤ 1/5 of DBOS's, ≤ 1 ms "
         "on SQLite)",
         "| backend | system | per model request | per tool call | per run (start, end) "
@@ -183,9 +211,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|-----------------------------|",
     ]
     for row in rows:
-        dbos = row["overhead_ms"]["dbos"]
+        dbos = row[figures]["dbos"]
         for system in ("parkway", "dbos"):
-            o = row["overhead_ms"][system]
+            o = row[figures][system]
             ratio = o["model"] / dbos["model"] if dbos["model"] > 0 else float("nan")
             name = "parkway (ParkwayAgent)" if system == "parkway" else "DBOS (DBOSAgent)"
             lines.append(
@@ -193,9 +221,19 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"| {ratio:.2f} |"
             )
     plain = ", ".join(
-        f"{row['db']} {s}: {row['median_s']['plain'][s] * 1000:.3f}" for row in rows for s in SHAPES
+        f"{row['db']} {s}: {row[plain_key]['plain'][s] * 1000:.3f}" for row in rows for s in SHAPES
     )
-    lines.append(f"(plain agent's medians, ms: {plain})")
+    lines.append(f"(plain agent's figures, ms: {plain})")
+    for system in ("parkway", "dbos"):
+        # Each shape's whole overhead, divided by its operations (requests and tool
+        # calls): no subtraction between shapes, so the least disturbed by noise.
+        each = ", ".join(
+            f"{row['db']} {s}: {ms:.3f} ({ms / sum(SHAPES[s]):.3f} per operation)"
+            for row in rows
+            for s in SHAPES
+            for ms in [(row[plain_key][system][s] - row[plain_key]["plain"][s]) * 1000]
+        )
+        lines.append(f"({system}'s overhead per conversation, ms: {each})")
     return "\n".join(lines)
 
 

@@ -263,7 +263,9 @@ async def demo() -> None:
                 if event["kind"] == "words":
                     words += event["text"]
                     continue
-                if words:
+                # (The words come as the model writes them, which may be before its
+                # step shows in the history: printed together, before the answer.)
+                if words and event["kind"] == "answer":
                     print(f"words: {words}")
                     words = ""
                 print(f"{event['kind']}: {event.get('text', event.get('tool'))}")

@@ -111,6 +111,8 @@ def text(
     Raises:
         InvalidInputError: The value is not such a string; ``field`` names it.
     """
+    if type(value) is str and (value, max_length, blank) in _CHECKED:
+        return value
     if not isinstance(value, str):
         raise InvalidInputError(
             f"{what} must be a string, got {type(value).__name__} {shown(value)}", field=field
@@ -134,7 +136,18 @@ def text(
         )
     if not blank and _NOT_BLANK.search(value) is None:
         raise InvalidInputError(f"{what} must not be blank, got {shown(value)}", field=field)
+    if not blank:  # (names, which repeat; ids rarely do)
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.add((value, max_length, blank))
     return str(value)  # (the same object: it is a str by now)
+
+
+# Names found valid, with the limits they were checked against: the same names
+# (a workflow's steps, its signals) are checked at every call of every run. The
+# check is pure, so a hit is the same answer; bounded, it forgets all at once.
+_CHECKED: set[tuple[str, int | None, bool]] = set()
+_CHECKED_MAX = 4096
 
 
 def identifier(value: Any, what: str = "run id", *, field: str = "id") -> str:

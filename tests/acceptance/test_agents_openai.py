@@ -103,6 +103,51 @@ async def test_the_output_is_the_plain_runs_and_every_call_is_a_step(engine: Eng
     assert first.result["output"][0]["name"] == "lookup_order"
 
 
+@pytest.mark.replays
+async def test_the_agents_events_are_in_the_runs_stream_in_order(engine: Engine) -> None:
+    @engine.workflow()
+    async def support(ctx, question):
+        result = await ParkwayRunner.run(
+            ctx, make_agent(), question, run_config=QUIET, stream_key="events"
+        )
+        return result.final_output
+
+    handle = await engine.start(support, "Where is my kettle?")
+    answer = await handle.result(timeout=30)
+    items = await handle.read_stream("events", limit=1000)
+    assert [i.offset for i in items] == list(range(len(items)))
+    events = [i.value for i in items]
+    assert [(e["type"], e["name"], e["item"]["type"]) for e in events] == [
+        ("run_item_stream_event", "tool_called", "tool_call_item"),
+        ("run_item_stream_event", "tool_output", "tool_call_output_item"),
+        ("run_item_stream_event", "message_output_created", "message_output_item"),
+    ]
+    assert all(e["agent"] == "support" for e in events)
+    called, output, message = (e["item"] for e in events)
+    assert called["raw_item"]["name"] == "lookup_order"
+    assert json.loads(called["raw_item"]["arguments"]) == {"order": 42}
+    assert output["output"] == "order 42: a kettle"
+    assert output["raw_item"] == {
+        "type": "function_call_output", "call_id": "call-1", "output": "order 42: a kettle",
+    }  # fmt: skip
+    assert message["raw_item"]["content"][0]["text"] == answer
+    # Each written once: no replay (cached_runs=0) wrote them again.
+    assert all(i.attempt == 1 for i in items)
+
+
+async def test_no_stream_key_writes_no_events(engine: Engine) -> None:
+    @engine.workflow()
+    async def support(ctx, question):
+        result = await ParkwayRunner.run(
+            ctx, make_agent(), question, run_config=QUIET, stream_key=None
+        )
+        return result.final_output
+
+    handle = await engine.start(support, "Where is my kettle?")
+    assert await handle.result(timeout=30) == "Found: order 42: a kettle"
+    assert await handle.read_stream("agent", limit=10) == []
+
+
 async def test_a_failing_model_call_is_retried_with_model_retry(
     engine: Engine, clock: ManualClock
 ) -> None:
@@ -128,6 +173,8 @@ async def test_a_failing_model_call_is_retried_with_model_retry(
         ((make_agent(), "hi"), {"model_retry": 2}, "model_retry"),
         ((make_agent(), "hi"), {"tool_retry": "x"}, "tool_retry"),
         ((make_agent(), "hi"), {"run_config": {"tracing_disabled": True}}, "run_config"),
+        ((make_agent(), "hi"), {"stream_key": ""}, "stream_key"),
+        ((make_agent(), "hi"), {"stream_key": 3}, "stream_key"),
     ],
 )
 async def test_bad_arguments_name_the_field(

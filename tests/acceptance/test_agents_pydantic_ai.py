@@ -111,6 +111,66 @@ async def test_the_agents_events_are_in_the_runs_stream_in_order(engine: Engine)
     assert all(i.attempt == 1 for i in items)
 
 
+async def test_a_tool_asking_the_model_to_retry_is_journaled_and_the_model_retries(
+    engine: Engine,
+) -> None:
+    from pydantic_ai import ModelRetry
+
+    calls: list[int] = []
+    agent = Agent(TestModel(custom_output_text="ok"), name="retrier")
+
+    @agent.tool_plain(retries=2)
+    def lookup(order: int) -> str:
+        calls.append(order)
+        if len(calls) == 1:
+            raise ModelRetry("try another order")
+        return "found"
+
+    durable = ParkwayAgent(agent)
+
+    @engine.workflow()
+    async def ask(ctx, _input):
+        return (await durable.run(ctx, "hi")).output
+
+    handle = await engine.start(ask)
+    assert await handle.result(timeout=30) == "ok"
+    steps = [(e.name, e.status) for e in await engine.history(handle.id) if e.kind == "step"]
+    tool = "retrier__function_toolset__<agent>.call_tool:lookup"
+    # The retry is the tool's answer (journaled as data), not a failed step.
+    assert [s for s in steps if s[0] == tool] == [(tool, "done"), (tool, "done")]
+    assert len(calls) == 2
+    events = [i.value for i in await handle.read_stream("agent", limit=1000)]
+    results = [e["part"]["outcome"] for e in events if e["event_kind"] == "function_tool_result"]
+    assert results == ["retried", "success"]
+
+
+@pytest.mark.replays
+async def test_an_agent_with_a_dynamic_toolset_runs_on_the_generic_layer(engine: Engine) -> None:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    agent = Agent(TestModel(custom_output_text="done"), name="dyn")
+
+    @agent.toolset(id="extra")
+    def extra(ctx: Any) -> FunctionToolset[Any]:
+        def stock(item: str) -> int:
+            """Items in stock."""
+            return 3
+
+        return FunctionToolset([stock], id="inner")
+
+    durable = ParkwayAgent(agent)
+
+    @engine.workflow()
+    async def ask(ctx, _input):
+        return (await durable.run(ctx, "hi")).output
+
+    handle = await engine.start(ask)
+    assert await handle.result(timeout=30) == "done"
+    names = [e.name for e in await engine.history(handle.id) if e.kind == "step"]
+    assert "dyn__dynamic_toolset__extra.call_tool:stock" in names
+    assert "dyn__model.request_stream" in names
+
+
 async def test_the_journal_holds_the_models_response_as_json(engine: Engine) -> None:
     durable = ParkwayAgent(Agent(TestModel(custom_output_text="hello"), name="greeter"))
 

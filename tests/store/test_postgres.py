@@ -169,8 +169,8 @@ async def test_parkway_options_are_applied(engine_url: str) -> None:
     await store.open()
     try:
         async with store.transaction(readonly=True) as tx:
-            row = await tx._one("SELECT current_setting('statement_timeout'), "
-                                "current_setting('application_name')")  # fmt: skip
+            row = await tx._t._one("SELECT current_setting('statement_timeout'), "
+                                   "current_setting('application_name')")  # fmt: skip
         assert row == ("1500ms", "mine")
     finally:
         await store.close()
@@ -333,7 +333,7 @@ def terminate_pid(pid: int) -> None:
 
 
 async def backend_pid(tx: object) -> int:
-    return int(tx._c.info.backend_pid)  # type: ignore[attr-defined]
+    return int(tx._t._c.info.backend_pid)  # type: ignore[attr-defined]
 
 
 async def test_a_transaction_whose_connection_dies_midway_is_replayed(
@@ -1043,7 +1043,7 @@ async def test_a_mark_taken_by_the_settling_stops_a_late_commit(store: PostgresS
         async with store.transaction() as tx:
             sent = await tx.signals.send("r", "go", b"1", NOW)
             # (Its statement carries mark 42, as a late copy of a settled one would.)
-            tx._queued[0][1]["mark"] = 42  # type: ignore[index]
+            tx._t._queued[0][1]["mark"] = 42  # type: ignore[index]
     assert not sent.known
     assert await mailbox(store, "r") == []
 
@@ -1354,7 +1354,7 @@ async def test_the_connection_returned_last_is_handed_out_first(store: PostgresS
         await store._putconn(conn)
     for _ in range(3):
         async with store.transaction() as tx:
-            assert tx._c.info.backend_pid == pids[-1]
+            assert tx._t._c.info.backend_pid == pids[-1]
     # The one used longest ago is still where the pool closes idle connections from.
     assert [conn.info.backend_pid for conn in store.pool._pool] == pids
 

@@ -31,7 +31,7 @@ from parkway.errors import (
     WorkflowFailedError,
 )
 from parkway.models import ErrorInfo, HistoryEntry, RunInfo, RunStatus, _dt, rebuild_error
-from parkway.registry import WorkflowDef
+from parkway.registry import LATEST, WorkflowDef
 from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 from parkway.store.fleet import OperatorRecord
@@ -371,11 +371,11 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
     deadline = None if timeout is None else time.monotonic() + timeout
     # In-process completions are announced; another process's are polled.
     polls = Polls(rt.store)
-    # Read first, never taken from the rows of runs that ended here: the run that
-    # ended may since have been deleted by retention (in any process) and its id
-    # used again by a new run (or retried elsewhere). A row announced while this
-    # caller waits is the current one.
-    final: RunRecord | None = None
+    # A row kept from a run that ended here is taken without a read only while
+    # retention cannot have deleted that run yet: once it may have, its id may
+    # belong to a new run (started in any process), so the run is read. A row
+    # announced while this caller waits is the current one.
+    final = _kept(rt, run_id)
     while True:
         worker = rt.worker
         # A run this process's worker is advancing announces its end here: no
@@ -398,6 +398,19 @@ async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:
 
 
 _RUNNING = object()
+
+
+def _kept(rt: Runtime, run_id: str) -> RunRecord | None:
+    """The row kept of ``run_id``'s end here, while retention cannot have deleted
+    that run (this engine's retention for its workflow; ``None``: kept for ever)."""
+    final = rt.results.final(run_id)
+    if final is None:
+        return None
+    wf = rt.registry.get(final.workflow, LATEST)
+    kept_for = wf.retention if wf is not None and wf.own_retention else rt.settings.retention
+    if kept_for is not None and rt.now() - final.updated_at >= kept_for:
+        return None
+    return final
 
 
 def _ended(run: RunRecord) -> Any:

@@ -13,7 +13,15 @@ from parkway.store.runs import RunFilter
 from parkway.store.vocabulary import TaskKind
 
 
-async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: bool = True) -> None:
+async def finish(
+    rt: Runtime,
+    tx: Tx,
+    run: RunRecord,
+    now: float,
+    *,
+    messages: bool = True,
+    human_tasks: bool = True,
+) -> None:
     """What follows a run's end: its timers and subscriptions go, its open human tasks
     are cancelled, its parent wakes up, a message-started run hands its key to the
     next buffered message, and a run under a concurrency limit frees its slot (to
@@ -21,6 +29,8 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
 
     ``messages=False``: the caller knows the run never waited for a message, so
     no delivery can be pending for it (and none is looked for).
+    ``human_tasks=False``: the caller knows the run never opened a human task, so
+    none is looked for to close.
     """
     if messages:
         await rebuffer(rt, tx, run.id, now)
@@ -30,7 +40,8 @@ async def finish(rt: Runtime, tx: Tx, run: RunRecord, now: float, *, messages: b
     await tx.tasks.delete_run(run.id)
     await tx.subscriptions.delete_run(run.id)
     await tx.streams.end_run(run.id)  # (their readers elsewhere stop after the last item)
-    await tx.human_tasks.close_run(run.id, now)
+    if human_tasks:
+        await tx.human_tasks.close_run(run.id, now)
     if run.parent_id is not None:
         await tx.tasks.add([NewTask(run.parent_id, now, TaskKind.CHILD)])
     if run.id.startswith("msg:"):

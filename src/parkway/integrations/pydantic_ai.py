@@ -12,13 +12,19 @@ Needs the ``pydantic-ai`` extra (``pip install 'parkway[pydantic-ai]'``)::
         result = await support.run(ctx, question)
         return result.output
 
-It is built on pydantic-ai's own durable-execution surface
-(:class:`pydantic_ai.durable_exec.BaseDurabilityCapability`), as its Temporal,
-DBOS and Prefect integrations are: pydantic-ai wraps the model and the leaf
-toolsets and hands each model request and each tool call to an operation
-backend; parkway's backend runs it as ``ctx.step``. The step's result is the
-operation's JSON encoding (pydantic-ai's codec: a ``ModelResponse`` as its type
-adapter dumps it), so a replay rebuilds the very response the model gave.
+An agent whose tools are all function tools (the common case) runs with its
+model and its function toolsets wrapped at pydantic-ai's public wrapping points
+(``WrapperModel``, ``WrapperToolset``), as its DBOS and Prefect agents do: each
+model request and each tool call is one ``ctx.step``, whose result is its JSON
+(a ``ModelResponse`` as its type adapter dumps it; a tool call's outcome as
+pydantic-ai's ``CallToolResult``), so a replay rebuilds the very response the
+model gave and what the tool returned. An agent with other toolsets (MCP
+servers, dynamic toolsets) runs with pydantic-ai's generic durability capability
+(:class:`ParkwayDurability`, on
+:class:`pydantic_ai.durable_exec.BaseDurabilityCapability`), which journals the
+same steps under the same names; it costs more per operation (it binds and
+dispatches every operation through its generic layer), which is why the
+function-tools case does without it.
 
 pydantic-ai runs its graph in asyncio tasks of its own, where a workflow may not
 await ctx operations, so the agent runs beside the workflow's code and hands it
@@ -28,7 +34,8 @@ each operation to run as a step, in the order asked (see
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -39,19 +46,40 @@ from parkway.worker.step_context import step_context
 
 try:  # (one message naming the extra, not a bare ModuleNotFoundError from deep inside)
     from pydantic import TypeAdapter
-    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
     from pydantic_ai.agent import AbstractAgent, AgentRunResult
     from pydantic_ai.durable_exec import (
         JSON_CODEC,
         BaseDurabilityCapability,
+        CallToolResult,
         DurabilityEngineSpec,
         DurableOperationBackend,
         DurableOperationId,
         JournalCallableOperationBackend,
         RoleBasedOperationConfig,
     )
-    from pydantic_ai.messages import AgentStreamEvent, ModelMessage
+    from pydantic_ai.durable_exec._toolset import unwrap_tool_call_result, wrap_tool_call_result
+    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.messages import (
+        AgentStreamEvent,
+        FunctionToolCallEvent,
+        FunctionToolResultEvent,
+        ModelMessage,
+        ModelResponse,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models import (
+        CompletedStreamedResponse,
+        Model,
+        ModelRequestParameters,
+        StreamedResponse,
+        infer_model,
+    )
+    from pydantic_ai.models.wrapper import WrapperModel
+    from pydantic_ai.settings import ModelSettings
     from pydantic_ai.tools import RunContext
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 except ImportError as exc:
     raise MissingExtraError(
         "pydantic-ai", "parkway.integrations.pydantic_ai", exc.name or str(exc)
@@ -93,6 +121,127 @@ class _ParkwayBackend(JournalCallableOperationBackend[Retry | None]):
 
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(AgentStreamEvent)
+_RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+_TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
+
+
+def _write_event(key: str, event: Any) -> None:
+    """Append an agent event to the run's stream ``key``, from inside the step that
+    makes it (its write commits before the step's result is recorded)."""
+    step_context().write_stream(key, _EVENT.dump_python(event, mode="json"))
+
+
+class _ParkwayModel(WrapperModel):
+    """The agent's model, each request a step of the run (inside :func:`_bridge.drive`).
+
+    With a stream key, a request is made streamed inside its step, which writes
+    the model's events as they come and journals the final response (the step
+    is named ``request_stream``, as pydantic-ai's own durable integrations name it).
+    """
+
+    def __init__(
+        self, wrapped: Model, prefix: str, retry: Retry | None, stream_key: str | None
+    ) -> None:
+        super().__init__(wrapped)
+        self._retry, self._stream_key = retry, stream_key
+        operation = "model.request" if stream_key is None else "model.request_stream"
+        self._step = f"{prefix}__{operation}"
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        if not _bridge.in_workflow():
+            return await super().request(messages, model_settings, model_request_parameters)
+        model, key = self.wrapped, self._stream_key
+
+        async def body() -> Any:
+            if key is None:
+                response = await model.request(messages, model_settings, model_request_parameters)
+            else:
+                async with model.request_stream(
+                    messages, model_settings, model_request_parameters
+                ) as streamed:
+                    async for event in streamed:
+                        _write_event(key, event)
+                response = streamed.get()
+            return _RESPONSE.dump_python(response, mode="json")
+
+        payload = await _bridge.call(self._step, body, self._retry)
+        return _RESPONSE.validate_python(payload)
+
+    @contextlib.asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        if not _bridge.in_workflow():
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as streamed:
+                yield streamed
+            return
+        # One step makes the request (streamed inside it when there is a stream
+        # key); the agent's side replays the journaled response's parts as events.
+        response = await self.request(messages, model_settings, model_request_parameters)
+        yield CompletedStreamedResponse(
+            response, model_request_parameters=model_request_parameters, replay_events=True
+        )
+
+
+@dataclass
+class _ParkwayToolset(WrapperToolset[Any]):
+    """A function toolset whose every tool call is a step of the run.
+
+    The step's result is the call's outcome as pydantic-ai records it
+    (``CallToolResult``: a return, or a control-flow signal such as
+    ``ModelRetry`` carried as data), raised again on the agent's side.
+    """
+
+    prefix: str = ""
+    retry: Retry | None = None
+    stream_key: str | None = None
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if not _bridge.in_workflow():
+            return await super().call_tool(name, tool_args, ctx, tool)
+        wrapped, key = self.wrapped, self.stream_key
+
+        async def body() -> Any:
+            call_id = ctx.tool_call_id or ""
+            if key is not None:
+                part = ToolCallPart(tool_name=name, args=tool_args, tool_call_id=call_id)
+                _write_event(key, FunctionToolCallEvent(part, args_valid=True))
+            outcome = await wrap_tool_call_result(wrapped.call_tool(name, tool_args, ctx, tool))
+            if key is not None:
+                _write_event(key, _result_event(name, call_id, outcome))
+            return _TOOL_RESULT.dump_python(outcome, mode="json")
+
+        payload = await _bridge.call(f"{self.prefix}.call_tool:{name}", body, self.retry)
+        return unwrap_tool_call_result(_TOOL_RESULT.validate_python(payload))
+
+
+def _result_event(name: str, call_id: str, outcome: Any) -> Any:
+    """The ``function_tool_result`` event of a tool call's recorded outcome."""
+    try:
+        content = unwrap_tool_call_result(outcome)
+    except ModelRetry as retry:  # (the model reads the message, and may call again)
+        part = ToolReturnPart(
+            tool_name=name, content=retry.message, tool_call_id=call_id, outcome="retried"
+        )
+        return FunctionToolResultEvent(part)
+    except Exception as exc:  # (a deferral, an approval asked for: its name says what)
+        content = f"{type(exc).__name__}: {exc}"
+    return FunctionToolResultEvent(
+        ToolReturnPart(tool_name=name, content=content, tool_call_id=call_id)
+    )
 
 
 def _stream_writer(key: str) -> Callable[[RunContext[Any], AsyncIterable[Any]], Awaitable[None]]:
@@ -228,12 +377,16 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
         self.agent = agent
         self.name = name
         self.stream_key = stream_key
+        self._model_retry = _check_retry(model_retry, "model_retry")
+        self._tool_retry = _check_retry(tool_retry, "tool_retry")
         self.durability = ParkwayDurability(
             name=name,
-            model_retry=_check_retry(model_retry, "model_retry"),
-            tool_retry=_check_retry(tool_retry, "tool_retry"),
+            model_retry=self._model_retry,
+            tool_retry=self._tool_retry,
             stream_key=stream_key,
         )
+        # The agent's model as last wrapped (a model named by a string is made once).
+        self._wrapped_model: tuple[object, _ParkwayModel] | None = None
 
     async def run(
         self,
@@ -283,18 +436,71 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
             output_type = [output_type, DeferredToolRequests]
         agent, durability = self.agent, self.durability
         run_id = str(ctx.uuid())  # (the same on every replay: ctx.uuid() is journaled)
-        return await _bridge.drive(
-            ctx,
-            lambda: agent.run(
-                prompt,
-                deps=deps,
-                message_history=history,
-                deferred_tool_results=deferred,
-                output_type=output_type,
-                run_id=run_id,
-                capabilities=[durability],
-            ),
-        )
+        wrapped = self._wrapped()
+        if wrapped is None:  # (toolsets only pydantic-ai's generic layer makes durable)
+            return await _bridge.drive(
+                ctx,
+                lambda: agent.run(
+                    prompt,
+                    deps=deps,
+                    message_history=history,
+                    deferred_tool_results=deferred,
+                    output_type=output_type,
+                    run_id=run_id,
+                    capabilities=[durability],
+                ),
+            )
+        model, toolsets = wrapped
+
+        async def loop() -> AgentRunResult[Any]:
+            # (In the agent's own task: an override holds in the context it is made in.)
+            # Tool calls one at a time, so that their steps come in the same order on
+            # every replay, as the generic layer has them.
+            with (
+                agent.override(model=model, toolsets=toolsets, tools=[]),
+                agent.parallel_tool_call_execution_mode("sequential"),
+            ):
+                result: AgentRunResult[Any] = await agent.run(
+                    prompt,
+                    deps=deps,
+                    message_history=history,
+                    deferred_tool_results=deferred,
+                    output_type=output_type,
+                    run_id=run_id,
+                )
+                return result
+
+        return await _bridge.drive(ctx, loop)
+
+    def _wrapped(self) -> tuple[_ParkwayModel, list[AbstractToolset[Any]]] | None:
+        """The agent's model and toolsets with each request and call a step; ``None``
+        when the agent needs pydantic-ai's generic durability layer: a toolset other
+        than function toolsets with ids (an MCP server, a dynamic toolset), a
+        capability of its own (whose operations that layer journals), no model."""
+        agent = self.agent
+        if not isinstance(agent, Agent) or agent.model is None:
+            return None
+        if any(type(c) not in _default_capabilities() for c in _capabilities(agent)):
+            return None
+        leaves: list[AbstractToolset[Any]] = []
+        for toolset in agent.toolsets:
+            toolset.apply(leaves.append)
+        if not all(isinstance(t, FunctionToolset) and t.id is not None for t in leaves):
+            return None
+        if self._wrapped_model is None or self._wrapped_model[0] is not agent.model:
+            base = agent.model if isinstance(agent.model, Model) else infer_model(agent.model)
+            model = _ParkwayModel(base, self.name, self._model_retry, self.stream_key)
+            self._wrapped_model = (agent.model, model)
+        name, retry, key = self.name, self._tool_retry, self.stream_key
+
+        def durable(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+            if not isinstance(toolset, FunctionToolset):
+                return toolset
+            prefix = f"{name}__function_toolset__{toolset.id}"
+            return _ParkwayToolset(toolset, prefix=prefix, retry=retry, stream_key=key)
+
+        toolsets = [t.visit_and_replace(durable) for t in agent.toolsets]
+        return self._wrapped_model[1], toolsets
 
     async def _ask_approvals(self, ctx: Any, requests: DeferredToolRequests) -> DeferredToolResults:
         """One human task per call needing approval (all open at once); their answers."""
@@ -322,6 +528,22 @@ class ParkwayAgent(Generic[DepsT, OutputT]):
                     answer.get("message") or "The tool call was denied."
                 )
         return DeferredToolResults(approvals=approvals)
+
+
+_DEFAULTS: set[type[Any]] = set()
+
+
+def _capabilities(agent: Agent[Any, Any]) -> list[Any]:
+    return list(getattr(agent.root_capability, "capabilities", ()))
+
+
+def _default_capabilities() -> set[type[Any]]:
+    """The capabilities every pydantic-ai agent has (none of which journals anything)."""
+    if not _DEFAULTS:
+        from pydantic_ai.models.test import TestModel
+
+        _DEFAULTS.update(type(c) for c in _capabilities(Agent(TestModel())))
+    return _DEFAULTS
 
 
 def _allows_deferred(output_type: Any) -> bool:

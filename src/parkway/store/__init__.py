@@ -37,7 +37,7 @@ def open_store(url: str) -> Store:
                 "pip install --force-reinstall 'parkway[postgres]'"
             ) from exc
 
-        return PostgresStore.from_url(url)  # type: ignore[return-value]  # transitional
+        return PostgresStore.from_url(url)
     raise ParkwayError(
         f"unsupported store url {shown(url)}: use memory://, sqlite:///path/to.db "
         "or postgresql://user@host/db"

@@ -115,6 +115,8 @@ class Driver:
             result = await self.rt.telemetry.step(request, attempt)
         finally:
             step_streams.CURRENT.reset(token)
+        if not writer.used:  # (most steps write no stream)
+            return result
         try:
             await writer.settle()
         except Exception as exc:

@@ -59,6 +59,7 @@ class Heartbeats:
         self._last = float("-inf")  # loop time of the last commit's start
         self._closed = False
         self._writing = False  # the commit under way has begun (its task runs)
+        self._beaten = False  # beat() was called (most attempts never call it)
         self.written: bytes | None = None  # the newest details committed
 
     def beat(self, details: Any) -> Awaitable[None] | concurrent.futures.Future[None]:
@@ -75,6 +76,7 @@ class Heartbeats:
         with self._lock:
             if self._closed:  # (an abandoned attempt's thread, still beating)
                 return _settled(on_loop)
+            self._beaten = True
             self._details = details
             due: Any
             if on_loop:
@@ -93,6 +95,15 @@ class Heartbeats:
             else:
                 self._loop.call_soon_threadsafe(self._schedule)
         return due  # type: ignore[no-any-return]
+
+    def close_unused(self) -> bool:
+        """Close the attempt's heartbeats if it never gave any: whether it did (then
+        there is nothing to write, and :meth:`close` need not be awaited)."""
+        with self._lock:
+            if self._beaten:
+                return False
+            self._closed = True
+            return True
 
     async def close(self, *, succeeded: bool = False) -> None:
         """The attempt ended: write what is left now (unless it ``succeeded``: its

@@ -89,6 +89,10 @@ class FinalCommit:
             elif status == RunStatus.FAILED:
                 changes["error"] = _json.dumps(outcome.error)
         rebuffers = machine is not None and machine.may_hold_deliveries
+        # Open human tasks to close at its end: only a run that opened one has any
+        # (a task's id is journaled in the commit that opens it; an earlier
+        # generation's, cleared from the journal, may still be open).
+        people = machine is None or run.generation > 0 or _opened_human_tasks(machine)
         # Updates given that the run did not get to before it went on as new wait
         # for the new generation (an ended run's are closed: see core.updates).
         updates_left = machine is not None and machine.unhandled_updates
@@ -111,7 +115,7 @@ class FinalCommit:
                 # it did not take, if it may have any: the ones it took go first.
                 if rebuffers:
                     await tx.tasks.delete(list(consumed))
-                await finish(rt, tx, run, now, messages=rebuffers)
+                await finish(rt, tx, run, now, messages=rebuffers, human_tasks=people)
                 if stopped:  # (cancelled, or past its deadline: its children stop too)
                     await cancel_children(tx, run, now)
             else:
@@ -171,3 +175,8 @@ class FinalCommit:
             machine.take_writes()  # (what was refused: never committed)
         failed = Outcome(RunStatus.FAILED, error=error_dict(error))
         await self.commit(run, tasks, Writes(run.id), failed, machine)
+
+
+def _opened_human_tasks(machine: Machine) -> bool:
+    """Whether the run's journal holds a human task it opened (``ctx.human_task``)."""
+    return any(e.kind == "value" and e.name == "human_task" for e in machine.entries.values())

@@ -122,6 +122,8 @@ async def _within(cmd: StepCmd, coro: Coroutine[Any, Any, Any], deadlines: Deadl
 
 async def _closed(beats: Heartbeats, *, succeeded: bool) -> bytes | None:
     """The attempt's heartbeats written out; the last details recorded, if any."""
+    if beats.close_unused():  # (most steps: nothing to write)
+        return None
     with contextlib.suppress(Exception):  # (logged; the attempt's outcome stands)
         await beats.close(succeeded=succeeded)
     return beats.written

@@ -101,6 +101,11 @@ class StepStreams:
         finally:
             self._drainer = None
 
+    @property
+    def used(self) -> bool:
+        """Whether the attempt wrote anything (else :meth:`settle` has nothing to do)."""
+        return bool(self._written) or self._drainer is not None
+
     async def settle(self) -> None:
         """Wait for every write of the attempt to commit; raise the first that failed
         (awaited by the step or not: either way the step has not done what it said).

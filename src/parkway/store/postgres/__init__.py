@@ -20,31 +20,31 @@ atomic there for free; under READ COMMITTED with many processes each such
 sequence needs a lock, and each lock below names the race it closes (each has
 a test in tests/store/conformance/ that fails without it):
 
-- publish vs publish on one subscription: ``find_subscriptions`` locks the
+- publish vs publish on one subscription: ``subscriptions.find`` locks the
   rows (``FOR UPDATE``); the loser re-reads them deleted and skips them.
-- publish vs a ``since_start`` park (``events_since`` then
-  ``add_subscription``): ``insert_event`` takes a shared advisory lock on the
-  event's (domain, name), ``events_since`` an exclusive one, so one of the two
+- publish vs a ``since_start`` park (``events.since`` then
+  ``subscriptions.add``): ``events.insert`` takes a shared advisory lock on the
+  event's (domain, name), ``events.since`` an exclusive one, so one of the two
   commits first and the other sees its row: the event is never lost between
   them. Plain waits need no lock (an event published before a wait commits is
   simply earlier than the wait), and publishes of one name stay concurrent.
 - the same event id or message id published twice at once: an exclusive
-  advisory lock on the id in ``get_event`` / ``message_id_seen``, so the second
+  advisory lock on the id in ``events.get`` / ``messages.id_seen``, so the second
   sees the first and reports a duplicate.
 - correlate vs correlate, vs a ``wait_for_message`` being registered, vs a
   message-started run ending (which starts the next one): an exclusive
-  advisory lock on the subject/key, taken by ``message_wait``,
-  ``oldest_message`` and ``active_run`` (the same key for all three, so they
+  advisory lock on the subject/key, taken by ``messages.wait``,
+  ``messages.oldest`` and ``runs.active`` (the same key for all three, so they
   never deadlock on each other), plus row locks on the wait and the message.
-- ``unique_per_subject`` starts: ``active_run`` holds the subject lock until
+- ``unique_per_subject`` starts: ``runs.active`` holds the subject lock until
   commit, so two publishes cannot both see "no active run".
 - a message delivered while its run stops waiting (``messages.rebuffer`` reads
-  the run's deliveries, then deletes its tasks): a read-write ``due_tasks``
+  the run's deliveries, then deletes its tasks): a read-write ``tasks.due``
   takes the key lock of the run's message waits first, so the delivery is
   either among what it reads or finds the wait gone.
-- cancel vs claim: ``get_run`` in a read-write transaction locks the row
+- cancel vs claim: ``runs.get`` in a read-write transaction locks the row
   (``FOR NO KEY UPDATE``); ``claim`` skips locked rows.
-- two starts of one run id: ``insert_run`` does nothing when the id exists.
+- two starts of one run id: ``runs.insert`` does nothing when the id exists.
 
 Lock waits are bounded by ``statement_timeout``; a deadlock (which these lock
 orders make unlikely) is detected by PostgreSQL and surfaces as a failed
@@ -73,11 +73,15 @@ The package, by job (each module's docstring says why it is apart):
   transactions and the worker's single-statement calls (claim, load, leases,
   next due, watch); on :mod:`.connections`, its pool and the statements sent
   outside a transaction, which is all a transaction needs of its store.
-- :mod:`.tx`: :class:`PostgresTx`, the ``Tx`` protocol, composed of the entity
-  operations: :mod:`.runs` (runs and leases), :mod:`.journal` (journal, tasks,
-  mailbox), :mod:`.events` (events and subscriptions), :mod:`.messages`;
-  over :mod:`.transport` (queued writes, write fusion, commit, commit marks)
-  and :mod:`.recovery` (replay after a lost connection, settling a lost commit).
+- :mod:`.tx`: :class:`PostgresTx`, the ``FusedTx`` protocol, composed of one
+  part per entity, each made on first use: :mod:`.runs` (runs and leases),
+  :mod:`.journal` (journal, failed attempts), :mod:`.tasks`, :mod:`.signals`,
+  :mod:`.events`, :mod:`.subscriptions`, :mod:`.messages`, :mod:`.updates`
+  (values, updates), :mod:`.schedules`, :mod:`.admission`, :mod:`.people`
+  (callbacks, human tasks), :mod:`.streams`, :mod:`.fleet` (workers,
+  operators); all over :mod:`.transport` (queued writes, write fusion,
+  commit, commit marks) and :mod:`.recovery` (replay after a lost
+  connection, settling a lost commit).
 - :mod:`.statements`: every statement, built once at import from the named
   SQL in ``queries.sql``; :mod:`.rows` makes the claims' rows into records.
 - :mod:`.schema`: the migrations (``migrations/NNN_*.sql``) and the privilege

@@ -48,14 +48,14 @@ class Connections:
         # Tags this store's notifications, so that its own commits do not wake it.
         self._token = uuid.uuid4().hex
         # The shapes of waits the last publish of each (domain, name) found: the
-        # next one reads ahead the waits under them (see EventOps.record_event).
+        # next one reads ahead the waits under them (see PostgresEvents.record).
         self._shapes_seen: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def _saw_shapes(self, name: tuple[str, str], shapes: list[str]) -> list[str]:
         """Remember ``shapes``, just read for the waits on ``name``; return them.
 
         Kept: those shapes, then the ones seen before that a wait may take again
-        (so that deliver_event need not decline then), within deliver_event's limit.
+        (so that events.deliver need not decline then), within events.deliver's limit.
         """
         before = self._shapes_seen.get(name, ())
         merged = (*shapes, *(shape for shape in before if shape not in shapes))

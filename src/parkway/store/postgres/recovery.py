@@ -57,7 +57,7 @@ class Recovery:
         # the commit goes in one round trip, and a lost reply is settled by the
         # marks (several when a sender's deliveries share the transaction).
         self._marks: list[tuple[dict[str, Any], Callable[[str | None], None]]] = []
-        # Whether a commit was sent again after a lost connection (see lease_run).
+        # Whether a commit was sent again after a lost connection (see runs.lease).
         self._resent = False
 
     async def _send(self, steps: list[Step]) -> list[Result]:

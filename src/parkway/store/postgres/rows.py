@@ -1,4 +1,4 @@
-"""The rows of the claims and of start_run, made into records.
+"""The rows of the claims and of runs.start, made into records.
 
 Apart from the statements because both the store (its claim) and a transaction
 (a lease in the sender's transaction, a start leased at once) read them.
@@ -26,7 +26,7 @@ _first = operator.itemgetter(0)
 
 
 def run_row(run: RunRecord, lease: tuple[str, float] | None = None) -> tuple[Any, ...]:
-    """A run's 16 columns, in the order of ``runs`` (insert_run, start_run); with
+    """A run's 16 columns, in the order of ``runs`` (runs.insert, runs.start); with
     ``lease`` (owner, until), those of the run leased to that owner, running."""
     status, owner, until = (
         (run.status, run.lease_owner, run.lease_until) if lease is None else ("running", *lease)
@@ -39,7 +39,7 @@ def run_row(run: RunRecord, lease: tuple[str, float] | None = None) -> tuple[Any
 
 
 def started_run(row: Row) -> LoadedRun:
-    """A row of start_run: the run's 16 columns, then its start task's id, due time
+    """A row of runs.start: the run's 16 columns, then its start task's id, due time
     and payload."""
     run = RunRecord(*row[:16])
     return LoadedRun(run, [TaskRecord(row[16], run.id, row[17], "start", None, row[18])], [])

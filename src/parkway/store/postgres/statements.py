@@ -61,12 +61,12 @@ LEASE_RUN = BinaryRows(
     _lines(Q["lease_run"], Q["claimed_columns"], Q["lease_from"], Q["claimed_loads"])
 )
 
-# The most shapes deliver_event takes waits under in one statement (more: the usual path).
+# The most shapes events.deliver takes waits under in one statement (more: the usual path).
 DELIVER_EVENT_SHAPES = 8
 
 
 def _deliver_event(shapes: int) -> str:
-    """deliver_event with a removal of the matching waits under each of ``shapes``
+    """events.deliver with a removal of the matching waits under each of ``shapes``
     shapes (see the fragments in queries.sql)."""
     lookups = [Q["deliver_event_lookup"].format(n=i) for i in range(shapes)]
     union = " UNION ALL ".join(f"SELECT * FROM taken_{i}" for i in range(shapes))
@@ -74,7 +74,7 @@ def _deliver_event(shapes: int) -> str:
     return _lines(Q["deliver_event"], *lookups, taken, Q["deliver_event_end"])
 
 
-# deliver_event by the number of shapes it looks under.
+# events.deliver by the number of shapes it looks under.
 DELIVER_EVENT: tuple[str, ...] = tuple(_deliver_event(n) for n in range(DELIVER_EVENT_SHAPES + 1))
 
 # Writes that may ride in a run's lease-fenced update (see Transport._fuse), and

@@ -33,6 +33,7 @@ from parkway.store.postgres.listener import Listener
 from parkway.store.postgres.pool import LifoPool
 from parkway.store.postgres.rows import claimed_run
 from parkway.store.postgres.statements import CLAIM_DUE, CLAIM_SERVED, Q
+from parkway.store.postgres.transport import Transport
 from parkway.store.postgres.tx import PostgresTx
 from parkway.store.postgres.url import DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT, parse
 from parkway.store.postgres.wire import Conn
@@ -125,29 +126,29 @@ class PostgresStore(Connections):
 
     @asynccontextmanager
     async def transaction(self, *, readonly: bool = False) -> AsyncIterator[PostgresTx]:
-        tx = PostgresTx(self, await self._getconn(), readonly=readonly)
+        t = Transport(self, await self._getconn(), readonly=readonly)
         try:
             try:
-                yield tx
+                yield PostgresTx(t)
             except BaseException as exc:
-                await rollback(tx._c)
+                await rollback(t._c)
                 if isinstance(exc, psycopg.Error):
                     raise self._failed(exc) from exc
                 raise
             try:
-                await tx._commit()
+                await t._commit()
             except BaseException as exc:
-                await rollback(tx._c)
+                await rollback(t._c)
                 if isinstance(exc, psycopg.Error):
                     raise self._failed(exc, committing=True) from exc
                 raise
         finally:
-            await self._putconn(tx._c)
-        due = tx._to_report()
+            await self._putconn(t._c)
+        due = t._to_report()
         if due is not None:
             # Tasks were added: this process's worker is told here, as other
             # processes' are by the notification (which the listener drops as
-            # ours), unless they are all for runs it was just handed (see lease_run).
+            # ours), unless they are all for runs it was just handed (see runs.lease).
             self._listener.report(due)
 
     # -- the worker's calls ------------------------------------------------------------------

@@ -33,12 +33,12 @@ import psycopg
 
 from parkway.errors import StoreConnectionError
 from parkway.ids import new_mark
-from parkway.store.legacy import LegacyParts, attach_parts
 from parkway.store.postgres.connections import Connections, Row, Step
 from parkway.store.postgres.failures import connection_lost, first_line
 from parkway.store.postgres.recovery import Recovery, xid_of
 from parkway.store.postgres.statements import BEGIN_WRITE, FUSABLE, Q, fenced_update
 from parkway.store.postgres.wire import Conn, Params, Query, Result
+from parkway.store.records import RunRecord, SubscriptionRecord
 
 log = logging.getLogger("parkway.store.postgres")
 
@@ -57,8 +57,21 @@ class _Fence:
     parts: tuple[str, ...] = ()
 
 
-class Transport(Recovery, LegacyParts):
-    """The round trips of one transaction (see the module's docstring)."""
+class Transport(Recovery):
+    """The round trips of one transaction (see the module's docstring), and what its
+    parts leave there for one another."""
+
+    # What one part's operation left for another's in the same transaction (None
+    # until set: class defaults, so that a transaction costs no __init__ for them):
+    # the runs.start queued last (the run, its due time and payload, the statement's
+    # parameters), which runs.lease may turn into a leased insert; the signals.send
+    # (its run and parameters), whose notification runs.lease may take over; and
+    # what events.record read ahead, which subscriptions.shapes and .find hand over
+    # (shapes of waits by (domain, name), waits by their index key).
+    _started: tuple[RunRecord, float, bytes | None, tuple[Any, ...]] | None = None
+    _signal: tuple[str, dict[str, Any]] | None = None
+    _shapes: dict[tuple[str, str], list[str]] | None = None
+    _found: dict[tuple[str, ...], list[SubscriptionRecord]] | None = None
 
     def __init__(self, store: Connections, conn: Conn, *, readonly: bool) -> None:
         super().__init__(store, conn, readonly=readonly)
@@ -80,7 +93,6 @@ class Transport(Recovery, LegacyParts):
         # process's worker (which then needs no report of those tasks).
         self._task_runs: set[str] = set()
         self._leased: set[str] = set()
-        attach_parts(self)  # transitional: see parkway.store.legacy
 
     @property
     def started(self) -> bool:
@@ -336,8 +348,15 @@ class Transport(Recovery, LegacyParts):
         """After the commit: the earliest due time of the tasks it added that this
         process's worker must be told of (None: none). Other processes' workers hear
         of them by the notification; this one drops its own notifications, and needs
-        no word of the runs this transaction leased to it (see lease_run)."""
+        no word of the runs this transaction leased to it (see runs.lease)."""
         announced = self._announced()
         if announced is not None and not self._task_runs <= self._leased:
             return announced
         return None
+
+
+class Part:
+    """What every part of a transaction holds: its transport (no operations here)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport

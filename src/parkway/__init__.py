@@ -4,6 +4,7 @@ A run parks on a wait (a timer, a signal, an event, a message) with zero
 compute, survives restarts, and is resumed by exactly the input it waits for.
 """
 
+from parkway.admission import Concurrency, RateLimit
 from parkway.durations import Duration
 from parkway.engine import Engine
 from parkway.errors import (
@@ -62,7 +63,6 @@ from parkway.events import (
     PublishResult,
     SubscriptionInfo,
 )
-from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.flows import NodeModel, SubscriptionRequest, default_node_models
 from parkway.handle import RunHandle
 from parkway.models import (

@@ -99,9 +99,12 @@ def build_engine(url: str, shop: Shop) -> Engine:
             shop.reserve_stock, oid, data["item"], data["qty"], name="reserve_stock"
         )
         payment = await ctx.step(
-            shop.charge_payment, oid, data["amount"], name="charge_payment",
+            shop.charge_payment,
+            oid,
+            data["amount"],
+            name="charge_payment",
             retry=Retry(max_attempts=3, backoff=PAYMENT_BACKOFF),
-        )  # fmt: skip
+        )
         try:
             shipment = await ctx.wait_for_signal("shipped", timeout=data["ship_within"])
         except WaitTimeoutError:
@@ -124,9 +127,12 @@ def build_engine(url: str, shop: Shop) -> Engine:
     async def cart_reminder(ctx: WorkflowContext, data: dict[str, Any]) -> str:
         await ctx.sleep(data["after"])
         await ctx.step(
-            shop.email, ctx.run_id, data["customer"], f"you left items in {data['cart']}",
+            shop.email,
+            ctx.run_id,
+            data["customer"],
+            f"you left items in {data['cart']}",
             name="email",
-        )  # fmt: skip
+        )
         return "reminded"
 
     return engine

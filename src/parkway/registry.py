@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from parkway import limits
+from parkway.admission import Concurrency, RateLimit
 from parkway.durations import Duration, to_seconds
 from parkway.errors import (
     DuplicateWorkflowError,
@@ -21,7 +22,6 @@ from parkway.errors import (
     shown,
 )
 from parkway.events import Batch, CancelOn, Debounce
-from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.matching import check_match
 from parkway.settings import retention_seconds
 
@@ -67,7 +67,7 @@ class WorkflowDef:
     # Events that cancel a run while it is active (parkway.CancelOn).
     cancel_on: tuple[Any, ...] = ()
     resume_rule: ResumeRule | None = field(default=None, repr=False)
-    # Flow control (parkway.flowcontrol.Concurrency / RateLimit), and the priority of
+    # Admission (parkway.admission.Concurrency / RateLimit), and the priority of
     # the runs an event or a message starts (a callable input -> int; None: 0).
     concurrency: Any = None
     rate_limit: Any = None
@@ -326,7 +326,7 @@ def define(
         raise InvalidWorkflowError(
             f"validate_input of {shown(wf_name)} must be callable", field="validate_input"
         )
-    _check_flow_control(wf_name, concurrency, rate_limit, priority)
+    _check_admission(wf_name, concurrency, rate_limit, priority)
     run_timeout = check_timeout(timeout)
     return WorkflowDef(
         name=wf_name,
@@ -447,8 +447,8 @@ def _cancel_conditions(cancel_on: Any, workflow: str) -> tuple[CancelOn, ...]:
     return tuple(items)
 
 
-def _check_flow_control(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
-    """The flow-control options of ``@engine.workflow``."""
+def _check_admission(name: str, concurrency: Any, rate_limit: Any, priority: Any) -> None:
+    """The admission options of ``@engine.workflow``."""
     if concurrency is not None and not isinstance(concurrency, Concurrency):
         raise InvalidWorkflowError(
             f"concurrency of workflow {shown(name)} must be a parkway.Concurrency, got "

@@ -38,7 +38,7 @@ class Settings:
             as new.
         retention: How long a finished run is kept (``None``: for ever).
         tune_gc: The garbage collector's thresholds while a worker runs
-            (:mod:`parkway.worker.collector`): ``None``, tuned if they are CPython's
+            (:mod:`parkway.worker.gc_thresholds`): ``None``, tuned if they are CPython's
             defaults; ``True``, tuned; ``False``, left alone.
         busy_claim_interval: How often at most a worker whose event loop is busy
             claims runs, which it then takes in batches (:mod:`parkway.worker.load`);

@@ -133,8 +133,13 @@ async def test_the_command_line_lists_events(make_engine: Any, engine_url: str) 
     table = await parkway("events", "--name", "order.created")
     assert table.exit_code == 0, table.output
     assert table.output.splitlines()[0].split() == [
-        "ID", "NAME", "SUBJECT", "PUBLISHED", "STARTED", "RESUMED"
-    ]  # fmt: skip
+        "ID",
+        "NAME",
+        "SUBJECT",
+        "PUBLISHED",
+        "STARTED",
+        "RESUMED",
+    ]
     assert created.started[0] in table.output
     assert (await parkway("events", "--name", "other")).output.strip() == "no events kept"
     refused = await parkway("events", "--limit", "0")

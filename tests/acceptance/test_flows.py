@@ -56,11 +56,17 @@ def back_in_stock(**options: Any) -> dict[str, Any]:
         [
             node("start", "Trigger", event="order.create"),
             node(
-                "wait-product", "TriggerOrTimeout", event="product.update", duration=60_000,
+                "wait-product",
+                "TriggerOrTimeout",
+                event="product.update",
+                duration=60_000,
                 match={"subjectId": "product:{{trigger.payload.products[0].product_id}}"},
             ),
             node(
-                "notify", "Action", action="send_email", to="{{trigger.email}}",
+                "notify",
+                "Action",
+                action="send_email",
+                to="{{trigger.email}}",
                 product="{{ trigger.payload.products[0].product_id }}",
                 stock="{{event.stock}}",
                 text="Product {{event.name}} is back: {{event.stock}} left",
@@ -74,7 +80,7 @@ def back_in_stock(**options: Any) -> dict[str, Any]:
             edge("notify", "end"),
         ],
         **options,
-    )  # fmt: skip
+    )
 
 
 class Calls:
@@ -134,9 +140,12 @@ async def test_back_in_stock_resumes_exactly_the_waiting_run(engine: Engine, cal
     assert info.output == {"last_node": "end", "state": {"notify": {"sent": True}}}
     [(_, params, context)] = calls.calls
     assert params == {
-        "action": "send_email", "to": "ann@example.com", "product": 456, "stock": 3,
+        "action": "send_email",
+        "to": "ann@example.com",
+        "product": 456,
+        "stock": 3,
         "text": "Product Lamp is back: 3 left",
-    }  # fmt: skip
+    }
     assert (context.run_id, context.domain, context.subject) == (RUN, "default", "client:5")
     assert context.trigger == ORDER
     assert context.event == {"name": "Lamp", "stock": 3}
@@ -336,9 +345,11 @@ CASES = [
 def branching(operator: str, value: Any) -> dict[str, Any]:
     rule = {"fact": "trigger.fact", "operator": operator, "value": value}
     check = {
-        "id": "check", "type": "Condition", "position": {"x": 1, "y": 2},
+        "id": "check",
+        "type": "Condition",
+        "position": {"x": 1, "y": 2},
         "data": {"conditions": {"groups": [{"operator": "all", "conditions": [rule]}]}},
-    }  # fmt: skip
+    }
     return flow(
         "branch",
         [
@@ -386,17 +397,26 @@ async def test_groups_are_ored_and_values_are_templates(engine: Engine, calls: C
     definition = branching("equal", 0)
     definition["flow"]["nodes"][1]["data"]["conditions"] = {
         "groups": [
-            {"operator": "all", "conditions": [
-                {"fact": "trigger.total", "operator": "greaterThan", "value": 100},
-                {"fact": "trigger.country", "operator": "equal", "value": "DE"},
-            ]},
-            {"operator": "any", "conditions": [
-                {"fact": "trigger.total", "operator": "greaterThanInclusive",
-                 "value": "{{trigger.limit}}"},
-                {"fact": "{{trigger.tags}}", "operator": "contains", "value": "vip"},
-            ]},
+            {
+                "operator": "all",
+                "conditions": [
+                    {"fact": "trigger.total", "operator": "greaterThan", "value": 100},
+                    {"fact": "trigger.country", "operator": "equal", "value": "DE"},
+                ],
+            },
+            {
+                "operator": "any",
+                "conditions": [
+                    {
+                        "fact": "trigger.total",
+                        "operator": "greaterThanInclusive",
+                        "value": "{{trigger.limit}}",
+                    },
+                    {"fact": "{{trigger.tags}}", "operator": "contains", "value": "vip"},
+                ],
+            },
         ]
-    }  # fmt: skip
+    }
     engine.add_flow(definition)
     orders = {
         "big-de": {"total": 150, "country": "DE", "limit": 1000},
@@ -451,21 +471,30 @@ async def test_action_state_feeds_later_templates(engine: Engine, calls: Calls) 
                 node("start", "Trigger", event="order.create"),
                 node("coupon", "Action", action="make_coupon", percent="{{trigger.percent}}"),
                 node(
-                    "mail", "Action", action="send_email", code="{{state.coupon.code}}",
-                    years="{{state.coupon.valid}}", until="until {{state.coupon.valid[1]}}",
-                    broken="{{state.coupon.valid}} years", nested={"list": ["{{trigger.percent}}"]},
+                    "mail",
+                    "Action",
+                    action="send_email",
+                    code="{{state.coupon.code}}",
+                    years="{{state.coupon.valid}}",
+                    until="until {{state.coupon.valid[1]}}",
+                    broken="{{state.coupon.valid}} years",
+                    nested={"list": ["{{trigger.percent}}"]},
                 ),
             ],
             [edge("start", "coupon"), edge("coupon", "mail")],
         )
-    )  # fmt: skip
+    )
     await engine.publish("order.create", {"percent": 10}, subject="client:5")
     await engine.idle()
     [(_, params, context)] = calls.calls
     assert params == {
-        "action": "send_email", "code": "C-10", "years": [2030, 2031], "until": "until 2031",
-        "broken": None, "nested": {"list": [10]},
-    }  # fmt: skip
+        "action": "send_email",
+        "code": "C-10",
+        "years": [2030, 2031],
+        "until": "until 2031",
+        "broken": None,
+        "nested": {"list": [10]},
+    }
     assert context.state == {"coupon": {"code": "C-10", "valid": [2030, 2031]}}
     info = await engine.get_run("flow:coupons:default:client:5")
     assert info.output["state"] == {"coupon": {"code": "C-10", "valid": [2030, 2031]}, "mail": None}
@@ -656,8 +685,10 @@ async def test_a_custom_node_model_subscribes(make_engine: Any, calls: Calls) ->
     await engine.idle()
     [sub] = await engine.subscriptions()
     assert (sub.run_id, sub.name, sub.subject) == (
-        "flow:ship:default:client:5", "payment.settled", "order:7",
-    )  # fmt: skip
+        "flow:ship:default:client:5",
+        "payment.settled",
+        "order:7",
+    )
     assert calls.calls[0][2].subject == "client:6"
     result = await engine.publish("payment.settled", {"amount": 30}, subject="order:7")
     assert result.resumed == ["flow:ship:default:client:5"]
@@ -690,15 +721,25 @@ async def test_react_flow_extras_are_ignored(engine: Engine, calls: Calls) -> No
     graph["viewport"] = {"x": 10, "y": -4, "zoom": 0.8}
     for i, item in enumerate(graph["nodes"]):
         item.update(
-            position={"x": i * 100, "y": 0}, measured={"width": 150, "height": 40},
-            selected=False, dragging=False, width=150, height=40, style={"color": "red"},
-        )  # fmt: skip
+            position={"x": i * 100, "y": 0},
+            measured={"width": 150, "height": 40},
+            selected=False,
+            dragging=False,
+            width=150,
+            height=40,
+            style={"color": "red"},
+        )
         item["data"]["label"] = f"node {i}"
     for i, item in enumerate(graph["edges"]):
         item.update(
-            id=f"e{i}", type="smoothstep", animated=True, markerEnd={"type": "arrow"},
-            targetHandle=None, label="next", style={},
-        )  # fmt: skip
+            id=f"e{i}",
+            type="smoothstep",
+            animated=True,
+            markerEnd={"type": "arrow"},
+            targetHandle=None,
+            label="next",
+            style={},
+        )
     graph["edges"][0]["sourceHandle"] = None
     engine.add_flow(json.dumps(definition))
     await engine.publish("order.create", ORDER, subject="client:5")

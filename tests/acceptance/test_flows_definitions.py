@@ -370,8 +370,13 @@ def test_node_models_must_be_node_models() -> None:
 
 def test_the_default_node_models() -> None:
     assert set(default_node_models) == {
-        "Trigger", "TriggerOrTimeout", "Wait", "Action", "Condition", "Exit",
-    }  # fmt: skip
+        "Trigger",
+        "TriggerOrTimeout",
+        "Wait",
+        "Action",
+        "Condition",
+        "Exit",
+    }
     assert all(issubclass(m, NodeModel) for m in default_node_models.values())
 
 

@@ -5,7 +5,7 @@ CLI), never another exception, a hang or a 5xx; what is taken comes back
 unchanged; the store works on afterwards.
 
 The families: ids and names (types, NUL, lengths, values whose ``repr`` raises
-or is 5,000 digits long), numbers (64-bit bounds, in flow-control options and
+or is 5,000 digits long), numbers (64-bit bounds, in admission options and
 over HTTP), durations and timeouts, flow files, workflow options, and the HTTP
 edge itself (bodies cut short or too large, query strings held to the schema).
 Hypothesis draws the values where a family has many.
@@ -463,7 +463,7 @@ async def test_a_store_url_with_a_nul_is_a_parkway_error() -> None:
 
 @SETTINGS
 @given(value=hostile)
-def test_flow_control_and_retry_bounds_are_checked_at_construction(value: Any) -> None:
+def test_admission_and_retry_bounds_are_checked_at_construction(value: Any) -> None:
     for make in (
         lambda: Concurrency(value),
         lambda: Concurrency(1, key=value),

@@ -106,20 +106,26 @@ def test_demo_parks_restarts_and_resumes(tmp_path: Path) -> None:
 
 def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
     started = ok_json(
-        parkway("start", "greet", '{"from": "cli"}', "--id", "g1", "--app", "shopapp:engine",
-                cwd=app)
-    )  # fmt: skip
+        parkway(
+            "start", "greet", '{"from": "cli"}', "--id", "g1", "--app", "shopapp:engine", cwd=app
+        )
+    )
     assert started["id"] == "g1" and started["status"] == "pending"
     assert started["input"] == {"from": "cli"} and started["workflow"] == "greet"
     # Starting an existing id returns that run.
-    again = ok_json(parkway("start", "greet", '{"from": "x"}', "--id", "g1", "--app",
-                            "shopapp:engine", cwd=app))  # fmt: skip
+    again = ok_json(
+        parkway("start", "greet", '{"from": "x"}', "--id", "g1", "--app", "shopapp:engine", cwd=app)
+    )
     assert again["input"] == {"from": "cli"}
 
     listed = ok_json(parkway("runs", "--json", "--app", "shopapp:engine", cwd=app))
     assert [(r["id"], r["status"]) for r in listed] == [("g1", "pending")]
-    assert ok_json(parkway("runs", "--json", "--status", "completed", "--app", "shopapp:engine",
-                           cwd=app)) == []  # fmt: skip
+    assert (
+        ok_json(
+            parkway("runs", "--json", "--status", "completed", "--app", "shopapp:engine", cwd=app)
+        )
+        == []
+    )
 
     # Without --app, --url names the store: the signal waits in the run's mailbox.
     url = f"sqlite:///{app / 'app.db'}"
@@ -142,9 +148,20 @@ def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
 
         # --wait returns once the worker has finished the run.
         waited = ok_json(
-            parkway("start", "total", '{"a": 2, "b": 3}', "--id", "t1", "--wait", "--timeout",
-                    "20", "--app", "shopapp:engine", cwd=app)
-        )  # fmt: skip
+            parkway(
+                "start",
+                "total",
+                '{"a": 2, "b": 3}',
+                "--id",
+                "t1",
+                "--wait",
+                "--timeout",
+                "20",
+                "--app",
+                "shopapp:engine",
+                cwd=app,
+            )
+        )
         assert waited["status"] == "completed" and waited["output"] == 5
         log = worker.stop()
     finally:
@@ -163,8 +180,20 @@ def test_start_signal_runs_show_with_a_worker(app: Path) -> None:
 def test_url_option_retargets_the_app_engine(app: Path) -> None:
     other = app / "other.db"
     url = f"sqlite:///{other}"
-    ok_json(parkway("--url", url, "start", "total", '{"a": 1}', "--id", "x", "--app",
-                    "shopapp:engine", cwd=app))  # fmt: skip
+    ok_json(
+        parkway(
+            "--url",
+            url,
+            "start",
+            "total",
+            '{"a": 1}',
+            "--id",
+            "x",
+            "--app",
+            "shopapp:engine",
+            cwd=app,
+        )
+    )
     assert other.exists() and not (app / "app.db").exists()
     assert [r["id"] for r in ok_json(parkway("--url", url, "runs", "--json", cwd=app))] == ["x"]
 
@@ -177,8 +206,9 @@ def test_bad_json_names_the_argument(app: Path) -> None:
     failed(result, "Invalid value for 'JSON'", "is not valid JSON")
     assert result.returncode == 2
     url = f"sqlite:///{app / 'app.db'}"
-    ok_json(parkway("start", "greet", '{"from": "x"}', "--id", "g", "--app", "shopapp:engine",
-                    cwd=app))  # fmt: skip
+    ok_json(
+        parkway("start", "greet", '{"from": "x"}', "--id", "g", "--app", "shopapp:engine", cwd=app)
+    )
     failed(parkway("--url", url, "signal", "g", "name", "Ada", cwd=app), "'JSON'", "not valid JSON")
 
 
@@ -214,8 +244,11 @@ def test_bad_app_names_app(app: Path, spec: str, message: str) -> None:
 
 def test_app_import_error_is_reported(app: Path) -> None:
     (app / "brokenapp.py").write_text("import not_installed_anywhere\n")
-    failed(parkway("worker", "brokenapp:engine", cwd=app),
-           "importing module 'brokenapp'", "No module named 'not_installed_anywhere'")  # fmt: skip
+    failed(
+        parkway("worker", "brokenapp:engine", cwd=app),
+        "importing module 'brokenapp'",
+        "No module named 'not_installed_anywhere'",
+    )
 
 
 def test_start_with_an_app_needs_a_known_workflow(app: Path) -> None:
@@ -230,22 +263,42 @@ def test_start_without_an_app_leaves_version_and_input_to_the_worker(app: Path) 
     assert not (app / "parkway.db").exists()
 
     url = f"sqlite:///{app / 'app.db'}"
+    # (This start creates app.db.)
     ok_json(
         parkway("start", "greet", '{"from": "x"}', "--id", "g0", "--app", "shopapp:engine", cwd=app)
-    )  # fmt: skip  (creates app.db)
+    )
     # The store has never seen a run of "total": refused as a possible typo, unless forced.
-    failed(parkway("--url", url, "start", "total", '{"a": 2}', cwd=app),
-           "no run of workflow 'total'", "--force")  # fmt: skip
-    started = ok_json(parkway("--url", url, "start", "total", '{"a": 2, "b": 5}', "--id", "t1",
-                              "--force", cwd=app))  # fmt: skip
+    failed(
+        parkway("--url", url, "start", "total", '{"a": 2}', cwd=app),
+        "no run of workflow 'total'",
+        "--force",
+    )
+    started = ok_json(
+        parkway(
+            "--url", url, "start", "total", '{"a": 2, "b": 5}', "--id", "t1", "--force", cwd=app
+        )
+    )
     assert (started["id"], started["status"], started["version"]) == ("t1", "pending", "")
     bad = ok_json(parkway("--url", url, "start", "total", '{"a": "two"}', "--id", "t2", cwd=app))
     assert bad["status"] == "pending"  # nobody here can judge the input: the worker will
 
     worker = WorkerProcess(app, "shopapp:engine", "--lease", "5s")
     try:
-        waited = ok_json(parkway("--url", url, "start", "total", '{"a": 1}', "--id", "t3",
-                                 "--wait", "--timeout", "20", cwd=app))  # fmt: skip
+        waited = ok_json(
+            parkway(
+                "--url",
+                url,
+                "start",
+                "total",
+                '{"a": 1}',
+                "--id",
+                "t3",
+                "--wait",
+                "--timeout",
+                "20",
+                cwd=app,
+            )
+        )
         assert (waited["status"], waited["output"], waited["version"]) == ("completed", 1, "1")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -270,21 +323,23 @@ def test_rejected_input_is_a_clean_error(app: Path) -> None:
 
 def test_reading_a_missing_database_does_not_create_it(tmp_path: Path) -> None:
     failed(parkway("runs", cwd=tmp_path), "no parkway database at 'parkway.db'")
-    failed(parkway("--url", "sqlite:///elsewhere.db", "show", "x", cwd=tmp_path),
-           "no parkway database at 'elsewhere.db'")  # fmt: skip
+    failed(
+        parkway("--url", "sqlite:///elsewhere.db", "show", "x", cwd=tmp_path),
+        "no parkway database at 'elsewhere.db'",
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_url_is_a_clean_error(app: Path) -> None:
     failed(parkway("--url", "mysql://db", "runs", cwd=app), "unsupported store url 'mysql://db'")
-    failed(parkway("--url", "sqlite://x.db", "worker", "shopapp:engine", cwd=app),
-           "bad SQLite url")  # fmt: skip
+    failed(parkway("--url", "sqlite://x.db", "worker", "shopapp:engine", cwd=app), "bad SQLite url")
 
 
 def test_bad_options(app: Path) -> None:
     failed(parkway("runs", "--status", "sleeping", cwd=app), "'sleeping' is not one of")
-    failed(parkway("worker", "shopapp:engine", "--lease", "soon", cwd=app),
-           "'soon' is not a duration")  # fmt: skip
+    failed(
+        parkway("worker", "shopapp:engine", "--lease", "soon", cwd=app), "'soon' is not a duration"
+    )
     failed(parkway("worker", "shopapp:engine", "--concurrency", "0", cwd=app), "--concurrency")
 
 
@@ -299,13 +354,33 @@ def test_help_and_version() -> None:
 
 def test_start_takes_a_priority(app: Path) -> None:
     started = ok_json(
-        parkway("start", "greet", '{"from": "x"}', "--id", "p1", "--priority", "9",
-                "--app", "shopapp:engine", cwd=app)
-    )  # fmt: skip
+        parkway(
+            "start",
+            "greet",
+            '{"from": "x"}',
+            "--id",
+            "p1",
+            "--priority",
+            "9",
+            "--app",
+            "shopapp:engine",
+            cwd=app,
+        )
+    )
     assert (started["id"], started["status"]) == ("p1", "pending")
     for bad in ["high", "1.5", str(2**63)]:
-        result = parkway("start", "greet", "{}", "--id", "p2", "--priority", bad,
-                         "--app", "shopapp:engine", cwd=app)  # fmt: skip
+        result = parkway(
+            "start",
+            "greet",
+            "{}",
+            "--id",
+            "p2",
+            "--priority",
+            bad,
+            "--app",
+            "shopapp:engine",
+            cwd=app,
+        )
         assert result.returncode == 2, result.stderr
         assert "--priority" in result.stderr
     listed = ok_json(parkway("runs", "--json", "--app", "shopapp:engine", cwd=app))

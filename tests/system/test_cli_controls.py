@@ -68,8 +68,15 @@ def test_pause_resume_retry_and_cancel_one_run(app: Path) -> None:
         table = parkway("runs", "--app", APP, cwd=app)
         assert table.returncode == 0, table.stderr
         lines = table.stdout.splitlines()
-        assert lines[0].split() == ["ID", "WORKFLOW", "STATUS", "SUBJECT", "WAITING", "FOR",
-                                    "UPDATED"]  # fmt: skip
+        assert lines[0].split() == [
+            "ID",
+            "WORKFLOW",
+            "STATUS",
+            "SUBJECT",
+            "WAITING",
+            "FOR",
+            "UPDATED",
+        ]
         row = next(line for line in lines if line.startswith("a1 "))
         assert "parked (paused)" in row and "signal 'approve'" in row
         ok_json(parkway("signal", "a1", "approve", '"yes"', "--app", APP, cwd=app))
@@ -89,8 +96,10 @@ def test_pause_resume_retry_and_cancel_one_run(app: Path) -> None:
         worker.stop()
     for command in ("pause", "resume", "retry"):
         failed(parkway(command, "a1", "--app", APP, cwd=app), "cannot", "it is completed")
-        failed(parkway(command, "nope", "--app", APP, cwd=app),
-               "no run with id 'nope'; list runs with `parkway runs`")  # fmt: skip
+        failed(
+            parkway(command, "nope", "--app", APP, cwd=app),
+            "no run with id 'nope'; list runs with `parkway runs`",
+        )
 
 
 def _wait_for(app: Path, run_id: str, status: str, timeout: float = 20) -> None:
@@ -108,10 +117,10 @@ def test_bulk_cancel_and_retry_with_filters(app: Path) -> None:
     _start(app, "approval", "s2-0", "--subject", "s2")
     failed(parkway("cancel", "--app", APP, cwd=app), "give RUN, or filters", "--all")
     failed(parkway("retry", "--app", APP, cwd=app), "give RUN, or filters", "--all")
-    failed(parkway("cancel", "s1-0", "--workflow", "approval", "--app", APP, cwd=app),
-           "not both")  # fmt: skip
-    failed(parkway("cancel", "--before", "yesterday", "--app", APP, cwd=app),
-           "not an ISO 8601 time")  # fmt: skip
+    failed(parkway("cancel", "s1-0", "--workflow", "approval", "--app", APP, cwd=app), "not both")
+    failed(
+        parkway("cancel", "--before", "yesterday", "--app", APP, cwd=app), "not an ISO 8601 time"
+    )
     failed(
         parkway("retry", "--status", "parked", "--app", APP, cwd=app),
         "'parked' is not one of 'failed', 'held'",
@@ -119,8 +128,9 @@ def test_bulk_cancel_and_retry_with_filters(app: Path) -> None:
     assert ok_json(parkway("cancel", "--before", "2000-01-01", "--app", APP, cwd=app)) == {
         "cancelled": 0
     }
-    done = ok_json(parkway("cancel", "--workflow", "approval", "--subject", "s1", "--app", APP,
-                           cwd=app))  # fmt: skip
+    done = ok_json(
+        parkway("cancel", "--workflow", "approval", "--subject", "s1", "--app", APP, cwd=app)
+    )
     assert done == {"cancelled": 3}
     assert _status(app, "s1-1")[0] == "cancelled" and _status(app, "s2-0")[0] == "pending"
     assert ok_json(parkway("retry", "--all", "--app", APP, cwd=app)) == {"retried": 0}
@@ -139,10 +149,14 @@ def test_the_runs_table_and_json(app: Path) -> None:
 
 def test_publish_and_correlate_refuse_a_database_that_does_not_exist(tmp_path: Path) -> None:
     missing = f"sqlite:///{tmp_path / 'typo.db'}"
-    failed(parkway("publish", "order.paid", "{}", "--url", missing, cwd=tmp_path),
-           "no parkway database at")  # fmt: skip
-    failed(parkway("--url", missing, "correlate", "score", "k", "1", cwd=tmp_path),
-           "no parkway database at")  # fmt: skip
+    failed(
+        parkway("publish", "order.paid", "{}", "--url", missing, cwd=tmp_path),
+        "no parkway database at",
+    )
+    failed(
+        parkway("--url", missing, "correlate", "score", "k", "1", cwd=tmp_path),
+        "no parkway database at",
+    )
     failed(parkway("pause", "r1", "--url", missing, cwd=tmp_path), "no parkway database at")
     assert not (tmp_path / "typo.db").exists()
 
@@ -150,8 +164,11 @@ def test_publish_and_correlate_refuse_a_database_that_does_not_exist(tmp_path: P
 def test_start_by_name_refuses_a_workflow_the_store_never_ran(app: Path) -> None:
     url = f"sqlite:///{app / 'ops.db'}"
     _start(app, "approval", "seed")  # (creates the database)
-    failed(parkway("start", "aproval", "--url", url, cwd=app),
-           "no run of workflow 'aproval'", "--force")  # fmt: skip
+    failed(
+        parkway("start", "aproval", "--url", url, cwd=app),
+        "no run of workflow 'aproval'",
+        "--force",
+    )
     assert [r["id"] for r in ok_json(parkway("runs", "--json", "--url", url, cwd=app))] == ["seed"]
     known = ok_json(parkway("start", "approval", "--id", "by-name", "--url", url, cwd=app))
     assert known["id"] == "by-name"

@@ -34,23 +34,40 @@ def app(tmp_path: Path) -> Path:
 
 def test_publish_starts_subscribers_and_reports_the_result(app: Path) -> None:
     result = ok_json(
-        parkway("publish", "order.created", '{"order_id": 7}', "--id", "e1",
-                "--app", "eventapp:engine", cwd=app)
-    )  # fmt: skip
+        parkway(
+            "publish",
+            "order.created",
+            '{"order_id": 7}',
+            "--id",
+            "e1",
+            "--app",
+            "eventapp:engine",
+            cwd=app,
+        )
+    )
     assert result["started"] == ["evt:e1:order"]
     assert result["touched"] == 1 and result["duplicate"] is False
     again = ok_json(
-        parkway("publish", "order.created", '{"order_id": 7}', "--id", "e1",
-                "--app", "eventapp:engine", cwd=app)
-    )  # fmt: skip
+        parkway(
+            "publish",
+            "order.created",
+            '{"order_id": 7}',
+            "--id",
+            "e1",
+            "--app",
+            "eventapp:engine",
+            cwd=app,
+        )
+    )
     assert again["duplicate"] is True and again["started"] == []
 
 
 def test_publish_without_an_app_records_the_event_and_says_what_it_skips(app: Path) -> None:
     ok_json(parkway("publish", "order.created", "{}", "--app", "eventapp:engine", cwd=app))
     url = f"sqlite:///{app / 'events.db'}"
-    bare = parkway("--url", url, "publish", "order.created", '{"order_id": 9}', "--id", "e9",
-                   cwd=app)  # fmt: skip
+    bare = parkway(
+        "--url", url, "publish", "order.created", '{"order_id": 9}', "--id", "e9", cwd=app
+    )
     assert ok_json(bare)["started"] == []
     assert "no --app" in bare.stderr
     again = parkway("--url", url, "publish", "order.created", "{}", "--id", "e9", cwd=app)
@@ -58,8 +75,10 @@ def test_publish_without_an_app_records_the_event_and_says_what_it_skips(app: Pa
 
 
 def test_publish_needs_valid_json(app: Path) -> None:
-    failed(parkway("publish", "order.created", "{oops", "--app", "eventapp:engine", cwd=app),
-           "not valid JSON")  # fmt: skip
+    failed(
+        parkway("publish", "order.created", "{oops", "--app", "eventapp:engine", cwd=app),
+        "not valid JSON",
+    )
     failed(parkway("publish", " ", "{}", "--app", "eventapp:engine", cwd=app), "event name")
 
 
@@ -77,8 +96,9 @@ def test_correlate_buffers_then_messages_lists_retries_and_discards(app: Path) -
         parkway("messages", "retry", str(message_id), "--app", "eventapp:engine", cwd=app)
     )
     assert retried["outcome"] == "buffered"
-    newest = ok_json(parkway("messages", "--json", "--status", "buffered",
-                             "--app", "eventapp:engine", cwd=app))  # fmt: skip
+    newest = ok_json(
+        parkway("messages", "--json", "--status", "buffered", "--app", "eventapp:engine", cwd=app)
+    )
     assert len(newest) == 1
     # Buffered again, it is a new message: the retry printed its id.
     assert retried["id"] == newest[0]["id"] != message_id
@@ -98,12 +118,27 @@ def test_correlate_buffers_then_messages_lists_retries_and_discards(app: Path) -
 
 def test_correlate_bad_input_is_refused(app: Path) -> None:
     failed(
-        parkway("correlate", "score", "APP-1", "{}", "--ttl", "0",
-                "--app", "eventapp:engine", cwd=app),
+        parkway(
+            "correlate", "score", "APP-1", "{}", "--ttl", "0", "--app", "eventapp:engine", cwd=app
+        ),
         "no run waits for message 'score' with key 'APP-1'",
-    )  # fmt: skip
-    failed(parkway("correlate", "score", "APP-1", "{}", "--ttl", "soon",
-                   "--app", "eventapp:engine", cwd=app), "soon")  # fmt: skip
-    failed(parkway("messages", "discard", "999", "--app", "eventapp:engine", cwd=app),
-           "no buffered message or dead letter with id 999")  # fmt: skip
+    )
+    failed(
+        parkway(
+            "correlate",
+            "score",
+            "APP-1",
+            "{}",
+            "--ttl",
+            "soon",
+            "--app",
+            "eventapp:engine",
+            cwd=app,
+        ),
+        "soon",
+    )
+    failed(
+        parkway("messages", "discard", "999", "--app", "eventapp:engine", cwd=app),
+        "no buffered message or dead letter with id 999",
+    )
     assert ok_json(parkway("messages", "--json", "--app", "eventapp:engine", cwd=app)) == []

@@ -43,9 +43,13 @@ def app(tmp_path: Path) -> Path:
 def test_schedules_are_listed_paused_and_resumed(app: Path) -> None:
     [listed] = ok_json(parkway("schedules", "--app", "reports:engine", cwd=app))
     assert {k: listed[k] for k in ("id", "workflow", "cron", "timezone", "paused", "catch_up")} == {
-        "id": "morning_report", "workflow": "morning_report", "cron": "0 6 * * 1-5",
-        "timezone": "Europe/Paris", "paused": False, "catch_up": "none",
-    }  # fmt: skip
+        "id": "morning_report",
+        "workflow": "morning_report",
+        "cron": "0 6 * * 1-5",
+        "timezone": "Europe/Paris",
+        "paused": False,
+        "catch_up": "none",
+    }
     assert listed["next_at"] is not None and listed["last_run_id"] is None
 
     url = f"sqlite:///{app / 'app.db'}"
@@ -53,8 +57,9 @@ def test_schedules_are_listed_paused_and_resumed(app: Path) -> None:
     assert (paused["paused"], paused["next_at"]) == (True, None)
     [again] = ok_json(parkway("--url", url, "schedules", cwd=app))
     assert again["paused"] is True
-    resumed = ok_json(parkway("schedules", "resume", "morning_report", "--app", "reports:engine",
-                              cwd=app))  # fmt: skip
+    resumed = ok_json(
+        parkway("schedules", "resume", "morning_report", "--app", "reports:engine", cwd=app)
+    )
     assert resumed["paused"] is False and resumed["next_at"] is not None
 
 

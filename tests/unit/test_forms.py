@@ -33,9 +33,12 @@ class Order(BaseModel):
 
 
 GOOD = {
-    "colour": "red", "quantity": 2, "price": 9.5,
-    "address": {"city": "Lyon", "zip": "69001"}, "tags": ["gift"],
-}  # fmt: skip
+    "colour": "red",
+    "quantity": 2,
+    "price": 9.5,
+    "address": {"city": "Lyon", "zip": "69001"},
+    "tags": ["gift"],
+}
 
 
 def refused(value: Any, schema: dict[str, Any], model: str | None = None) -> InvalidInputError:

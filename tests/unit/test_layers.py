@@ -3,11 +3,21 @@
 Each module may import only modules of its own layer or of the layers below
 it, and no module imports itself back through others (no import cycle). Every
 import counts: at the top, inside functions, and under ``TYPE_CHECKING``.
+
+And every dotted path ``parkway.x.y`` the code's docstrings and comments, the
+docs and the README name is a module, or an attribute of one: a renamed module
+leaves no pointer to where it was.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
+import io
+import re
+import tokenize
+from collections.abc import Iterator
 from pathlib import Path
 
 import parkway
@@ -28,7 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "parkway.limits",
             "parkway.ids",
             "parkway.schedules",
-            "parkway.flowcontrol",
+            "parkway.admission",
             "parkway.forms",
             "parkway.settings",
         ],
@@ -163,3 +173,98 @@ def test_the_check_sees_imports_under_type_checking_and_in_functions() -> None:
     # (The check itself: parkway.flows.interpreter imports the runtime only for types.)
     assert "parkway.core.runtime" in GRAPH["parkway.flows.interpreter"]
     assert "parkway.models" in GRAPH["parkway.store.records"]
+
+
+# -- dotted paths named in prose ---------------------------------------------------------
+
+ROOT = SRC.parent.parent
+# ``parkway.`` then names: not after a word, a dot, a slash or a dash (a URL, a file),
+# nor ending in ``*`` (``parkway.replay.context_*`` names a family of modules).
+DOTTED = re.compile(r"(?<![\w./-])parkway(?:\.[A-Za-z_]\w*)+(?![\w*]|\.[\w*])")
+# Names that look like module paths and are not: loggers, trace spans, objects of
+# PostgreSQL's ``parkway`` schema, and the SQLite file the command line defaults to.
+NOT_MODULES = {
+    "parkway.runs",
+    "parkway.access",
+    "parkway.operators",
+    "parkway.advance",
+    "parkway.step",
+    "parkway.start",
+    "parkway.signal",
+    "parkway.publish",
+    "parkway.correlate",
+    "parkway.update",
+    "parkway.commit_marks",
+    "parkway.lease_held",
+    "parkway.delivered",
+    "parkway.db",
+}
+
+
+def prose_of(path: Path) -> Iterator[tuple[int, str]]:
+    """A source file's comments and docstrings (every string that is a statement)."""
+    text = path.read_text()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(text, str(path))):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            yield node.lineno, node.value.value
+
+
+def names_something(dotted: str) -> bool:
+    """Whether ``dotted`` is a module, or a module's attribute (what follows that
+    attribute, a method or a field, is not looked for)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        try:
+            # (Found, not imported: a module behind a missing extra still exists.)
+            spec = importlib.util.find_spec(name)
+        except ImportError:  # (its parent is no package)
+            continue
+        if spec is not None:
+            return end == len(parts) or hasattr(importlib.import_module(name), parts[end])
+    return False
+
+
+def dangling(texts: Iterator[tuple[str, str]]) -> list[str]:
+    return sorted(
+        f"{where}: {found}"
+        for where, text in texts
+        for found in dict.fromkeys(m.group(0) for m in DOTTED.finditer(text))
+        if found not in NOT_MODULES and not names_something(found)
+    )
+
+
+def test_module_paths_named_in_docstrings_and_comments_exist() -> None:
+    texts = (
+        (f"{path.relative_to(ROOT)}:{line}", text)
+        for path in sorted(SRC.rglob("*.py"))
+        for line, text in prose_of(path)
+    )
+    assert dangling(texts) == []
+
+
+def test_module_paths_named_in_the_docs_exist() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    texts = (
+        (f"{page.relative_to(ROOT)}:{number}", line)
+        for page in pages
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+    )
+    assert dangling(texts) == []
+
+
+def test_the_path_check_finds_a_module_that_is_gone() -> None:
+    found = dangling(iter([("here", "see parkway.core.flow and parkway.errors.Nothing")]))
+    assert found == ["here: parkway.core.flow", "here: parkway.errors.Nothing"]
+    assert dangling(iter([("here", "parkway.core.admission.admit, parkway.errors.shown")])) == []
+    assert dangling(iter([("here", "the parts (parkway.replay.context_*)")])) == []
+    assert dangling(iter([("here", "at the end: parkway.core.flow.")])) == [
+        "here: parkway.core.flow"
+    ]

@@ -17,10 +17,19 @@ T0 = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
 
 def record(cron: str, catch_up: str, last_tick: float) -> ScheduleRecord:
     return ScheduleRecord(
-        id="s", workflow="wf", cron=cron, timezone="UTC", catch_up=catch_up, input=b"null",
-        paused=False, last_tick=last_tick, next_at=None, last_run_id=None,
-        created_at=last_tick, updated_at=last_tick,
-    )  # fmt: skip
+        id="s",
+        workflow="wf",
+        cron=cron,
+        timezone="UTC",
+        catch_up=catch_up,
+        input=b"null",
+        paused=False,
+        last_tick=last_tick,
+        next_at=None,
+        last_run_id=None,
+        created_at=last_tick,
+        updated_at=last_tick,
+    )
 
 
 def test_a_run_id_names_its_tick_and_gives_it_back() -> None:

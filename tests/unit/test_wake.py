@@ -37,10 +37,21 @@ class Clock:
 
 def run(status: str) -> RunRecord:
     return RunRecord(
-        id="r", workflow="wf", version="1", status=status, input=b"null", output=None,
-        error=None, domain="default", subject=None, parent_id=None, trigger=None,
-        generation=0, created_at=T0, updated_at=T0,
-    )  # fmt: skip
+        id="r",
+        workflow="wf",
+        version="1",
+        status=status,
+        input=b"null",
+        output=None,
+        error=None,
+        domain="default",
+        subject=None,
+        parent_id=None,
+        trigger=None,
+        generation=0,
+        created_at=T0,
+        updated_at=T0,
+    )
 
 
 @dataclass
@@ -97,9 +108,10 @@ class Store:
         gone = {t.id for t in claimed}
         finished = set(writes.finished_waits)
         self.tasks = [
-            t for t in self.tasks
+            t
+            for t in self.tasks
             if t.id not in gone and not (t.kind == "timer" and t.pos in finished)
-        ]  # fmt: skip
+        ]
         for task in writes.tasks:
             self.tasks.append(
                 TaskRecord(self.next_id(), "r", task.due_at, task.kind, task.pos, task.payload)
@@ -122,10 +134,16 @@ def new_machine(fn: Any, store: Store, tasks: list[TaskRecord], status: str) -> 
         return event, orjson.dumps(event.payload)
 
     return Machine(
-        WorkflowDef("wf", "1", fn), run(status=status), list(store.journal.values()), tasks,
-        registry=Registry(), clock=store.clock, prepare_event=prepare, event_retention=86400.0,
+        WorkflowDef("wf", "1", fn),
+        run(status=status),
+        list(store.journal.values()),
+        tasks,
+        registry=Registry(),
+        clock=store.clock,
+        prepare_event=prepare,
+        event_retention=86400.0,
         updates=list(store.updates) or None,
-    )  # fmt: skip
+    )
 
 
 Advance = tuple[str, list[tuple[int, str, str, str, bytes | None]], list[Any], list[Any]]

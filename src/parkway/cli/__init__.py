@@ -14,8 +14,8 @@ import click
 from parkway.cli import (  # noqa: F401
     controls,
     fleet,
-    intake,
     mcp_server,
+    publishing,
     repairs,
     runs,
     schedules,

@@ -300,10 +300,14 @@ def store_url(ctx: click.Context, _param: click.Parameter, value: str | None) ->
 def url_option() -> click.Option:
     """The ``--url`` every command takes after its name too (see :func:`store_url`)."""
     return click.Option(
-        ["--url"], metavar="URL", expose_value=False, callback=store_url, is_eager=True,
+        ["--url"],
+        metavar="URL",
+        expose_value=False,
+        callback=store_url,
+        is_eager=True,
         help="Store URL: sqlite:///path.db, postgresql://user@host/db or memory:// "
         "(as `parkway --url URL COMMAND`).",
-    )  # fmt: skip
+    )
 
 
 @contextlib.asynccontextmanager

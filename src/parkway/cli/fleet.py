@@ -38,10 +38,16 @@ def workers(ctx: click.Context, as_json: bool, app: Engine | None) -> None:
             print_json(found)
             return
         rows = [
-            [w["id"], w["host"], str(w["pid"]), when(w["started_at"]), when(w["last_seen"]),
-             _served(w["workflows"]) or "-"]
+            [
+                w["id"],
+                w["host"],
+                str(w["pid"]),
+                when(w["started_at"]),
+                when(w["last_seen"]),
+                _served(w["workflows"]) or "-",
+            ]
             for w in found
-        ]  # fmt: skip
+        ]
         headers = ["ID", "HOST", "PID", "STARTED", "LAST SEEN", "SERVES"]
         print_table(rows, headers, empty="no live workers")
 
@@ -77,10 +83,16 @@ def events(
             print_json(found)
             return
         rows = [
-            [e["id"], e["name"], e["subject"] or "-", when(e["published_at"]),
-             ", ".join(e["started"]) or "-", ", ".join(e["resumed"]) or "-"]
+            [
+                e["id"],
+                e["name"],
+                e["subject"] or "-",
+                when(e["published_at"]),
+                ", ".join(e["started"]) or "-",
+                ", ".join(e["resumed"]) or "-",
+            ]
             for e in found
-        ]  # fmt: skip
+        ]
         headers = ["ID", "NAME", "SUBJECT", "PUBLISHED", "STARTED", "RESUMED"]
         print_table(rows, headers, empty="no events kept")
 

@@ -25,9 +25,11 @@ def _host_port(value: str | None) -> tuple[str, int] | None:
 @cli.command("mcp")
 @click.argument("app", type=APP)
 @click.option(
-    "--http", "http", metavar="HOST:PORT",
+    "--http",
+    "http",
+    metavar="HOST:PORT",
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
-)  # fmt: skip
+)
 @click.pass_context
 def mcp(ctx: click.Context, app: Engine, http: str | None) -> None:
     """Serve APP's runs and human tasks to AI agents over the Model Context Protocol.

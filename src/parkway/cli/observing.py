@@ -95,9 +95,13 @@ def say(message: str, level: int = logging.INFO) -> None:
 # -- /metrics for a worker -------------------------------------------------------------------
 
 _REASONS = {
-    200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-    500: "Internal Server Error", 503: "Service Unavailable",
-}  # fmt: skip
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 _REQUEST_LIMIT = 16 * 1024  # a scrape's request head is a few hundred bytes
 _READ_TIMEOUT = 10.0
 

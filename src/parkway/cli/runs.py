@@ -122,10 +122,16 @@ def signal_(ctx: click.Context, run_id: str, name: str, payload: Any, app: Engin
 @click.argument("run_id", metavar="RUN")
 @click.argument("name")
 @click.argument("payload", metavar="JSON", type=JSON, default="null")
-@click.option("--id", "update_id", help="The update's id (default: random); a repeat gives "
-              "the first answer.")  # fmt: skip
-@click.option("--timeout", type=DURATION, default=30.0, show_default=True,
-              help="Stop waiting for the answer after it (the update applies).")  # fmt: skip
+@click.option(
+    "--id", "update_id", help="The update's id (default: random); a repeat gives the first answer."
+)
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default=30.0,
+    show_default=True,
+    help="Stop waiting for the answer after it (the update applies).",
+)
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
 @click.pass_context
 def update(
@@ -224,9 +230,13 @@ def _row(info: RunInfo, waits: str, unserved: bool = False) -> list[str]:
         version = info.version or "any version"
         waits = f"(unserved) a worker serving {info.workflow} {version}"
     return [
-        info.id, info.workflow, status, info.subject or "-", waits or "-",
+        info.id,
+        info.workflow,
+        status,
+        info.subject or "-",
+        waits or "-",
         when(info.updated_at.isoformat()),
-    ]  # fmt: skip
+    ]
 
 
 @cli.command()

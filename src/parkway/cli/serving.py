@@ -25,31 +25,58 @@ from parkway.engine import Engine
 from parkway.errors import ParkwayError
 
 LOG_LEVEL = click.option(
-    "--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True,
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default="info",
+    show_default=True,
     help="Log lines at this level and up (runs' lifecycle is at info).",
-)  # fmt: skip
+)
 LOG_FORMAT = click.option(
-    "--log-format", type=click.Choice(LOG_FORMATS), default="text", show_default=True,
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
     help="text, or json: one JSON object a line, with each line's structured fields.",
-)  # fmt: skip
+)
 
 
 @cli.command()
 @click.argument("app", type=APP)
-@click.option("--concurrency", type=click.IntRange(min=1), default=None,
-              help="Runs advanced at once (default: the engine's, 100).")  # fmt: skip
-@click.option("--lease", type=DURATION, default=None,
-              help="Seconds a worker owns a run before another may take it over "
-                   "(renewed while alive; default: the engine's, 30).")  # fmt: skip
-@click.option("--grace", type=DURATION, default=30.0, show_default=True,
-              help="Seconds in-flight runs get to finish on shutdown.")  # fmt: skip
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs advanced at once (default: the engine's, 100).",
+)
+@click.option(
+    "--lease",
+    type=DURATION,
+    default=None,
+    help="Seconds a worker owns a run before another may take it over "
+    "(renewed while alive; default: the engine's, 30).",
+)
+@click.option(
+    "--grace",
+    type=DURATION,
+    default=30.0,
+    show_default=True,
+    help="Seconds in-flight runs get to finish on shutdown.",
+)
 @LOG_LEVEL
 @LOG_FORMAT
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: any free "
-                   "port, printed at start). Needs the metrics extra.")  # fmt: skip
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="Address the metrics listen on (0.0.0.0: every interface).")  # fmt: skip
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (0: any free "
+    "port, printed at start). Needs the metrics extra.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics listen on (0.0.0.0: every interface).",
+)
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -168,12 +195,26 @@ async def _work(engine: Engine, grace: float, metrics: tuple[str, int] | None) -
 @cli.command()
 @click.argument("app", type=APP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="Port to listen on (0: any free port, printed at start).")  # fmt: skip
-@click.option("--concurrency", type=click.IntRange(min=1), default=None,
-              help="Runs advanced at once (default: the engine's, 100).")  # fmt: skip
-@click.option("--grace", type=DURATION, default=30.0, show_default=True,
-              help="Seconds in-flight requests and runs get to finish on shutdown.")  # fmt: skip
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on (0: any free port, printed at start).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs advanced at once (default: the engine's, 100).",
+)
+@click.option(
+    "--grace",
+    type=DURATION,
+    default=30.0,
+    show_default=True,
+    help="Seconds in-flight requests and runs get to finish on shutdown.",
+)
 @LOG_LEVEL
 @LOG_FORMAT
 @click.option(
@@ -181,9 +222,14 @@ async def _work(engine: Engine, grace: float, metrics: tuple[str, int] | None) -
     is_flag=True,
     help="Also log the dashboard's own polling requests (left out by default).",
 )
-@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
-              help="Also answer requests for this Host name (a DNS name the server is "
-              "reached by, behind a proxy say); '*' answers any. Repeatable.")  # fmt: skip
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests for this Host name (a DNS name the server is "
+    "reached by, behind a proxy say); '*' answers any. Repeatable.",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -239,9 +285,14 @@ def serve(
     code = 0
     try:
         coro = serve_http(
-            engine, sock, grace=grace, log_level=log_level, on_listening=listening,
-            allowed_hosts=served_hosts(host, allow_hosts), log_polls=log_polls,
-        )  # fmt: skip
+            engine,
+            sock,
+            grace=grace,
+            log_level=log_level,
+            on_listening=listening,
+            allowed_hosts=served_hosts(host, allow_hosts),
+            log_polls=log_polls,
+        )
         message = f"stopped ({run(coro, wait_for_threads=False)})"
     except ForcedStopError as exc:
         code, message = 1, f"stopped at once ({exc}); leases expire on their own"

@@ -16,9 +16,12 @@ TASK_STATUSES = ["open", "completed", "cancelled", "expired", "all"]
 @cli.group(invoke_without_command=True)
 @click.option("--assignee", help="Only the tasks this person may complete.")
 @click.option(
-    "--status", type=click.Choice(TASK_STATUSES), default="open", show_default=True,
+    "--status",
+    type=click.Choice(TASK_STATUSES),
+    default="open",
+    show_default=True,
     help="Only tasks in this status.",
-)  # fmt: skip
+)
 @click.option("--workflow", help="Only tasks of runs of this workflow.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--app", type=APP, help="module:attribute of the Engine (else --url/PARKWAY_URL).")
@@ -38,9 +41,11 @@ def tasks(
 
     async def action(engine: Engine) -> list[dict[str, Any]]:
         found = await engine.tasks(
-            status=None if status == "all" else status, assignee=assignee, workflow=workflow,
+            status=None if status == "all" else status,
+            assignee=assignee,
+            workflow=workflow,
             limit=limit,
-        )  # fmt: skip
+        )
         return [task.to_dict() for task in found]
 
     as_client(ctx, app, action, existing_db=True)

@@ -7,8 +7,8 @@ from typing import Any
 
 from parkway import _json, limits
 from parkway.client.base import State
-from parkway.core import intake
 from parkway.core import messages as core_messages
+from parkway.core import publishing
 from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, shown
 from parkway.events import (
@@ -20,6 +20,7 @@ from parkway.events import (
     check_message,
 )
 from parkway.models import _dt
+from parkway.store.vocabulary import EntryKind
 
 
 async def publish(
@@ -46,8 +47,8 @@ async def publish(
     else:
         event = Event(name, payload, id=id, domain=domain, subject=subject)
     limits.optional_identifier(event.id, "event id", field="id")
-    event = intake.checked(event)
-    published = intake.publish(state.rt, event)
+    event = publishing.checked(event)
+    published = publishing.publish(state.rt, event)
     return await state.rt.telemetry.call("publish", published, name=event.name)
 
 
@@ -62,7 +63,7 @@ async def subscriptions(
         subs = await tx.subscriptions.list(run_id=run_id, name=name)
     out = []
     for sub in subs:
-        is_message = sub.kind == "message"
+        is_message = sub.kind == EntryKind.MESSAGE
         out.append(
             SubscriptionInfo(
                 run_id=sub.run_id, kind=sub.kind, domain=sub.domain, name=sub.name,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from parkway import flows
+from parkway.admission import Concurrency, RateLimit
 from parkway.client.base import State
 from parkway.core import accumulate
 from parkway.core import schedules as core_schedules
@@ -21,7 +22,6 @@ from parkway.core.runtime import Runtime
 from parkway.durations import Duration
 from parkway.errors import InvalidScheduleError, shown
 from parkway.events import CancelOn
-from parkway.flowcontrol import Concurrency, RateLimit
 from parkway.registry import ENGINE_RETENTION, WorkflowDef, WorkflowFn, define
 from parkway.schedules import Schedule
 

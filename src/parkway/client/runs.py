@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from parkway import _json, limits
+from parkway.admission import check_priority
 from parkway.client.base import State, check_id, encode_input, name_of, status_value, timestamp
 from parkway.core import operators, runs, transitions
 from parkway.core import signals as core_signals
@@ -15,7 +16,6 @@ from parkway.core import streams as core_streams
 from parkway.core import updates as core_updates
 from parkway.durations import Duration, to_seconds
 from parkway.errors import shown
-from parkway.flowcontrol import check_priority
 from parkway.handle import RunHandle
 from parkway.models import HistoryEntry, RunInfo, RunStatus, StreamItem
 from parkway.registry import LATEST, WorkflowDef, check_timeout
@@ -50,7 +50,7 @@ async def start(
         UnknownWorkflowError: No workflow has that name, and this engine runs
             a worker (a typo must not become a run nobody advances).
         InvalidInputError: The input was rejected or is not JSON-serialisable,
-            or lacks the field its flow-control key names.
+            or lacks the field its admission key names.
         InvalidArgumentError: ``priority`` is not an int, or ``timeout`` is zero.
         InvalidDurationError: ``timeout`` is not a duration.
         ConcurrencyLimitError: The workflow's ``Concurrency(when_full="skip")``

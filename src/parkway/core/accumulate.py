@@ -25,6 +25,7 @@ from parkway.events import Batch, Debounce, Event
 from parkway.registry import WorkflowDef
 from parkway.replay.context import WorkflowContext
 from parkway.store.base import NewTask, Tx
+from parkway.store.vocabulary import TaskKind
 
 log = logging.getLogger("parkway.accumulate")
 
@@ -115,7 +116,7 @@ async def accumulate(
             subject=event.subject,
         )
     await tx.signals.add(run_id, SIGNAL, envelope, now)
-    await tx.tasks.add([NewTask(run_id, now, "signal")])
+    await tx.tasks.add([NewTask(run_id, now, TaskKind.SIGNAL)])
 
 
 async def _fire(ctx: WorkflowContext, config: dict[str, Any], last: dict[str, Any], value: Any):  # type: ignore[no-untyped-def]

@@ -23,6 +23,7 @@ from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
 from parkway.store.records import CANCEL_PREFIX
 from parkway.store.subscriptions import WaitKey
+from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
 
@@ -82,18 +83,26 @@ def subscriptions(wf: WorkflowDef, run: RunRecord, now: float) -> list[Subscript
             except Exception as exc:
                 raise InvalidInputError(
                     f"cancel_on[{index}] match failed on the input: {exc}",
-                    workflow=wf.name, field=f"cancel_on[{index}].match",
-                ) from exc  # fmt: skip
+                    workflow=wf.name,
+                    field=f"cancel_on[{index}].match",
+                ) from exc
         subject = condition.subject or run.subject or "*"
         out.append(
             SubscriptionRecord(
-                run_id=run.id, pos=-1 - index, kind="cancel", domain=run.domain,
-                name=CANCEL_PREFIX + condition.event, subject=subject, shape=shape_of(match),
-                digest=match_digest(match), match=None if match is None else _json.dumps(match),
-                wait=f"cancel_on:{condition.event}", expires_at=now + CANCEL_TTL,
+                run_id=run.id,
+                pos=-1 - index,
+                kind=WaitKind.CANCEL,
+                domain=run.domain,
+                name=CANCEL_PREFIX + condition.event,
+                subject=subject,
+                shape=shape_of(match),
+                digest=match_digest(match),
+                match=None if match is None else _json.dumps(match),
+                wait=f"cancel_on:{condition.event}",
+                expires_at=now + CANCEL_TTL,
                 created_at=now,
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -122,13 +131,13 @@ async def take(tx: Tx, event: EventRecord, payload: Any) -> list[str]:
                 shape=shape,
                 digest=digest,
                 subject=event.subject,
-                kind="cancel",
+                kind=WaitKind.CANCEL,
             )
         )
         for sub in subs:
             if sub.run_id in cancelled or not matches(_json.loads(sub.match), payload):
                 continue
-            await tx.tasks.add([NewTask(sub.run_id, now, "cancel")])
+            await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.CANCEL)])
             cancelled.append(sub.run_id)
             log.info("event %s (%s) cancels run %s", event.id, event.name, sub.run_id)
     return cancelled

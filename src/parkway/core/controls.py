@@ -29,15 +29,16 @@ from parkway.errors import RunNotFoundError, RunStateError
 from parkway.models import RunStatus
 from parkway.store.base import ACTIVE, ENDED, JournalEntry, NewTask, RunRecord, Tx
 from parkway.store.runs import RunSelection
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # Runs a bulk operation (cancel_runs, retry_runs) changes in one transaction: each
 # batch commits on its own, so a bulk operation over a million runs never holds
 # the store's write lock (SQLite) or row locks (PostgreSQL) for long.
 BULK_BATCH = 500
 
-FAILED = RunStatus.FAILED.value
-RETRIED = frozenset({"step", "compensation"})
-HELD = RunStatus.HELD.value
+FAILED = RunStatus.FAILED
+RETRIED = frozenset({EntryKind.STEP, EntryKind.COMPENSATION})
+HELD = RunStatus.HELD
 # The statuses a retry takes a run out of.
 RETRYABLE = (FAILED, HELD)
 
@@ -107,7 +108,7 @@ async def resume(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
                 # Its tasks are due already; this one is for the workers of stores that
                 # push (PostgreSQL's NOTIFY goes with added tasks), so that one claims
                 # the run now rather than at its next poll.
-                await tx.tasks.add([NewTask(run_id, now, "wake")])
+                await tx.tasks.add([NewTask(run_id, now, TaskKind.WAKE)])
             run.paused = False
     rt.after_commit()
     return run
@@ -123,15 +124,18 @@ def retried_journal(journal: Sequence[JournalEntry]) -> list[JournalEntry]:
     for entry in sorted(journal, key=lambda e: e.pos):
         last[entry.branch] = entry
     # (A compensation is a step too: a retry runs a failed one again.)
-    failed = [e for e in last.values() if e.kind in RETRIED and e.state == "error"]
+    failed = [e for e in last.values() if e.kind in RETRIED and e.state == EntryState.ERROR]
     dropped = {entry.pos for entry in failed}
     # A branch's path starts with its outermost gather's ("1.0/2.1": gather 1's
     # branch 0, and in it gather 2's branch 1): the failure ended that gather.
     gathers = {_outermost(e.branch) for e in failed if e.branch is not None}
     dropped |= {
-        entry.pos for branch, entry in last.items()
-        if entry.state == "withdrawn" and branch is not None and _outermost(branch) in gathers
-    }  # fmt: skip
+        entry.pos
+        for branch, entry in last.items()
+        if entry.state == EntryState.WITHDRAWN
+        and branch is not None
+        and _outermost(branch) in gathers
+    }
     return [entry for entry in journal if entry.pos not in dropped]
 
 
@@ -151,14 +155,17 @@ async def _retry_in(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> None:
         await tx.journal.clear(run.id)
         await tx.journal.put(run.id, kept)
     changes = {
-        "status": RunStatus.RUNNING.value, "error": None, "updated_at": now,
-        "advanced_by": None, "paused": False,
-    }  # fmt: skip
+        "status": RunStatus.RUNNING,
+        "error": None,
+        "updated_at": now,
+        "advanced_by": None,
+        "paused": False,
+    }
     await tx.runs.update(run.id, changes)
     # A run that failed before journaling anything starts again from the top: its
     # task is a start (a task of another kind, with no journal, is how the worker
-    # knows a run its flow-control limit has not admitted yet: see core.flow).
-    await tx.tasks.add([NewTask(run.id, now, "wake" if kept else "start")])
+    # knows a run its admission limit has not admitted yet: see core.admission).
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE if kept else TaskKind.START)])
     # Its end dropped its cancel conditions with its subscriptions: they hold anew.
     await cancel_on.register(rt.registry, tx, run, now)
 
@@ -168,11 +175,14 @@ async def _retry_held(tx: Tx, run: RunRecord, now: float) -> None:
     tasks its inputs left are all still there): replayed by whichever worker claims
     it, with the code that worker has."""
     changes = {
-        "status": RunStatus.RUNNING.value, "error": None, "updated_at": now,
-        "advanced_by": None, "paused": False,
-    }  # fmt: skip
+        "status": RunStatus.RUNNING,
+        "error": None,
+        "updated_at": now,
+        "advanced_by": None,
+        "paused": False,
+    }
     await tx.runs.update(run.id, changes)
-    await tx.tasks.add([NewTask(run.id, now, "wake")])
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.WAKE)])
 
 
 async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
@@ -194,7 +204,7 @@ async def retry(rt: Runtime, run_id: str, by: str | None = None) -> RunRecord:
         await operators.record(rt, tx, run_id, "retry", by)
     rt.results.forget(run_id)
     rt.after_commit()
-    run.status, run.error, run.updated_at, run.paused = RunStatus.RUNNING.value, None, now, False
+    run.status, run.error, run.updated_at, run.paused = RunStatus.RUNNING, None, now, False
     return run
 
 
@@ -239,7 +249,7 @@ async def _in_batches(
 async def _cancel_one(rt: Runtime, tx: Tx, run: RunRecord, now: float) -> bool:
     if run.lease_owner is None:
         return await cancel(rt, tx, run, now)
-    await tx.tasks.add([NewTask(run.id, now, "cancel")])  # (its worker sees it next)
+    await tx.tasks.add([NewTask(run.id, now, TaskKind.CANCEL)])  # (its worker sees it next)
     return True
 
 

@@ -22,9 +22,10 @@ from parkway.durations import Duration, to_seconds
 from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError, shown
 from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
 from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
-DEADLINE = "deadline"
-CANCEL = "cancel"
+DEADLINE = TaskKind.DEADLINE
+CANCEL = TaskKind.CANCEL
 
 
 def check_timeout(value: Duration | None, field: str = "timeout") -> float | None:
@@ -53,8 +54,16 @@ async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:
     at = run.created_at + timeout
     value = _json.dumps({"timeout": timeout})
     await tx.tasks.add([NewTask(run.id, at, DEADLINE, payload=value)])
-    entry = JournalEntry(0, DEADLINE, "timeout", "done", value, at, run.created_at,
-                         DEADLINE_BRANCH)  # fmt: skip
+    entry = JournalEntry(
+        0,
+        EntryKind.DEADLINE,
+        "timeout",
+        EntryState.DONE,
+        value,
+        at,
+        run.created_at,
+        DEADLINE_BRANCH,
+    )
     await tx.journal.put(run.id, [entry])
 
 

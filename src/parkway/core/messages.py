@@ -41,6 +41,7 @@ from parkway.store.base import (
     TaskRecord,
     Tx,
 )
+from parkway.store.vocabulary import TaskKind
 
 log = logging.getLogger("parkway.messages")
 
@@ -92,9 +93,15 @@ async def _correlate(
                 return delivered, True
         async with rt.store.transaction() as tx:
             result = await correlate_in_tx(
-                rt, tx, name=name, key=key, payload=payload, message_id=message_id,
-                ttl=ttl, now=rt.now(),
-            )  # fmt: skip
+                rt,
+                tx,
+                name=name,
+                key=key,
+                payload=payload,
+                message_id=message_id,
+                ttl=ttl,
+                now=rt.now(),
+            )
             if result.run_id is not None:
                 await hand_over(tx, result.run_id)
     return result, False
@@ -164,10 +171,17 @@ async def deliver(
     """
     fused = lease is not None and dedup and FUSED in rt.store.capabilities
     return await deliver_message(
-        tx, name, key, body, now, message_id=message_id if dedup else None,
-        remember=message_id, fresh_after=now - rt.settings.event_retention, fused=fused,
+        tx,
+        name,
+        key,
+        body,
+        now,
+        message_id=message_id if dedup else None,
+        remember=message_id,
+        fresh_after=now - rt.settings.event_retention,
+        fused=fused,
         **(lease or {}),
-    )  # fmt: skip
+    )
 
 
 async def deliver_message(
@@ -201,9 +215,16 @@ async def deliver_message(
     if fused:
         fused_tx = cast(FusedTx, tx)
         return await fused_tx.messages.deliver(
-            name, key, body, now, message_id=message_id, fresh_after=fresh_after,
-            owner=owner, wall_now=wall_now, lease_until=lease_until,
-        )  # fmt: skip
+            name,
+            key,
+            body,
+            now,
+            message_id=message_id,
+            fresh_after=fresh_after,
+            owner=owner,
+            wall_now=wall_now,
+            lease_until=lease_until,
+        )
     if message_id is not None:
         seen = await tx.messages.id_seen(message_id)
         if seen is not None and seen >= fresh_after:
@@ -330,16 +351,25 @@ async def rebuffer(
         payload = _json.dumps(body["payload"])
         await tx.messages.add(
             MessageRecord(
-                0, body["name"], body["key"], payload, body.get("message_id"), "buffered",
-                None, now, now + rt.settings.message_ttl,
+                0,
+                body["name"],
+                body["key"],
+                payload,
+                body.get("message_id"),
+                "buffered",
+                None,
+                now,
+                now + rt.settings.message_ttl,
             )
-        )  # fmt: skip
+        )
         await tx.tasks.delete([task.id])
         done.add(task.id)
         log.warning(
             "message %r key %r reached run %s after it stopped waiting; buffered again",
-            body["name"], body["key"], run_id,
-        )  # fmt: skip
+            body["name"],
+            body["key"],
+            run_id,
+        )
     return done
 
 
@@ -351,7 +381,7 @@ async def register_wait(tx: Tx, sub: SubscriptionRecord, now: float) -> None:
     if holder is not None and holder.run_id != sub.run_id:
         # Lost a race to another run: wake this one so its replay raises
         # DuplicateSubscriptionError where the workflow can see it.
-        await tx.tasks.add([NewTask(sub.run_id, now, "wake", sub.pos)])
+        await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.WAKE, sub.pos)])
         return
     message = await tx.messages.oldest(sub.name, sub.subject, now)
     if message is not None:
@@ -387,8 +417,12 @@ async def expire(tx: Tx, now: float) -> list[MessageRecord]:
             "message %r key %r (id %s) expired unconsumed; kept as a dead letter: "
             "`parkway messages retry %s` correlates it again, `parkway messages discard %s` "
             "deletes it",
-            message.name, message.key, message.id, message.id, message.id,
-        )  # fmt: skip
+            message.name,
+            message.key,
+            message.id,
+            message.id,
+            message.id,
+        )
     return expired
 
 
@@ -428,9 +462,16 @@ async def retry(rt: Runtime, message_id: int, ttl: float) -> CorrelationResult:
             raise MessageNotFoundError(message_id)
         await tx.messages.delete(message_id)
         result = await correlate_in_tx(
-            rt, tx, name=message.name, key=message.key, payload=message.payload or b"null",
-            message_id=message.message_id, ttl=ttl, now=rt.now(), dedup=False,
-        )  # fmt: skip
+            rt,
+            tx,
+            name=message.name,
+            key=message.key,
+            payload=message.payload or b"null",
+            message_id=message.message_id,
+            ttl=ttl,
+            now=rt.now(),
+            dedup=False,
+        )
     if result.run_id is not None:
         rt.after_commit()
     return result

@@ -20,6 +20,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from parkway.errors import InvalidArgumentError
+from parkway.models import RunStatus
 from parkway.store.base import Store, StoreStats
 
 # Seconds: a step that takes a millisecond to one that takes minutes.
@@ -65,18 +66,22 @@ class Metrics:
         self._started = counter(
             "parkway_runs_started", "Runs that began their first advance.", ("workflow",)
         )
-        self._ended = {
+        self._ended: dict[str, Counter] = {
             status: counter(f"parkway_runs_{status}", f"Runs {status}.", ("workflow",))
-            for status in ("completed", "failed", "cancelled")
+            for status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
         }
         self._steps = counter(
-            "parkway_steps", "Step attempts, by outcome (ok, error).",
+            "parkway_steps",
+            "Step attempts, by outcome (ok, error).",
             ("workflow", "step", "outcome"),
-        )  # fmt: skip
+        )
         self._step_seconds = Histogram(
-            "parkway_step_duration_seconds", "How long a step attempt took.",
-            ("workflow", "step"), buckets=STEP_BUCKETS, registry=registry,
-        )  # fmt: skip
+            "parkway_step_duration_seconds",
+            "How long a step attempt took.",
+            ("workflow", "step"),
+            buckets=STEP_BUCKETS,
+            registry=registry,
+        )
         self._wakes = counter(
             "parkway_wakes",
             "Runs woken, by what woke them (delivery, message, signal, timer, child, wake).",
@@ -86,8 +91,10 @@ class Metrics:
             "parkway_wake_latency_seconds",
             "From the commit that sent a run its input (a timer: its due time) to the "
             "advance that took it.",
-            ("workflow", "kind"), buckets=WAKE_BUCKETS, registry=registry,
-        )  # fmt: skip
+            ("workflow", "kind"),
+            buckets=WAKE_BUCKETS,
+            registry=registry,
+        )
         self._calls = {
             "publish": counter(
                 "parkway_publishes",

@@ -42,6 +42,9 @@ async def record(rt: Runtime, tx: Tx, run_id: str, action: str, by: str | None) 
     if by is not None:
         await tx.operators.add(OperatorRecord(run_id, action, by, rt.now()))
     log.info(
-        "run %s: %s by %s", run_id, action, by or "(not said)",
+        "run %s: %s by %s",
+        run_id,
+        action,
+        by or "(not said)",
         extra={"run_id": run_id, "action": action, "by": by},
-    )  # fmt: skip
+    )

@@ -158,8 +158,11 @@ async def complete_task(rt: Runtime, task_id: str, result: Any, by: str | None) 
                 await hand_over(tx, found.run_id)
         _refused(found.run_id, sent)
         found.status, found.completed_at, found.completed_by, found.result = (
-            "completed", now, by, data,
-        )  # fmt: skip
+            "completed",
+            now,
+            by,
+            data,
+        )
         return found, hand_over.handed
 
     done, handed = await again_on_conflict(attempt)
@@ -181,9 +184,11 @@ def _may_complete(
         status = "expired"  # (its run's timer has not been handled yet)
     if status != TASK_OPEN:
         raise RunStateError(
-            run_id, status, f"complete human task {task_id!r} of",
+            run_id,
+            status,
+            f"complete human task {task_id!r} of",
             "only an open task can be completed",
-        )  # fmt: skip
+        )
     if assignees and by not in assignees:
         raise TaskAssignmentError(task_id, by, assignees)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from parkway import _json
 from parkway.core import controls, operators
-from parkway.core.intake import prepare
+from parkway.core.publishing import prepare
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
 from parkway.errors import (
@@ -41,6 +41,7 @@ from parkway.store.base import (
     UpdateRecord,
 )
 from parkway.store.runs import RunSelection
+from parkway.store.vocabulary import EntryState
 
 log = logging.getLogger("parkway.runs")
 
@@ -48,7 +49,7 @@ log = logging.getLogger("parkway.runs")
 BATCH = 500
 # The statuses whose runs a check replays when not given ids: the runs a deploy must
 # not break (a pending run has journaled nothing yet).
-CHECKED = (RunStatus.RUNNING.value, RunStatus.PARKED.value, RunStatus.HELD.value)
+CHECKED = (RunStatus.RUNNING, RunStatus.PARKED, RunStatus.HELD)
 
 
 # -- checking code against stored runs --------------------------------------------------------
@@ -59,11 +60,17 @@ def divergence(
 ) -> NonDeterminismError | None:
     """Where ``wf``'s code diverges from ``run``'s journal, if it does (no I/O)."""
     machine = Machine(
-        wf, run, journal, [], registry=rt.registry, clock=rt.now,
+        wf,
+        run,
+        journal,
+        [],
+        registry=rt.registry,
+        clock=rt.now,
         prepare_event=functools.partial(prepare, rt),
-        event_retention=rt.settings.event_retention, signals=[],
+        event_retention=rt.settings.event_retention,
+        signals=[],
         history_threshold=rt.settings.history_threshold,
-    )  # fmt: skip
+    )
     try:
         # start() replays every journaled operation it meets without asking for
         # anything; it stops where the code needs something live (past the journal),
@@ -165,18 +172,32 @@ async def export_run(rt: Runtime, run_id: str) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "run": {
-            "id": run.id, "workflow": run.workflow, "version": run.version,
-            "status": run.status, "input": _decoded(run.input), "output": _decoded(run.output),
-            "error": _decoded(run.error), "domain": run.domain, "subject": run.subject,
-            "parent_id": run.parent_id, "trigger": _decoded(run.trigger),
-            "generation": run.generation, "created_at": run.created_at,
+            "id": run.id,
+            "workflow": run.workflow,
+            "version": run.version,
+            "status": run.status,
+            "input": _decoded(run.input),
+            "output": _decoded(run.output),
+            "error": _decoded(run.error),
+            "domain": run.domain,
+            "subject": run.subject,
+            "parent_id": run.parent_id,
+            "trigger": _decoded(run.trigger),
+            "generation": run.generation,
+            "created_at": run.created_at,
             "updated_at": run.updated_at,
         },
         "journal": [
             {
-                "pos": e.pos, "kind": e.kind, "name": e.name, "state": e.state,
-                "value": _decoded(e.value), "deadline": e.deadline, "at": e.at,
-                "branch": e.branch, "seq": e.seq,
+                "pos": e.pos,
+                "kind": e.kind,
+                "name": e.name,
+                "state": e.state,
+                "value": _decoded(e.value),
+                "deadline": e.deadline,
+                "at": e.at,
+                "branch": e.branch,
+                "seq": e.seq,
             }
             for e in journal
         ],
@@ -185,7 +206,7 @@ async def export_run(rt: Runtime, run_id: str) -> dict[str, Any]:
             "tasks": [_task(t) for t in tasks],
             "updates": [_update(u) for u in updates],
         },
-    }  # fmt: skip
+    }
 
 
 def _signal(signal: SignalRecord) -> dict[str, Any]:
@@ -215,14 +236,21 @@ def imported(exported: Any) -> tuple[RunRecord, list[JournalEntry]]:
             raise ValueError(f"format is {exported.get('format')!r}, not {EXPORT_FORMAT!r}")
         r = exported["run"]
         run = RunRecord(
-            id=r["id"], workflow=r["workflow"], version=r["version"], status=r["status"],
-            input=_json.dumps(r["input"]), output=_json.dumps(r["output"]),
+            id=r["id"],
+            workflow=r["workflow"],
+            version=r["version"],
+            status=r["status"],
+            input=_json.dumps(r["input"]),
+            output=_json.dumps(r["output"]),
             error=None if r["error"] is None else _json.dumps(r["error"]),
-            domain=r["domain"], subject=r["subject"], parent_id=r["parent_id"],
+            domain=r["domain"],
+            subject=r["subject"],
+            parent_id=r["parent_id"],
             trigger=None if r["trigger"] is None else _json.dumps(r["trigger"]),
-            generation=int(r["generation"]), created_at=float(r["created_at"]),
+            generation=int(r["generation"]),
+            created_at=float(r["created_at"]),
             updated_at=float(r["updated_at"]),
-        )  # fmt: skip
+        )
         journal = [
             JournalEntry(
                 pos=int(e["pos"]),
@@ -252,7 +280,7 @@ def default_at(outline: Sequence[tuple[int, str]]) -> int:
     (a step or wait that raised), else all of them (``outline``: ``(pos, state)``
     pairs in position order)."""
     for index, (_, state) in enumerate(outline):
-        if state == "error":
+        if state == EntryState.ERROR:
             return index
     return len(outline)
 
@@ -294,9 +322,12 @@ async def fork(
     rt.after_commit()
     if log.isEnabledFor(logging.INFO):
         log.info(
-            "run %s forked from run %s at %s", record.id, source_id, record.forked_at,
+            "run %s forked from run %s at %s",
+            record.id,
+            source_id,
+            record.forked_at,
             extra={"run_id": record.id, "source": source_id},
-        )  # fmt: skip
+        )
     return record
 
 
@@ -329,9 +360,16 @@ async def _fork_in(
     version = source.version if wf is None else wf.version
     data = source.input if encode is None else encode(wf)
     await insert_run(
-        rt, tx, source.workflow, version, run_id, data or b"null",
-        domain=source.domain, subject=source.subject, trigger=source.trigger,
-    )  # fmt: skip
+        rt,
+        tx,
+        source.workflow,
+        version,
+        run_id,
+        data or b"null",
+        domain=source.domain,
+        subject=source.subject,
+        trigger=source.trigger,
+    )
     # The first ``at`` entries, but the waits still pending there: the fork waits again,
     # live (its own subscriptions and timers), where the source was waiting.
     if at:
@@ -356,11 +394,11 @@ async def fork_runs(
         InvalidArgumentError: ``filters.status`` is ``pending`` (such a run has
             journaled nothing to fork from).
     """
-    if filters.status == RunStatus.PENDING.value:
+    if filters.status == RunStatus.PENDING:
         raise InvalidArgumentError(
             "status: a pending run has journaled nothing to fork from", field="status"
         )
-    statuses = [filters.status or RunStatus.FAILED.value]
+    statuses = [filters.status or RunStatus.FAILED]
     forked: list[str] = []
     after: str | None = None
     while True:
@@ -386,7 +424,8 @@ async def fork_runs(
         after = batch[-1].id
     if forked:
         log.info(
-            "forked %d run(s)", len(forked),
+            "forked %d run(s)",
+            len(forked),
             extra={"action": "fork", "by": by, "runs": len(forked)},
-        )  # fmt: skip
+        )
     return forked

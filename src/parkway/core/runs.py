@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parkway import _json
-from parkway.core import cancel_on, flow
+from parkway.core import admission, cancel_on
 from parkway.core.conflicts import again_on_conflict
 from parkway.core.deadlines import add_deadline
 from parkway.core.handover import handing_over
@@ -36,6 +36,7 @@ from parkway.replay.state import wait_named
 from parkway.store.base import ENDED, AttemptRecord, NewTask, RunRecord, Tx
 from parkway.store.fleet import OperatorRecord
 from parkway.store.runs import RunFilter
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 
 def new_run(
@@ -53,11 +54,21 @@ def new_run(
     """The row of a new pending run, created now."""
     now = rt.now()
     return RunRecord(
-        id=run_id, workflow=workflow, version=version,
-        status=RunStatus.PENDING.value, input=data, output=None, error=None,
-        domain=domain or "default", subject=subject, parent_id=parent_id,
-        trigger=trigger, generation=0, created_at=now, updated_at=now,
-    )  # fmt: skip
+        id=run_id,
+        workflow=workflow,
+        version=version,
+        status=RunStatus.PENDING,
+        input=data,
+        output=None,
+        error=None,
+        domain=domain or "default",
+        subject=subject,
+        parent_id=parent_id,
+        trigger=trigger,
+        generation=0,
+        created_at=now,
+        updated_at=now,
+    )
 
 
 async def insert_run(
@@ -73,8 +84,8 @@ async def insert_run(
 ) -> bool:
     """Insert a new run and its start task (``fields``: as :func:`new_run` takes).
 
-    A run of a workflow under a flow-control limit is admitted first
-    (:func:`parkway.core.flow.admit`): it may be queued (no start task yet) or
+    A run of a workflow under an admission limit is admitted first
+    (:func:`parkway.core.admission.admit`): it may be queued (no start task yet) or
     start later (its rate window). ``priority``: its place among queued runs
     (``None``: the workflow's ``priority`` callable's, else 0). Returns whether
     it can start now (``False``: queued, or waiting for its rate window), so a
@@ -86,14 +97,14 @@ async def insert_run(
     record = new_run(rt, workflow, version, run_id, data, **fields)
     due: float | None = record.created_at
     wf = rt.registry.get(workflow, version)
-    if wf is not None and flow.limited(wf):
+    if wf is not None and admission.limited(wf):
         if priority is None:
-            priority = flow.priority_of(wf, _json.loads(data))
-        due = await flow.admit(tx, wf, record, priority)
+            priority = admission.priority_of(wf, _json.loads(data))
+        due = await admission.admit(tx, wf, record, priority)
     await tx.runs.insert(record)
     if due is not None:
         payload = rt.telemetry.task_payload()  # (the caller's trace context, when traced)
-        await tx.tasks.add([NewTask(run_id, due, "start", payload=payload)])
+        await tx.tasks.add([NewTask(run_id, due, TaskKind.START, payload=payload)])
     if wf is not None and wf.timeout is not None:
         await add_deadline(tx, record, wf.timeout)
     await cancel_on.register(rt.registry, tx, record, record.created_at)
@@ -116,7 +127,7 @@ async def start(
     handed to this process's worker when it has a place; ``timeout``: the run's
     deadline task with it (see :mod:`parkway.core.deadlines`).
 
-    A workflow under a flow-control limit admits the run first (see
+    A workflow under an admission limit admits the run first (see
     :func:`insert_run`; ``priority`` orders its queue).
 
     Raises:
@@ -124,8 +135,10 @@ async def start(
     """
     record = new_run(rt, workflow, version, run_id, encode(), domain=domain, subject=subject)
     wf = rt.registry.get(workflow, version)
-    if wf is not None and flow.limited(wf):
-        flow.keys(wf, _json.loads(record.input))  # (a missing key field: raised here, at the edge)
+    if wf is not None and admission.limited(wf):
+        admission.keys(
+            wf, _json.loads(record.input)
+        )  # (a missing key field: raised here, at the edge)
     if not await again_on_conflict(lambda: _start(rt, record, wf, priority, timeout)):
         rt.after_commit()
 
@@ -136,7 +149,7 @@ async def _start(
     """One attempt of the start; whether its only task went to this process's worker
     with the run (then no claim is needed for it)."""
     run_id = record.id
-    limited = wf is not None and flow.limited(wf)
+    limited = wf is not None and admission.limited(wf)
     with handing_over(rt) as hand_over:
         async with rt.store.transaction() as tx:
             traced = rt.telemetry.task_payload()  # (the caller's trace context, if traced)
@@ -147,13 +160,13 @@ async def _start(
                 # limit decides whether the run gets a start task at all).
                 hand = False  # (an existing run: left to the claims, queued or not)
                 if await tx.runs.get(run_id) is None:
-                    due = await flow.admit(tx, wf, record, priority)
+                    due = await admission.admit(tx, wf, record, priority)
                     await tx.runs.insert(record)
                     await cancel_on.register(rt.registry, tx, record, record.created_at)
                     await add_deadline(tx, record, timeout)
                     # (queued, due None: a slot's release gives it its start task)
                     if due is not None:
-                        await tx.tasks.add([NewTask(run_id, due, "start", payload=traced)])
+                        await tx.tasks.add([NewTask(run_id, due, TaskKind.START, payload=traced)])
                     # (later, at its rate window: a claim takes it then)
                     hand = due is not None and due <= record.created_at
             elif (wf is not None and wf.cancel_on) or timeout is not None:
@@ -202,17 +215,21 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
             out.append(_attempt_entry(a))
         value = _json.loads(e.value)
         error, attempt, deadline = None, None, None
-        if e.state == "error":
+        if e.state == EntryState.ERROR:
             error, value = ErrorInfo.from_dict(value), None
-        elif e.state == "pending":
+        elif e.state == EntryState.PENDING:
             # What a pending operation stores is its own bookkeeping; a step's is
             # the attempt that failed and its error (it waits to be tried again).
             # (One without an error is an attempt under way that recorded a heartbeat.)
-            if e.kind in ("step", "compensation") and isinstance(value, dict) and "error" in value:
+            if (
+                e.kind in (EntryKind.STEP, EntryKind.COMPENSATION)
+                and isinstance(value, dict)
+                and "error" in value
+            ):
                 attempt, error = value["attempt"], ErrorInfo.from_dict(value.get("error"))
             value = None
             deadline = None if e.deadline is None else _dt(e.deadline)
-        if e.kind == "value" and e.name == "callback" and isinstance(value, dict):
+        if e.kind == EntryKind.VALUE and e.name == "callback" and isinstance(value, dict):
             # The token is a capability: whoever reads a run's history may not
             # complete its callbacks.
             value = {key: item for key, item in value.items() if key != "token"}
@@ -228,10 +245,17 @@ async def history(rt: Runtime, run_id: str) -> list[HistoryEntry]:
 
 def _attempt_entry(a: AttemptRecord) -> HistoryEntry:
     return HistoryEntry(
-        a.pos, "attempt", a.step, "error", None, ErrorInfo.from_dict(_json.loads(a.error)),
-        _dt(a.ended_at), attempt=a.attempt, started_at=_dt(a.started_at),
+        a.pos,
+        "attempt",
+        a.step,
+        "error",
+        None,
+        ErrorInfo.from_dict(_json.loads(a.error)),
+        _dt(a.ended_at),
+        attempt=a.attempt,
+        started_at=_dt(a.started_at),
         ended_at=_dt(a.ended_at),
-    )  # fmt: skip
+    )
 
 
 def _with_operators(
@@ -300,12 +324,14 @@ async def counts(rt: Runtime) -> dict[str, dict[str, int]]:
         rows = await tx.runs.counts()
     out: dict[str, dict[str, int]] = {}
     for workflow, status, n in rows:
-        out.setdefault(workflow, {})[status] = n
+        # (A plain str key: a store may hand back the RunStatus member it was given,
+        # and a JSON encoder takes only str keys.)
+        out.setdefault(workflow, {})[str(status)] = n
     return out
 
 
 # The statuses of a run that may wait for something (a retry's: running).
-_MAY_WAIT = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+_MAY_WAIT = frozenset({RunStatus.PARKED, RunStatus.RUNNING})
 
 
 def info(
@@ -331,10 +357,13 @@ def info(
         # (A run that ended while paused, its advance in flight then, is not paused.)
         paused=bool(run.paused) and run.status not in ENDED,
         waiting=waits or [],
-        forked_from=None if run.forked_from is None else {
-            "run_id": run.forked_from, "at": run.forked_at,
+        forked_from=None
+        if run.forked_from is None
+        else {
+            "run_id": run.forked_from,
+            "at": run.forked_at,
         },
-    )  # fmt: skip
+    )
 
 
 async def wait_result(rt: Runtime, run_id: str, timeout: float | None) -> Any:

@@ -19,6 +19,7 @@ from parkway.core.telemetry import Telemetry
 from parkway.registry import Registry
 from parkway.settings import Settings
 from parkway.store.base import REPORTS_OWN, Lease, Store, Tx
+from parkway.store.vocabulary import Capability
 
 T = TypeVar("T")
 
@@ -112,7 +113,7 @@ class Runtime:
         # Messages and events this process sends at once share a transaction (see
         # parkway.core.committer): one sender with many in flight pays one commit
         # for them, not one each.
-        capable = "group_commit" in self.store.capabilities
+        capable = Capability.GROUP_COMMIT in self.store.capabilities
         self._sends = Committer(self.store, fenced=False) if capable else None
 
     def poke(self) -> None:

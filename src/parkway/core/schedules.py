@@ -169,21 +169,41 @@ async def put(
         old = await tx.schedules.get(schedule_id)
         if old is None:
             record = ScheduleRecord(
-                id=schedule_id, workflow=workflow, cron=cron, timezone=timezone,
-                catch_up=catch_up, input=data, paused=False, last_tick=now,
-                next_at=spec.next_tick(cron, timezone, now), last_run_id=None,
-                created_at=now, updated_at=now,
-            )  # fmt: skip
+                id=schedule_id,
+                workflow=workflow,
+                cron=cron,
+                timezone=timezone,
+                catch_up=catch_up,
+                input=data,
+                paused=False,
+                last_tick=now,
+                next_at=spec.next_tick(cron, timezone, now),
+                last_run_id=None,
+                created_at=now,
+                updated_at=now,
+            )
             await tx.schedules.put(record)
         elif (old.workflow, old.cron, old.timezone, old.catch_up, old.input) != (
-            workflow, cron, timezone, catch_up, data,
-        ):  # fmt: skip
+            workflow,
+            cron,
+            timezone,
+            catch_up,
+            data,
+        ):
             record = ScheduleRecord(
-                id=schedule_id, workflow=workflow, cron=cron, timezone=timezone,
-                catch_up=catch_up, input=data, paused=old.paused, last_tick=old.last_tick,
+                id=schedule_id,
+                workflow=workflow,
+                cron=cron,
+                timezone=timezone,
+                catch_up=catch_up,
+                input=data,
+                paused=old.paused,
+                last_tick=old.last_tick,
                 next_at=None if old.paused else spec.next_tick(cron, timezone, old.last_tick),
-                last_run_id=old.last_run_id, created_at=old.created_at, updated_at=now,
-            )  # fmt: skip
+                last_run_id=old.last_run_id,
+                created_at=old.created_at,
+                updated_at=now,
+            )
             await tx.schedules.put(record)
         else:
             record = old  # (an engine opening again with the same schedule: nothing to write)
@@ -252,12 +272,16 @@ async def _found(tx: Tx, schedule_id: str) -> ScheduleRecord:
 def info(record: ScheduleRecord) -> ScheduleInfo:
     """The public view of a schedule's row."""
     return ScheduleInfo(
-        id=record.id, workflow=record.workflow, cron=record.cron, timezone=record.timezone,
+        id=record.id,
+        workflow=record.workflow,
+        cron=record.cron,
+        timezone=record.timezone,
         paused=record.paused,
         next_at=None if record.paused or record.next_at is None else _dt(record.next_at),
-        last_run_id=record.last_run_id, catch_up=record.catch_up,
+        last_run_id=record.last_run_id,
+        catch_up=record.catch_up,
         input=_json.loads(record.input),
-    )  # fmt: skip
+    )
 
 
 # -- firing ----------------------------------------------------------------------------------

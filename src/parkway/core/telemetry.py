@@ -37,6 +37,7 @@ from parkway.models import RunStatus, exception_text
 from parkway.replay.requests import RunStep, StepResult
 from parkway.replay.state import wait_named
 from parkway.store.base import RunRecord, Store, TaskRecord, Tx
+from parkway.store.vocabulary import Ending, EntryKind, TaskKind
 
 if TYPE_CHECKING:
     from parkway.core.metrics import Metrics
@@ -49,10 +50,20 @@ T = TypeVar("T")
 log = logging.getLogger("parkway.runs")
 
 # The tasks that wake a parked run (a "start" begins one; a "cancel" ends it).
-START = "start"
-WAKES = frozenset({"delivery", "message", "signal", "timer", "child", "wake", "update"})
+START = TaskKind.START
+WAKES = frozenset(
+    {
+        TaskKind.DELIVERY,
+        TaskKind.MESSAGE,
+        TaskKind.SIGNAL,
+        TaskKind.TIMER,
+        TaskKind.CHILD,
+        TaskKind.WAKE,
+        TaskKind.UPDATE,
+    }
+)
 # Pending journal entries that are not waits of their own (ctx.first's marker).
-_NOT_WAITS = frozenset({"first"})
+_NOT_WAITS = frozenset({EntryKind.FIRST})
 
 
 @dataclass
@@ -222,9 +233,12 @@ class Telemetry:
         if any(t.kind == START for t in tasks):
             if log.isEnabledFor(logging.INFO):
                 log.info(
-                    "run %s started (%s v%s)", run.id, run.workflow, run.version,
+                    "run %s started (%s v%s)",
+                    run.id,
+                    run.workflow,
+                    run.version,
                     extra=_fields(run, "started", generation=run.generation),
-                )  # fmt: skip
+                )
             if metrics is not None:
                 metrics.run_started(run.workflow)
         else:
@@ -234,12 +248,12 @@ class Telemetry:
                 kinds = sorted({t.kind for t in woken})
                 if log.isEnabledFor(logging.INFO):
                     log.info(
-                        "run %s resumed by %s, %.1f ms after it was due", run.id,
-                        "+".join(kinds), latency * 1000,
-                        extra=_fields(
-                            run, "resumed", woken_by=kinds, wake_latency_ms=_ms(latency)
-                        ),
-                    )  # fmt: skip
+                        "run %s resumed by %s, %.1f ms after it was due",
+                        run.id,
+                        "+".join(kinds),
+                        latency * 1000,
+                        extra=_fields(run, "resumed", woken_by=kinds, wake_latency_ms=_ms(latency)),
+                    )
                 if metrics is not None:
                     for kind in kinds:
                         metrics.woke(run.workflow, kind, latency)
@@ -275,24 +289,41 @@ class Telemetry:
                 # (The user's exception: its str() may raise, see exception_text.)
                 text = exception_text(error)
                 log.warning(
-                    "run %s step %r attempt %d failed after %.1f ms: %s: %s", run_id,
-                    cmd.name, request.attempt, took * 1000, type(error).__name__, text,
+                    "run %s step %r attempt %d failed after %.1f ms: %s: %s",
+                    run_id,
+                    cmd.name,
+                    request.attempt,
+                    took * 1000,
+                    type(error).__name__,
+                    text,
                     extra={
-                        "run_id": run_id, "workflow": workflow, "version": version,
-                        "lifecycle": "step_failed", "step": cmd.name,
-                        "attempt": request.attempt, "duration_ms": _ms(took),
-                        "error_type": type(error).__name__, "error": text,
+                        "run_id": run_id,
+                        "workflow": workflow,
+                        "version": version,
+                        "lifecycle": "step_failed",
+                        "step": cmd.name,
+                        "attempt": request.attempt,
+                        "duration_ms": _ms(took),
+                        "error_type": type(error).__name__,
+                        "error": text,
                     },
-                )  # fmt: skip
+                )
         elif log.isEnabledFor(logging.INFO):
             log.info(
-                "run %s step %r done in %.1f ms", run_id, cmd.name, took * 1000,
+                "run %s step %r done in %.1f ms",
+                run_id,
+                cmd.name,
+                took * 1000,
                 extra={
-                    "run_id": run_id, "workflow": workflow, "version": version,
-                    "lifecycle": "step", "step": cmd.name, "attempt": request.attempt,
+                    "run_id": run_id,
+                    "workflow": workflow,
+                    "version": version,
+                    "lifecycle": "step",
+                    "step": cmd.name,
+                    "attempt": request.attempt,
                     "duration_ms": _ms(took),
                 },
-            )  # fmt: skip
+            )
         if self.metrics is not None:
             self.metrics.step(workflow, cmd.name, error is None, took)
         return result
@@ -306,14 +337,18 @@ class Telemetry:
             if log.isEnabledFor(logging.INFO):
                 waits = waiting_for(machine)
                 log.info(
-                    "run %s parked on %s", run.id, describe(waits) or "nothing it names",
+                    "run %s parked on %s",
+                    run.id,
+                    describe(waits) or "nothing it names",
                     extra=_fields(run, "parked", waiting_for=waits),
-                )  # fmt: skip
-        elif status == "continued" and log.isEnabledFor(logging.INFO):
+                )
+        elif status == Ending.CONTINUED and log.isEnabledFor(logging.INFO):
             log.info(
-                "run %s continued as new (generation %d)", run.id, run.generation + 1,
+                "run %s continued as new (generation %d)",
+                run.id,
+                run.generation + 1,
                 extra=_fields(run, "continued", generation=run.generation + 1),
-            )  # fmt: skip
+            )
         advance = _ADVANCE.get()
         # (The advance's own: not one inherited from the task of another run's.)
         if self.tracing is not None and advance is not None and advance.run_id == run.id:
@@ -321,11 +356,11 @@ class Telemetry:
 
     def cancelled(self, run: RunRecord) -> None:
         """``run`` was cancelled (by a client, or as a cancelled run's child)."""
-        self._ended(run, RunStatus.CANCELLED.value, None)
+        self._ended(run, RunStatus.CANCELLED, None)
 
     def timed_out(self, run: RunRecord, error: dict[str, Any]) -> None:
         """``run`` failed at its deadline, with no compensation to run (no advance)."""
-        self._ended(run, RunStatus.FAILED.value, error)
+        self._ended(run, RunStatus.FAILED, error)
 
     def _ended(self, run: RunRecord, status: str, error: dict[str, Any] | None) -> None:
         if self.metrics is not None:
@@ -336,9 +371,13 @@ class Telemetry:
             return
         if log.isEnabledFor(logging.INFO):
             log.info(
-                "run %s %s (%s v%s)", run.id, status, run.workflow, run.version,
+                "run %s %s (%s v%s)",
+                run.id,
+                status,
+                run.workflow,
+                run.version,
                 extra=_fields(run, status),
-            )  # fmt: skip
+            )
 
 
 def waiting_for(machine: Machine | None) -> list[dict[str, Any]]:
@@ -366,7 +405,7 @@ def describe(waits: list[dict[str, Any]]) -> str:
 
 def outcome_of(kind: str, result: Any) -> str:
     """The outcome label of a client call's result."""
-    if kind == "publish":
+    if kind == EntryKind.PUBLISH:
         if result.duplicate:
             return "duplicate"
         return "delivered" if result.touched else "unmatched"
@@ -390,10 +429,15 @@ def _log_failure(run: RunRecord, error: dict[str, Any]) -> None:
     """The ERROR line of a failed run, with the traceback its error recorded."""
     kind, message = error.get("type", "Error"), error.get("message", "")
     record = log.makeRecord(
-        log.name, logging.ERROR, __file__, 0, "run %s failed (%s v%s): %s: %s",
-        (run.id, run.workflow, run.version, kind, message), None,
+        log.name,
+        logging.ERROR,
+        __file__,
+        0,
+        "run %s failed (%s v%s): %s: %s",
+        (run.id, run.workflow, run.version, kind, message),
+        None,
         extra=_fields(run, "failed", error_type=kind, error=message),
-    )  # fmt: skip
+    )
     # (The exception is gone: the run's error holds its traceback as text, which
     # formatters print where they print an exception's.)
     traceback = error.get("traceback")
@@ -404,9 +448,12 @@ def _log_failure(run: RunRecord, error: dict[str, Any]) -> None:
 
 def _fields(run: RunRecord, lifecycle: str, **more: Any) -> dict[str, Any]:
     return {
-        "run_id": run.id, "workflow": run.workflow, "version": run.version,
-        "lifecycle": lifecycle, **more,
-    }  # fmt: skip
+        "run_id": run.id,
+        "workflow": run.workflow,
+        "version": run.version,
+        "lifecycle": lifecycle,
+        **more,
+    }
 
 
 def _ms(seconds: float) -> float:

@@ -31,6 +31,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from parkway.errors import InvalidArgumentError
+from parkway.models import RunStatus
 from parkway.replay.requests import RunStep
 from parkway.store.base import RunRecord, TaskRecord, Tx
 
@@ -148,7 +149,7 @@ class Tracing:
         if span is None:
             return
         span.set_attribute("parkway.outcome", status)
-        if status == "failed":
+        if status == RunStatus.FAILED:
             error = error or {}
             span.set_status(
                 Status(StatusCode.ERROR, f"{error.get('type')}: {error.get('message')}")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from parkway import _json
-from parkway.core import deadlines, flow, operators
+from parkway.core import admission, deadlines, operators
 from parkway.core.messages import after_run_ends, rebuffer
 from parkway.core.runtime import Runtime
 from parkway.errors import RunNotFoundError, RunTimeoutError
 from parkway.models import RunStatus, error_dict
 from parkway.store.base import ENDED, NewTask, RunRecord, Tx
 from parkway.store.runs import RunFilter
+from parkway.store.vocabulary import TaskKind
 
 
 async def finish(
@@ -34,15 +35,15 @@ async def finish(
     if messages:
         await rebuffer(rt, tx, run.id, now)
     wf = rt.registry.get(run.workflow, run.version)
-    if wf is None or flow.limited(wf):  # (unregistered here: it may be under a limit)
-        await flow.release(tx, wf, run, now)
+    if wf is None or admission.limited(wf):  # (unregistered here: it may be under a limit)
+        await admission.release(tx, wf, run, now)
     await tx.tasks.delete_run(run.id)
     await tx.subscriptions.delete_run(run.id)
     await tx.streams.end_run(run.id)  # (their readers elsewhere stop after the last item)
     if human_tasks:
         await tx.human_tasks.close_run(run.id, now)
     if run.parent_id is not None:
-        await tx.tasks.add([NewTask(run.parent_id, now, "child")])
+        await tx.tasks.add([NewTask(run.parent_id, now, TaskKind.CHILD)])
     if run.id.startswith("msg:"):
         await after_run_ends(rt, tx, run.workflow, run.version, run.subject, now)
 
@@ -68,7 +69,7 @@ async def cancel(
             await tx.runs.update(run.id, {"paused": False}, owner=owner)
         await tx.tasks.add([NewTask(run.id, now, deadlines.CANCEL)])
         return True
-    changes = {"status": RunStatus.CANCELLED.value, "updated_at": now}
+    changes = {"status": RunStatus.CANCELLED, "updated_at": now}
     if not await tx.runs.update(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
@@ -84,9 +85,12 @@ async def time_out(
     deadline passed); its active children are cancelled. Whether it changed."""
     error = error_dict(reason)
     changes = {
-        "status": RunStatus.FAILED.value, "updated_at": now, "paused": False,
-        "error": _json.dumps(error), "advanced_by": None,
-    }  # fmt: skip
+        "status": RunStatus.FAILED,
+        "updated_at": now,
+        "paused": False,
+        "error": _json.dumps(error),
+        "advanced_by": None,
+    }
     if not await tx.runs.update(run.id, changes, owner=owner):
         return False
     await finish(rt, tx, run, now)
@@ -124,7 +128,7 @@ async def cancel_run(rt: Runtime, run_id: str, by: str | None = None) -> None:
         if run.lease_owner is None:
             await cancel(rt, tx, run, now)
         else:  # a worker is advancing it: it will see this task next
-            await tx.tasks.add([NewTask(run_id, now, "cancel")])
+            await tx.tasks.add([NewTask(run_id, now, TaskKind.CANCEL)])
         await operators.record(rt, tx, run_id, "cancel", by)
     rt.results.notify(run_id)
     rt.after_commit()

@@ -28,6 +28,7 @@ from parkway.errors import (
 from parkway.models import ErrorInfo
 from parkway.store.base import ENDED, NewTask, UpdateRecord
 from parkway.store.records import UPDATE_PENDING
+from parkway.store.vocabulary import TaskKind, UpdateStatus
 
 
 async def update(
@@ -53,7 +54,7 @@ async def update(
                 # (Raised inside the transaction: the update is not kept.)
                 raise RunClosedError(run_id, run.status, f"update {name!r}")
             await tx.tasks.add(
-                [NewTask(run_id, now, "update", payload=rt.telemetry.task_payload())]
+                [NewTask(run_id, now, TaskKind.UPDATE, payload=rt.telemetry.task_payload())]
             )
     if existing is None:
         rt.after_commit()
@@ -99,11 +100,11 @@ async def answer(rt: Runtime, run_id: str, update_id: str, timeout: float) -> An
 
 def _answered(found: UpdateRecord) -> Any:
     value = _json.loads(found.result)
-    if found.status == "done":
+    if found.status == UpdateStatus.DONE:
         return value
-    if found.status == "rejected":
+    if found.status == UpdateStatus.REJECTED:
         raise UpdateRejectedError(found.run_id, found.name, str(value))
-    if found.status == "failed":
+    if found.status == UpdateStatus.FAILED:
         raise UpdateFailedError(found.run_id, found.name, ErrorInfo.from_dict(value))
     raise RunClosedError(found.run_id, found.status, f"update {found.name!r}")
 

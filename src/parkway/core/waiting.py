@@ -15,6 +15,7 @@ from parkway import _json
 from parkway.models import ErrorInfo, _dt
 from parkway.replay.state import wait_named
 from parkway.store.base import JournalEntry
+from parkway.store.vocabulary import EntryKind, EntryState
 
 Wait = dict[str, Any]
 
@@ -26,7 +27,7 @@ def _at(deadline: float | None) -> datetime | None:
 
 def _signal(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
     # (A callback's or a human task's wait is a signal of a name of its own.)
-    kind, shown = wait_named("signal", name)
+    kind, shown = wait_named(EntryKind.SIGNAL, name)
     return [{"kind": kind, "name": shown, "at": _at(deadline)}]
 
 
@@ -34,10 +35,13 @@ def _event(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
     subject = info.get("subject")
     return [
         {
-            "kind": "event", "name": name, "subject": None if subject == "*" else subject,
-            "match": info.get("match"), "at": _at(deadline),
+            "kind": "event",
+            "name": name,
+            "subject": None if subject == "*" else subject,
+            "match": info.get("match"),
+            "at": _at(deadline),
         }
-    ]  # fmt: skip
+    ]
 
 
 def _message(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
@@ -53,11 +57,14 @@ def _retry(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
         return []
     return [
         {
-            "kind": "retry", "name": name, "attempt": info["attempt"] + 1,
-            "max_attempts": info.get("max_attempts"), "at": _at(deadline),
+            "kind": "retry",
+            "name": name,
+            "attempt": info["attempt"] + 1,
+            "max_attempts": info.get("max_attempts"),
+            "at": _at(deadline),
             "error": ErrorInfo.from_dict(info["error"]).to_dict(),  # type: ignore[union-attr]
         }
-    ]  # fmt: skip
+    ]
 
 
 def _first(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait]:
@@ -66,10 +73,12 @@ def _first(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
     for member in info.get("members", ()):
         kind = member.get("kind")
         own = {
-            "signal": member.get("signal"), "event": member.get("event"),
-            "message": member.get("message"), "sleep": member.get("name"),
-        }.get(kind)  # fmt: skip
-        waits = WAITS.get(kind) if kind != "first" else None
+            "signal": member.get("signal"),
+            "event": member.get("event"),
+            "message": member.get("message"),
+            "sleep": member.get("name"),
+        }.get(kind)
+        waits = WAITS.get(kind) if kind != EntryKind.FIRST else None
         if waits is not None and own is not None:
             out.extend(waits(own, member, member.get("deadline")))
     return out
@@ -77,13 +86,13 @@ def _first(name: str, info: dict[str, Any], deadline: float | None) -> list[Wait
 
 # The journal kind of a pending entry -> the waits it stands for.
 WAITS: dict[str, Callable[[str, dict[str, Any], float | None], list[Wait]]] = {
-    "signal": _signal,
-    "event": _event,
-    "message": _message,
-    "sleep": _timer,
-    "step": _retry,
-    "compensation": _retry,
-    "first": _first,
+    EntryKind.SIGNAL: _signal,
+    EntryKind.EVENT: _event,
+    EntryKind.MESSAGE: _message,
+    EntryKind.SLEEP: _timer,
+    EntryKind.STEP: _retry,
+    EntryKind.COMPENSATION: _retry,
+    EntryKind.FIRST: _first,
 }
 
 
@@ -91,7 +100,7 @@ def waiting(entries: Iterable[JournalEntry]) -> list[Wait]:
     """The waits of a run whose journal holds ``entries``, in journal order."""
     out: list[Wait] = []
     for entry in entries:
-        if entry.state != "pending":
+        if entry.state != EntryState.PENDING:
             continue
         waits = WAITS.get(entry.kind)
         if waits is not None:

@@ -131,9 +131,13 @@ class Trigger(NodeModel):
             log.warning(
                 "flow %r run %s node %r: cannot resolve %s in params.match; waiting for %r "
                 "in the run's own subject only%s",
-                context.flow_id, context.run_id, self.id, ", ".join(missing) or repr(raw_subject),
-                event, "" if timeout is None else ", or its timeout",
-            )  # fmt: skip
+                context.flow_id,
+                context.run_id,
+                self.id,
+                ", ".join(missing) or repr(raw_subject),
+                event,
+                "" if timeout is None else ", or its timeout",
+            )
             return SubscriptionRequest(event, None, ttl)
         return SubscriptionRequest(event, subject, ttl, match=context.resolve(extra) or None)
 

@@ -66,9 +66,12 @@ class FlowRun:
         else:  # started with engine.start(flow id, input)
             self.trigger = input
             self._trigger_envelope = {
-                "name": None, "payload": input, "id": None,
-                "domain": ctx.domain, "subject": ctx.subject,
-            }  # fmt: skip
+                "name": None,
+                "payload": input,
+                "id": None,
+                "domain": ctx.domain,
+                "subject": ctx.subject,
+            }
         self.event: Any = self.trigger
         self._event_envelope: dict[str, Any] = self._trigger_envelope
         self.state: dict[str, Any] = {}
@@ -104,11 +107,17 @@ class FlowRun:
         """A snapshot for node ``node_id`` that shares nothing mutable with the run."""
         scope = copy.deepcopy(self.scope())
         return FlowContext(
-            run_id=self.ctx.run_id, domain=self.ctx.domain, subject=self.ctx.subject,
-            trigger=scope.values["trigger"], event=scope.values["event"],
-            state=copy.deepcopy(self.state), flow_id=self.flow.id, node_id=node_id, scope=scope,
+            run_id=self.ctx.run_id,
+            domain=self.ctx.domain,
+            subject=self.ctx.subject,
+            trigger=scope.values["trigger"],
+            event=scope.values["event"],
+            state=copy.deepcopy(self.state),
+            flow_id=self.flow.id,
+            node_id=node_id,
+            scope=scope,
             node_state=dict(scope.node_state),
-        )  # fmt: skip
+        )
 
     async def wait_for(self, request: SubscriptionRequest, *, timeout: float | None = None) -> Any:
         """Park until ``request``'s event arrives; it becomes ``event``. Returns its payload.
@@ -117,9 +126,12 @@ class FlowRun:
             WaitTimeoutError: ``timeout`` seconds passed first.
         """
         payload = await self.ctx.wait_for_event(
-            request.event, match=request.match, subject=request.subject, timeout=timeout,
+            request.event,
+            match=request.match,
+            subject=request.subject,
+            timeout=timeout,
             ttl=request.ttl_seconds,
-        )  # fmt: skip
+        )
         envelope: dict[str, Any] = {"name": request.event, "payload": payload}
         subject = self.ctx.subject if request.subject is None else request.subject
         if subject is not None and subject != "*":
@@ -223,11 +235,13 @@ def add_flow(
     resuming = starting.own_subject_events(flow)
     rt.registry.add(
         WorkflowDef(
-            name=flow.id, version=flow.version, fn=fn,
+            name=flow.id,
+            version=flow.version,
+            fn=fn,
             on_event=tuple(dict.fromkeys((*(flow.start_events or ()), *resuming))),
             on_any_event=flow.start_events is None,
             start_rule=starting.start_rule(flow, domain),
             resume_rule=starting.resume_rule(flow, domain, resuming) if resuming else None,
         )
-    )  # fmt: skip
+    )
     return flow

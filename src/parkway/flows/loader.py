@@ -10,121 +10,20 @@ ignored.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import orjson
-
 from parkway.durations import to_seconds
-from parkway.errors import FlowDefinitionError, InvalidDurationError, describe, shown
+from parkway.errors import FlowDefinitionError, InvalidDurationError, shown
 from parkway.flows import templates
 from parkway.flows.builtin import default_node_models
+from parkway.flows.definition import Checked, FlowDefinition, FlowEdge
 from parkway.flows.nodes import FlowNode, LoadChecks, NodeModel
+from parkway.flows.reading import read
 
 FREQUENCIES = ("one_time", "every_rematch")
 
-
-@dataclass(frozen=True)
-class FlowEdge:
-    """One edge: from ``source`` (leaving by ``handle``) to ``target``."""
-
-    source: str
-    target: str
-    handle: str | None = None
-    id: str | None = None
-
-
-@dataclass(frozen=True)
-class FlowDefinition:
-    """A validated flow.
-
-    Attributes:
-        id: The flow's id, also the name of its workflow.
-        name: Its display name.
-        version: The workflow version its runs keep (``"1"`` unless given).
-        enabled: ``False``: nothing starts or resumes.
-        frequency: ``"one_time"`` or ``"every_rematch"``.
-        interval: With ``every_rematch``, seconds between the starts of two runs
-            of one subject, at least.
-        start_event: The (first) event that starts the flow; ``None``: any event.
-        nodes: Node models by node id, in definition order.
-        edges: The edges.
-        start: The start node's id.
-        start_events: Every event that starts the flow; ``None``: any event.
-    """
-
-    id: str
-    name: str | None
-    version: str
-    enabled: bool
-    frequency: str
-    interval: float
-    start_event: str | None
-    nodes: dict[str, NodeModel]
-    edges: tuple[FlowEdge, ...]
-    start: str
-    start_events: tuple[str, ...] | None = None
-    _next: dict[tuple[str, str | None], str] = field(default_factory=dict, repr=False)
-
-    def next(self, node_id: str, handle: str | None) -> str | None:
-        """The node after ``node_id`` when leaving by ``handle`` (``None``: the run ends)."""
-        return self._next.get((node_id, handle))
-
-
-@dataclass(frozen=True)
-class Checked:
-    """What :func:`check` found: the flow, if it has no fault, and every fault."""
-
-    flow: FlowDefinition | None
-    faults: list[FlowDefinitionError]
-
-
-def read(source: Any) -> Any:
-    """A definition given as a dict, a JSON string or a path (str or ``Path``) -> the document.
-
-    Raises:
-        FlowDefinitionError: The file is missing or the JSON is malformed.
-    """
-    if isinstance(source, Mapping):
-        return dict(source)
-    if isinstance(source, bytes):
-        source = _decoded(source, "the flow definition")
-    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
-        return _parse_json(source, "the flow definition")
-    if isinstance(source, str | os.PathLike):
-        try:
-            path = Path(source)
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise FlowDefinitionError(f"no flow definition file at {shown(str(source))}") from None
-        except (OSError, ValueError) as exc:  # (ValueError: a NUL or a lone surrogate in it)
-            raise FlowDefinitionError(
-                f"cannot read flow definition {shown(str(source))}: {describe(exc)}"
-            ) from None
-        return _parse_json(_decoded(raw, str(path)), str(path))
-    raise FlowDefinitionError(
-        f"a flow definition is a dict, a JSON string or a path, got {type(source).__name__}"
-    )
-
-
-def _decoded(raw: bytes, where: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FlowDefinitionError(
-            f"{shown(where)} is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
-            "save it as UTF-8 JSON"
-        ) from None
-
-
-def _parse_json(text: str, where: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise FlowDefinitionError(f"{where} is not valid JSON: {exc}") from None
+__all__ = ["FREQUENCIES", "Checked", "FlowDefinition", "FlowEdge", "check", "load", "read"]
 
 
 def load(
@@ -223,11 +122,19 @@ def check(
     assert start is not None
     enabled, frequency, interval = options
     flow = FlowDefinition(
-        id=flow_id, name=name if isinstance(name, str) else None, version=str(version),
-        enabled=enabled, frequency=frequency, interval=interval,
-        start_event=None if start_events is None else start_events[0], nodes=nodes,
-        edges=edges, start=start, start_events=start_events, _next=successors,
-    )  # fmt: skip
+        id=flow_id,
+        name=name if isinstance(name, str) else None,
+        version=str(version),
+        enabled=enabled,
+        frequency=frequency,
+        interval=interval,
+        start_event=None if start_events is None else start_events[0],
+        nodes=nodes,
+        edges=edges,
+        start=start,
+        start_events=start_events,
+        _next=successors,
+    )
     return Checked(flow, [])
 
 

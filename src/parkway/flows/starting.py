@@ -30,6 +30,7 @@ from parkway.flows.builtin import Trigger
 from parkway.flows.loader import FlowDefinition
 from parkway.matching import matches
 from parkway.store.base import ENDED, NewTask
+from parkway.store.vocabulary import EntryKind, TaskKind
 
 if TYPE_CHECKING:
     from parkway.events import Event
@@ -87,7 +88,7 @@ async def resume_in_own_subject(
     if run_id is None:
         return []
     for sub in await tx.subscriptions.list(run_id=run_id, name=event.name):
-        if sub.kind != "event" or sub.subject in (event.subject, "*"):
+        if sub.kind != EntryKind.EVENT or sub.subject in (event.subject, "*"):
             continue  # the publish finds those waits by subject itself
         if sub.expires_at < now or (sub.deadline is not None and now > sub.deadline):
             continue
@@ -95,11 +96,15 @@ async def resume_in_own_subject(
             continue
         log.info(
             "flow %r: %s in its own subject %r resumes run %s (waiting on %r)",
-            flow.id, event.name, event.subject, run_id, sub.subject,
-        )  # fmt: skip
+            flow.id,
+            event.name,
+            event.subject,
+            run_id,
+            sub.subject,
+        )
         await tx.subscriptions.delete(sub.run_id, sub.pos)
         envelope = orjson.dumps(event.to_dict())
-        await tx.tasks.add([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+        await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
         return [(sub.run_id, sub.wait)]
     return []
 
@@ -153,8 +158,11 @@ def start_rule(
         if run.status not in ENDED or now < run.created_at + flow.interval:
             log.info(
                 "flow %r: run %s of subject %r started less than %gs ago; not starting",
-                flow.id, run.id, subject, flow.interval,
-            )  # fmt: skip
+                flow.id,
+                run.id,
+                subject,
+                flow.interval,
+            )
             return None
         return _nth(base, number + 1)
 

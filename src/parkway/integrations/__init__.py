@@ -5,6 +5,6 @@
 - :mod:`parkway.integrations.openai_agents`: durable OpenAI Agents SDK runs
   (``pip install 'parkway[openai-agents]'``).
 
-Importing one without its extra raises :class:`parkway.MissingExtraError`
+Importing one without its extra raises :class:`parkway.errors.MissingExtraError`
 naming the extra to install.
 """

@@ -1,1 +1,1 @@
-"""Replay: drive a workflow's code against its journal (see :mod:`parkway.replay.execution`)."""
+"""Replay: drive a workflow's code against its journal (see :mod:`parkway.replay.machine`)."""

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from parkway.errors import WorkflowUsageError
 from parkway.models import Retry
+from parkway.store.vocabulary import EntryKind
 
 # How many replay machines are driving a workflow's code right now (0 or 1: each
 # drives synchronously). A command awaited outside of that (in an asyncio task
@@ -52,7 +53,7 @@ class StepCmd(Command):
     name: str
     retry: Retry | None
     timeout: float | None = None  # seconds each attempt may take
-    kind: ClassVar[str] = "step"
+    kind: ClassVar[str] = EntryKind.STEP
 
 
 @dataclass
@@ -60,7 +61,7 @@ class CompensateCmd(StepCmd):
     """A registered compensation run as a step (journaled under its own kind, named
     after the step it undoes)."""
 
-    kind: ClassVar[str] = "compensation"
+    kind: ClassVar[str] = EntryKind.COMPENSATION
 
 
 @dataclass
@@ -68,14 +69,14 @@ class SleepCmd(Command):
     seconds: float | None = None
     until: float | None = None
     name: str = "sleep"
-    kind: ClassVar[str] = "sleep"
+    kind: ClassVar[str] = EntryKind.SLEEP
 
 
 @dataclass
 class SignalCmd(Command):
     name: str
     timeout: float | None
-    kind: ClassVar[str] = "signal"
+    kind: ClassVar[str] = EntryKind.SIGNAL
 
 
 @dataclass
@@ -104,10 +105,10 @@ class StartChildCmd(Command):
     run_id: str | None
     # Internal (accumulators): a top-level run started by an event, not a child.
     trigger: dict[str, Any] | None = None
-    kind: ClassVar[str] = "child.start"
+    kind: ClassVar[str] = EntryKind.CHILD_START
 
     def entry_kind(self) -> str:
-        return "child.start" if self.trigger is None else "run.start"
+        return EntryKind.CHILD_START if self.trigger is None else EntryKind.RUN_START
 
 
 @dataclass
@@ -118,7 +119,7 @@ class EventCmd(Command):
     timeout: float | None
     since_start: bool
     ttl: float | None = None
-    kind: ClassVar[str] = "event"
+    kind: ClassVar[str] = EntryKind.EVENT
 
 
 @dataclass
@@ -126,7 +127,7 @@ class MessageCmd(Command):
     name: str
     key: str
     timeout: float | None
-    kind: ClassVar[str] = "message"
+    kind: ClassVar[str] = EntryKind.MESSAGE
 
 
 @dataclass
@@ -135,13 +136,13 @@ class PublishCmd(Command):
     payload: Any
     event_id: str | None
     subject: str | None
-    kind: ClassVar[str] = "publish"
+    kind: ClassVar[str] = EntryKind.PUBLISH
 
 
 @dataclass
 class ChildResultCmd(Command):
     name: str  # the child's run id
-    kind: ClassVar[str] = "child.result"
+    kind: ClassVar[str] = EntryKind.CHILD_RESULT
 
 
 @dataclass
@@ -151,7 +152,7 @@ class GatherCmd(Command):
     branches: tuple[Coroutine[Any, Any, Any], ...]
     return_exceptions: bool
     name: str = ""
-    kind: ClassVar[str] = "gather"
+    kind: ClassVar[str] = EntryKind.GATHER
 
     def __post_init__(self) -> None:
         self.name = str(len(self.branches))
@@ -163,7 +164,7 @@ class FirstCmd(Command):
 
     waits: dict[str, Command]
     name: str = ""
-    kind: ClassVar[str] = "first"
+    kind: ClassVar[str] = EntryKind.FIRST
 
     def __post_init__(self) -> None:
         self.name = ",".join(self.waits)
@@ -176,7 +177,7 @@ class WaitUntilCmd(Command):
     predicate: Callable[[], Any]
     timeout: float | None
     name: str = "wait_until"
-    kind: ClassVar[str] = "wait_until"
+    kind: ClassVar[str] = EntryKind.WAIT_UNTIL
 
 
 @dataclass

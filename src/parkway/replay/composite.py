@@ -52,15 +52,16 @@ from parkway.replay.waits import (
 )
 from parkway.replay.writes import EventWait, MessageWait
 from parkway.store.base import NewTask, RunRecord
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 # The kinds of waits ctx.first takes, by command.
-FIRST_KINDS: dict[type[Command], str] = {
-    SignalCmd: "signal",
-    PersonCmd: "signal",
-    EventCmd: "event",
-    MessageCmd: "message",
-    SleepCmd: "sleep",
-    ChildResultCmd: "child.result",
+FIRST_KINDS: dict[type[Command], EntryKind] = {
+    SignalCmd: EntryKind.SIGNAL,
+    PersonCmd: EntryKind.SIGNAL,
+    EventCmd: EntryKind.EVENT,
+    MessageCmd: EntryKind.MESSAGE,
+    SleepCmd: EntryKind.SLEEP,
+    ChildResultCmd: EntryKind.CHILD_RESULT,
 }
 
 
@@ -70,7 +71,7 @@ FIRST_KINDS: dict[type[Command], str] = {
 def gather(st: MachineState, op: Pending, cmd: GatherCmd) -> Any:
     """Start one branch per awaitable; the gather answers when they have ended."""
     if op.entry is None:
-        st.record(op, "gather", "done", _json.dumps(len(cmd.branches)))
+        st.record(op, EntryKind.GATHER, EntryState.DONE, _json.dumps(len(cmd.branches)))
     if not cmd.branches:
         return []
     parent = op.branch
@@ -142,11 +143,13 @@ def withdraw(st: MachineState, branch: Branch) -> None:
         for child in op.group.branches:
             if not child.done and not child.withdrawn:
                 withdraw(st, child)
-    elif op.entry is not None and op.entry.state == "pending":
+    elif op.entry is not None and op.entry.state == EntryState.PENDING:
         if isinstance(op.cmd, PersonCmd) and op.cmd.task is not None:
             st.writes.ended_tasks.append((op.cmd.task, "cancelled"))
-        entry = st.record(op, op.entry.kind, "withdrawn", op.entry.value, op.entry.deadline)
-        if op.entry.kind != "signal" or entry.deadline is not None:
+        entry = st.record(
+            op, op.entry.kind, EntryState.WITHDRAWN, op.entry.value, op.entry.deadline
+        )
+        if op.entry.kind != EntryKind.SIGNAL or entry.deadline is not None:
             st.writes.finished_waits.append(entry.pos)
     branch.blocked = None
     close_branch(branch)
@@ -162,13 +165,13 @@ def wait_until(st: MachineState, op: Pending, cmd: WaitUntilCmd) -> None:
     now = st.clock_now()
     deadline, timeout = wait_deadline(entry, cmd.timeout, now)
     if cmd.predicate():
-        st.resolve(op, "wait_until", b"null")
+        st.resolve(op, EntryKind.WAIT_UNTIL, b"null")
         return None
     if deadline is not None and now >= deadline:
         error = WaitTimeoutError("ctx.wait_until", timeout or 0.0)
-        raise st.fail_op(op, "wait_until", error, entry is not None)
+        raise st.fail_op(op, EntryKind.WAIT_UNTIL, error, entry is not None)
     if entry is None:
-        st.park(op, "wait_until", {"timeout": timeout}, deadline)
+        st.park(op, EntryKind.WAIT_UNTIL, {"timeout": timeout}, deadline)
     st.conditions.append(op)
     raise Park
 
@@ -189,7 +192,7 @@ def check_conditions(st: MachineState) -> bool:
             continue
         if holds:
             st.unpark(op)
-            st.resolve(op, "wait_until", b"null")
+            st.resolve(op, EntryKind.WAIT_UNTIL, b"null")
             answer(st, op, None, None)
             moved = True
         else:
@@ -225,9 +228,9 @@ def first(st: MachineState, op: Pending, cmd: FirstCmd) -> Op:
                 status = "cancelled" if other is not member else "expired"
                 st.writes.ended_tasks.append((other["task"], status))
         if error is not None:
-            raise st.fail_op(op, "first", error, False)  # type: ignore[arg-type]
+            raise st.fail_op(op, EntryKind.FIRST, error, False)  # type: ignore[arg-type]
         result = {"name": member["name"], "value": value}
-        st.record(op, "first", "done", _json.dumps(result))
+        st.record(op, EntryKind.FIRST, EntryState.DONE, _json.dumps(result))
         return member["name"], value
     if entry is None:
         register_members(st, op, members, now)
@@ -263,28 +266,28 @@ def new_member(st: MachineState, name: str, wait: Command, now: float) -> dict[s
 def member_input(st: MachineState, member: dict[str, Any], first_time: bool, now: float) -> Op:
     """``(arrived at, value, error)`` of ``member``'s input if it came, else ``None``."""
     kind, deadline = member["kind"], member.get("deadline")
-    if kind == "signal":
+    if kind == EntryKind.SIGNAL:
         signal = find_signal(st, member["signal"])
         if signal is not None:
             return signal.at, _json.loads(signal.payload), None
-    elif kind in ("event", "message") and not first_time:
+    elif kind in (EntryKind.EVENT, EntryKind.MESSAGE) and not first_time:
         body = delivery_at(st, member["pos"], deadline, take=False)
         if body is not None:
             at = next(t.due_at for t in st.tasks if t.pos == member["pos"])
             return at, body["payload"], None
-    elif kind == "child.result":
+    elif kind == EntryKind.CHILD_RESULT:
         child: RunRecord = yield from read_child(st, member["child"])
         if child.status == RunStatus.COMPLETED:
             return child.updated_at, _json.loads(child.output), None
         if child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             return child.updated_at, None, child_error(child)
-    if kind == "message":
+    if kind == EntryKind.MESSAGE:
         holder = yield ReadHolder(member["message"], member["key"])
         if holder is not None and holder.run_id != st.run.id:
             error = DuplicateSubscriptionError(member["message"], member["key"], holder.run_id)
             return now, None, error
     if deadline is not None and now >= deadline:
-        if kind == "sleep":
+        if kind == EntryKind.SLEEP:
             return deadline, None, None
         what = f"{kind} wait {member['name']!r} of ctx.first"
         return deadline, None, WaitTimeoutError(what, member["timeout"] or 0.0)
@@ -313,11 +316,11 @@ def register_members(
     """Park on every member: positions, timers and subscriptions, then the entry."""
     for member in members:
         member["pos"] = st.alloc()
-    st.record(op, "first", "pending", _json.dumps({"members": members}))
+    st.record(op, EntryKind.FIRST, EntryState.PENDING, _json.dumps({"members": members}))
     for member in members:
         pos, deadline = member["pos"], member.get("deadline")
         if deadline is not None:
-            st.writes.tasks.append(NewTask(st.run.id, deadline, "timer", pos))
+            st.writes.tasks.append(NewTask(st.run.id, deadline, TaskKind.TIMER, pos))
         if member["kind"] == "event":
             sub = event_subscription(
                 st, pos, _as_event(member), member["subject"], member["timeout"], deadline, now

@@ -58,7 +58,7 @@ Token = Pending
 
 # How a machine that may be kept and woken ended its advance: parked on its waits,
 # or waiting on a step's retry backoff (its run stays ``running`` meanwhile).
-PARKED_STATUSES = frozenset({RunStatus.PARKED.value, RunStatus.RUNNING.value})
+PARKED_STATUSES = frozenset({RunStatus.PARKED, RunStatus.RUNNING})
 # The journal length past which a run had better continue as new: a cached run's
 # resume costs the same at any length, but a replay (a restart, another worker)
 # costs more with every entry, reading the journal included.
@@ -262,7 +262,7 @@ class Machine:
         st.consumed_tasks, st.delivered = set(), set()
         st.claimed = frozenset(t.id for t in tasks)
         st.writes = st.new_writes()
-        st.park_status = RunStatus.PARKED.value
+        st.park_status = RunStatus.PARKED
         st.outcome = None
         st.mailbox = None if signals is None else list(signals)
         self._updates.given(updates)

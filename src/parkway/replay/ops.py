@@ -39,6 +39,7 @@ from parkway.replay.requests import Flush, ReadRun, RunStep, StepResult
 from parkway.replay.state import MachineState, Park, replayed
 from parkway.replay.waits import already_consumed, sleep, wait_event, wait_message, wait_signal
 from parkway.store.base import AttemptRecord, JournalEntry, NewTask, RunRecord
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 log = logging.getLogger("parkway.replay")
 
@@ -49,13 +50,13 @@ def replay_plain(st: MachineState, op: Pending) -> Any:
     """The result ``op``'s journal entry records (done or error)."""
     entry = op.entry
     assert entry is not None
-    if entry.state == "done":
-        if entry.kind == "event":
+    if entry.state == EntryState.DONE:
+        if entry.kind == EntryKind.EVENT:
             return _json.loads(entry.value)["event"]["payload"]
-        if entry.kind == "message":
+        if entry.kind == EntryKind.MESSAGE:
             already_consumed(st, entry)
             return _json.loads(entry.value)["message"]["payload"]
-        if entry.kind == "publish":
+        if entry.kind == EntryKind.PUBLISH:
             return PublishResult.from_dict(_json.loads(entry.value))
     return replayed(entry)
 
@@ -120,8 +121,8 @@ def step(st: MachineState, op: Pending, cmd: StepCmd) -> Op:
             except SerializationError as error:
                 # Deterministic: retrying would give the same value again.
                 failure = StepFailedError(cmd.name, attempt, type(error).__name__, str(error))
-                raise st.fail_op(op, "step", failure, entry is not None) from error
-            st.record(op, "step", "done", data)
+                raise st.fail_op(op, EntryKind.STEP, failure, entry is not None) from error
+            st.record(op, EntryKind.STEP, EntryState.DONE, data)
             if entry is not None:
                 st.writes.finished_waits.append(op.entry.pos)  # type: ignore[union-attr]
             return _json.loads(data)
@@ -146,12 +147,12 @@ def step(st: MachineState, op: Pending, cmd: StepCmd) -> Op:
             }  # fmt: skip
             if heartbeat is not None:
                 info["heartbeat"] = _json.loads(heartbeat)
-            pos = st.record(op, "step", "pending", _json.dumps(info), deadline).pos
-            st.writes.tasks.append(NewTask(st.run.id, deadline, "timer", pos))
+            pos = st.record(op, EntryKind.STEP, EntryState.PENDING, _json.dumps(info), deadline).pos
+            st.writes.tasks.append(NewTask(st.run.id, deadline, TaskKind.TIMER, pos))
             st.backing_off()
             raise Park from None
         failure = StepFailedError(cmd.name, attempt, type(exc).__name__, text)
-        raise st.fail_op(op, "step", failure, entry is not None) from exc
+        raise st.fail_op(op, EntryKind.STEP, failure, entry is not None) from exc
 
 
 # -- children and publishes --------------------------------------------------------------
@@ -177,28 +178,28 @@ def start_child(st: MachineState, op: Pending, cmd: StartChildCmd) -> str:
     st.writes.runs.append(
         RunRecord(
             id=child_id, workflow=wf.name, version=wf.version,
-            status=RunStatus.PENDING.value, input=data, output=None, error=None,
+            status=RunStatus.PENDING, input=data, output=None, error=None,
             domain=domain, subject=subject, parent_id=parent,
             trigger=trigger, generation=0, created_at=now, updated_at=now,
         )
     )  # fmt: skip
-    st.writes.tasks.append(NewTask(child_id, now, "start"))
-    st.record(op, cmd.entry_kind(), "done", _json.dumps(child_id), pos=pos)
+    st.writes.tasks.append(NewTask(child_id, now, TaskKind.START))
+    st.record(op, cmd.entry_kind(), EntryState.DONE, _json.dumps(child_id), pos=pos)
     return child_id
 
 
 def child_result(st: MachineState, op: Pending, cmd: ChildResultCmd) -> Op:
     child = yield from read_child(st, cmd.name)
     if child.status == RunStatus.COMPLETED:
-        st.record(op, "child.result", "done", child.output or b"null")
+        st.record(op, EntryKind.CHILD_RESULT, EntryState.DONE, child.output or b"null")
         return _json.loads(child.output)
     if child.status == RunStatus.FAILED:
         error = ErrorInfo.from_dict(_json.loads(child.error))
-        raise st.fail_op(op, "child.result", WorkflowFailedError(child.id, error), False)
+        raise st.fail_op(op, EntryKind.CHILD_RESULT, WorkflowFailedError(child.id, error), False)
     if child.status == RunStatus.CANCELLED:
-        raise st.fail_op(op, "child.result", RunCancelledError(child.id), False)
+        raise st.fail_op(op, EntryKind.CHILD_RESULT, RunCancelledError(child.id), False)
     if op.entry is None:
-        st.record(op, "child.result", "pending", None)
+        st.record(op, EntryKind.CHILD_RESULT, EntryState.PENDING, None)
     raise Park
 
 

@@ -41,16 +41,17 @@ from parkway.replay.commands import CompensateCmd
 from parkway.replay.state import MachineState, close_branch
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry
+from parkway.store.vocabulary import EntryKind, EntryState
 
 # The journal's kinds: a registered compensation, a compensation run, a stop.
-REGISTERED = "compensation.registered"
-COMPENSATION = "compensation"
-STOP = "stop"
+REGISTERED = EntryKind.COMPENSATION_REGISTERED
+COMPENSATION = EntryKind.COMPENSATION
+STOP = EntryKind.STOP
 # The branch a stop entry is journaled on: no operation's, so no line meets it.
 STOP_BRANCH = "!stop"
 # A run with a timeout: its deadline, journaled when it is inserted (position 0, on a
 # branch of its own), so that its code knows it without a read of its own.
-DEADLINE = "deadline"
+DEADLINE = EntryKind.DEADLINE
 DEADLINE_BRANCH = "!deadline"
 
 
@@ -101,7 +102,7 @@ class Sagas:
         branch = st.branch_now()
         entry = st.next_entry(branch, REGISTERED, step)
         if entry is None:
-            st.record_new(branch, REGISTERED, step, "done", b"null")
+            st.record_new(branch, REGISTERED, step, EntryState.DONE, b"null")
         elif st.cursor < len(st.schedule) and st.schedule[st.cursor] is entry:
             st.cursor += 1  # (the usual case: the very next entry)
         else:
@@ -158,7 +159,7 @@ class Sagas:
         st = self._st
         value = _json.dumps(error_dict(self.stop))
         pos = st.alloc()
-        entry = JournalEntry(pos, STOP, _stop_name(self.stop), "done", value, None,
+        entry = JournalEntry(pos, STOP, _stop_name(self.stop), EntryState.DONE, value, None,
                              st.clock_now(), STOP_BRANCH)  # fmt: skip
         st.keep(entry)
         st.writes.journal[pos] = entry
@@ -190,7 +191,7 @@ class Sagas:
     def ending(self, error: BaseException) -> Outcome:
         """How the run ends when its workflow raised ``error``."""
         if error is self.stop and isinstance(error, RunCancelledError):
-            return Outcome(RunStatus.CANCELLED.value)
+            return Outcome(RunStatus.CANCELLED)
         return self._st.failed(error)
 
     def stranded(self) -> Outcome | None:

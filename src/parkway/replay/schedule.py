@@ -40,6 +40,7 @@ from parkway.replay.state import LATER, MachineState, Park
 from parkway.replay.updates import UPDATES, Updates
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry
+from parkway.store.vocabulary import Ending, EntryKind, EntryState
 
 
 class Scheduler:
@@ -168,10 +169,10 @@ class Scheduler:
                 if not sagas.unwound and not sagas.compensating:
                     sagas.unwind()  # (where the run stopped before: it stops there again)
                 return True
-            if entry.kind == "update" and entry.branch == UPDATES:
+            if entry.kind == EntryKind.UPDATE and entry.branch == UPDATES:
                 self._updates.replay(entry)  # an update applied here the first time
                 return True
-            if entry.state != "withdrawn" and not st.in_withdrawn(entry.branch):
+            if entry.state != EntryState.WITHDRAWN and not st.in_withdrawn(entry.branch):
                 st.hold(
                     NonDeterminismError(
                         st.run.id, entry.pos, f"{entry.kind} {entry.name!r}",
@@ -188,7 +189,7 @@ class Scheduler:
         st = self._st
         entry = op.entry
         assert entry is not None
-        if entry.state == "pending":
+        if entry.state == EntryState.PENDING:
             st.live.append(op)  # re-examined once the journal is replayed
             return
         try:
@@ -273,7 +274,7 @@ class Scheduler:
         except SerializationError as exc:
             st.outcome = st.failed(exc)
             return
-        st.outcome = Outcome("continued", new_input=data)
+        st.outcome = Outcome(Ending.CONTINUED, new_input=data)
 
     def _replay(self, op: Pending) -> Any:
         """The result ``op``'s (done or error) journal entry records."""
@@ -281,7 +282,7 @@ class Scheduler:
         assert entry is not None
         if isinstance(cmd, GatherCmd):
             return gather(self._st, op, cmd)
-        if isinstance(cmd, FirstCmd) and entry.state == "done":
+        if isinstance(cmd, FirstCmd) and entry.state == EntryState.DONE:
             won = _json.loads(entry.value)
             return won["name"], won["value"]
         return replay_plain(self._st, op)
@@ -319,8 +320,8 @@ def _replayed_step(st: MachineState, branch: Branch, cmd: StepCmd) -> JournalEnt
     entry = branch.entries[index]
     if (
         entry is not st.schedule[cursor]
-        or entry.state != "done"
-        or entry.kind != "step"
+        or entry.state != EntryState.DONE
+        or entry.kind != EntryKind.STEP
         or entry.name != cmd.name
     ):
         return None

@@ -19,6 +19,7 @@ from parkway.replay.sagas import Sagas
 from parkway.replay.state import CALLBACK_SIGNAL, TASK_SIGNAL, MachineState
 from parkway.replay.updates import Updates
 from parkway.store.people import TASK_OPEN, CallbackRecord, HumanTaskRecord, token_digest
+from parkway.store.vocabulary import EntryKind, EntryState
 
 
 class Sides:
@@ -49,12 +50,12 @@ class Sides:
         """The journaled value at the next position, produced on first execution."""
         st = self._st
         branch = st.branch_now()
-        entry = st.next_entry(branch, "value", name)
+        entry = st.next_entry(branch, EntryKind.VALUE, name)
         if entry is not None:
             st.applied.add(entry.pos)
             return _json.loads(entry.value)
         value = produce()
-        st.record_new(branch, "value", name, "done", _json.dumps(value))
+        st.record_new(branch, EntryKind.VALUE, name, EntryState.DONE, _json.dumps(value))
         return value
 
     def open_callback(self, timeout: float | None) -> dict[str, Any]:
@@ -62,7 +63,7 @@ class Sides:
         row, which the commit writes before any step can hand the token out."""
         st = self._st
         branch = st.branch_now()
-        entry = st.next_entry(branch, "value", "callback")
+        entry = st.next_entry(branch, EntryKind.VALUE, "callback")
         if entry is not None:
             st.applied.add(entry.pos)
             found: dict[str, Any] = _json.loads(entry.value)
@@ -74,7 +75,7 @@ class Sides:
         signal = CALLBACK_SIGNAL + secrets.token_hex(8)
         deadline = None if timeout is None else now + timeout
         value = {"token": token, "signal": signal, "deadline": deadline}
-        st.record_new(branch, "value", "callback", "done", _json.dumps(value))
+        st.record_new(branch, EntryKind.VALUE, "callback", EntryState.DONE, _json.dumps(value))
         st.writes.callbacks.append(CallbackRecord(token_digest(token), st.run.id, signal, now))
         return value
 
@@ -82,7 +83,7 @@ class Sides:
         """``ctx.human_task``: a new task (its id journaled) and its row."""
         st = self._st
         branch = st.branch_now()
-        entry = st.next_entry(branch, "value", "human_task")
+        entry = st.next_entry(branch, EntryKind.VALUE, "human_task")
         if entry is not None:
             st.applied.add(entry.pos)
             found: dict[str, Any] = _json.loads(entry.value)
@@ -100,7 +101,7 @@ class Sides:
             _json.dumps(list(spec["assignees"])).decode(), signal, TASK_OPEN, now, deadline,
         )  # fmt: skip
         value = {"id": task_id, "name": spec["name"], "signal": signal, "deadline": deadline}
-        st.record_new(branch, "value", "human_task", "done", _json.dumps(value))
+        st.record_new(branch, EntryKind.VALUE, "human_task", EntryState.DONE, _json.dumps(value))
         st.writes.human_tasks.append(record)
         return value
 
@@ -110,7 +111,7 @@ class Sides:
         branch = st.branch_now()
         if branch.index < len(branch.entries):  # replaying: the journal decides
             entry = branch.entries[branch.index]
-            if entry.kind == "patch" and entry.name == change_id:
+            if entry.kind == EntryKind.PATCH and entry.name == change_id:
                 branch.index += 1
                 st.reached += 1
                 st.applied.add(entry.pos)
@@ -118,7 +119,7 @@ class Sides:
             return False
         if deprecated:
             return True
-        st.record_new(branch, "patch", change_id, "done", b"true")
+        st.record_new(branch, EntryKind.PATCH, change_id, EntryState.DONE, b"true")
         branch.index += 1
         st.reached += 1
         return True

@@ -27,6 +27,7 @@ from parkway.replay.branch import ROOT, Branch, Pending
 from parkway.replay.requests import Request
 from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, NewTask, RunRecord, SignalRecord, TaskRecord
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 log = logging.getLogger("parkway.replay")
 
@@ -44,7 +45,7 @@ TASK_SIGNAL = "\x1ftask:"
 def wait_named(kind: str, name: str) -> tuple[str, str]:
     """A journal entry's kind and name as people read them: a callback's or a human
     task's wait (a signal under a name of its own) as ``callback``/``task`` and its id."""
-    if kind == "signal":
+    if kind == EntryKind.SIGNAL:
         if name.startswith(CALLBACK_SIGNAL):
             return "callback", name[len(CALLBACK_SIGNAL) :]
         if name.startswith(TASK_SIGNAL):
@@ -137,7 +138,7 @@ class MachineState:
         self.claimed = frozenset(t.id for t in tasks)
         self.delivered: set[int] = set()
         self.writes = self.new_writes()
-        self.park_status = RunStatus.PARKED.value
+        self.park_status = RunStatus.PARKED
         self.held: NonDeterminismError | None = None
         self.outcome: Outcome | None = None
         # The run's mailbox, read once per advance (None: not yet).
@@ -207,7 +208,7 @@ class MachineState:
         """The code no longer replays its journal: the run is held."""
         self.held = exc
         log.error("%s", exc)
-        self.outcome = Outcome("held", error=error_dict(exc))
+        self.outcome = Outcome(RunStatus.HELD, error=error_dict(exc))
 
     # -- the journal -------------------------------------------------------------------------
 
@@ -231,7 +232,7 @@ class MachineState:
         an operation takes the next position; an operation answered after later
         entries were journaled keeps its position and records the order of its
         answer (``seq``)."""
-        if kind == "step":  # (a compensation is journaled as a step of its own kind)
+        if kind == EntryKind.STEP:  # (a compensation is journaled as a step of its own kind)
             kind = op.cmd.kind
         old = op.entry
         seq = None
@@ -271,20 +272,22 @@ class MachineState:
     def keep(self, entry: JournalEntry) -> None:
         """``entry`` is the journal's at its position now."""
         self.entries[entry.pos] = entry
-        if (entry.kind == "message" and entry.state != "done") or entry.kind == "first":
+        if (
+            entry.kind == EntryKind.MESSAGE and entry.state != EntryState.DONE
+        ) or entry.kind == EntryKind.FIRST:
             self.holding.add(entry.pos)
         else:
             self.holding.discard(entry.pos)
-        if entry.kind == "event" and entry.state == "done":
+        if entry.kind == EntryKind.EVENT and entry.state == EntryState.DONE:
             self.event_ids.add(_json.loads(entry.value)["event"]["id"])
 
     def resolve(self, op: Pending, kind: str, value: bytes) -> None:
         """Journal a wait's input; a wait parked earlier also loses its timer."""
         parked = op.entry
-        entry = self.record(op, kind, "done", value)
+        entry = self.record(op, kind, EntryState.DONE, value)
         # A signal wait without a timeout left nothing behind to clean up: no timer
         # and no subscription (its signal task carries no position).
-        if parked is not None and (kind != "signal" or parked.deadline is not None):
+        if parked is not None and (kind != EntryKind.SIGNAL or parked.deadline is not None):
             self.writes.finished_waits.append(entry.pos)
 
     def park(self, op: Pending, kind: str, info: dict[str, Any], deadline: float | None) -> int:
@@ -294,21 +297,21 @@ class MachineState:
         out (``None``) is not written, as a parked run's bytes count by the million.
         """
         value = {key: item for key, item in info.items() if item is not None}
-        entry = self.record(op, kind, "pending", _json.dumps(value), deadline)
+        entry = self.record(op, kind, EntryState.PENDING, _json.dumps(value), deadline)
         if deadline is not None:
-            self.writes.tasks.append(NewTask(self.run.id, deadline, "timer", entry.pos))
+            self.writes.tasks.append(NewTask(self.run.id, deadline, TaskKind.TIMER, entry.pos))
         return entry.pos
 
     def fail_op(self, op: Pending, kind: str, exc: Exception, waited: bool) -> Exception:
         """Journal ``op``'s failure; ``exc``, to raise (``waited``: its wait ends)."""
-        entry = self.record(op, kind, "error", _json.dumps(error_dict(exc)))
+        entry = self.record(op, kind, EntryState.ERROR, _json.dumps(error_dict(exc)))
         if waited:
             self.writes.finished_waits.append(entry.pos)
         return exc
 
     def backing_off(self) -> None:
         """The run waits on a retry's backoff: it stays ``running`` meanwhile."""
-        self.park_status = RunStatus.RUNNING.value
+        self.park_status = RunStatus.RUNNING
 
     # -- what is decided ---------------------------------------------------------------
 
@@ -329,11 +332,11 @@ class MachineState:
             data = _json.dumps(value, f"the output of workflow {self.wf.name!r}")
         except SerializationError as exc:
             return self.failed(exc)
-        return Outcome(RunStatus.COMPLETED.value, output=data)
+        return Outcome(RunStatus.COMPLETED, output=data)
 
     def failed(self, exc: BaseException) -> Outcome:
         """The outcome of a workflow that raised ``exc``."""
-        return Outcome(RunStatus.FAILED.value, error=error_dict(exc, with_traceback=True))
+        return Outcome(RunStatus.FAILED, error=error_dict(exc, with_traceback=True))
 
 
 def wait_deadline(
@@ -347,7 +350,7 @@ def wait_deadline(
 
 def replayed(entry: JournalEntry) -> Any:
     """The value a done entry records, or the error an error entry records, raised."""
-    if entry.state == "done":
+    if entry.state == EntryState.DONE:
         return _json.loads(entry.value)
     raise rebuild_error(_json.loads(entry.value))
 
@@ -366,8 +369,8 @@ def close_branch(branch: Branch) -> None:
     # A parked branch and the operation it waits on refer to each other: a cycle that
     # only the cyclic collector frees. Cut here, a closed machine goes by reference
     # counting; left, every evicted or replaced parked run was garbage for a full
-    # collection, whose pause grows with the heap (~25 ms at a worker's 70,000
-    # objects) and showed as the p99 of the open-loop benchmark.
+    # collection, whose pause grows with the heap and lands on the tail latency
+    # of every resume under load (see docs/performance.md).
     op, branch.blocked, branch.group = branch.blocked, None, None
     if op is not None:
         group, op.group, op.gen = op.group, None, None

@@ -37,6 +37,7 @@ from parkway.models import error_dict
 from parkway.replay.branch import Branch
 from parkway.replay.state import MachineState
 from parkway.store.base import JournalEntry, UpdateRecord
+from parkway.store.vocabulary import EntryKind, EntryState, UpdateStatus
 
 Handler = tuple[Callable[..., Any], Callable[[Any], Any] | None]
 
@@ -78,11 +79,11 @@ class Updates:
         """Journal and set the run's value ``key`` (see ``ctx.set_value``)."""
         st = self._st
         branch = st.branch_now()
-        entry = st.next_entry(branch, "value.set", key)
+        entry = st.next_entry(branch, EntryKind.VALUE_SET, key)
         if entry is not None:
             st.applied.add(entry.pos)
             return
-        st.record_new(branch, "value.set", key, "done", data)
+        st.record_new(branch, EntryKind.VALUE_SET, key, EntryState.DONE, data)
         st.writes.values[key] = data
 
     def write_stream(self, key: str, data: bytes) -> None:
@@ -94,11 +95,11 @@ class Updates:
                 field="key",
             )
         branch = st.branch_now()
-        entry = st.next_entry(branch, "stream.write", key)
+        entry = st.next_entry(branch, EntryKind.STREAM_WRITE, key)
         if entry is not None:
             st.applied.add(entry.pos)
             return
-        st.record_new(branch, "stream.write", key, "done", None)
+        st.record_new(branch, EntryKind.STREAM_WRITE, key, EntryState.DONE, None)
         st.writes.streams.append((key, data))
 
     def close_stream(self, key: str) -> None:
@@ -108,11 +109,11 @@ class Updates:
         self.closed_streams.add(key)
         st = self._st
         branch = st.branch_now()
-        entry = st.next_entry(branch, "stream.close", key)
+        entry = st.next_entry(branch, EntryKind.STREAM_CLOSE, key)
         if entry is not None:
             st.applied.add(entry.pos)
             return
-        st.record_new(branch, "stream.close", key, "done", None)
+        st.record_new(branch, EntryKind.STREAM_CLOSE, key, EntryState.DONE, None)
         st.writes.streams.append((key, None))
 
     # -- handling the updates sent -----------------------------------------------------------
@@ -143,7 +144,9 @@ class Updates:
             value = {"id": update.id, "payload": payload}
             st.reached += 1
             line = Branch(UPDATES, None, [])  # type: ignore[arg-type]
-            entry = st.record_new(line, "update", update.name, "done", _json.dumps(value))
+            entry = st.record_new(
+                line, EntryKind.UPDATE, update.name, EntryState.DONE, _json.dumps(value)
+            )
             self._run_handler(entry, update.id, handler, payload)
             ran = True
         return ran
@@ -191,7 +194,7 @@ class Updates:
         st.reached += 1
         if branch.index < len(branch.entries):
             done = branch.entries[branch.index]
-            if done.kind == "update.done" and done.name == name:
+            if done.kind == EntryKind.UPDATE_DONE and done.name == name:
                 st.applied.add(done.pos)  # (answered already: replay writes nothing)
                 return
             st.hold(
@@ -200,20 +203,24 @@ class Updates:
                 )
             )  # fmt: skip
             return
-        status, state = "done", "done"
+        status, state = UpdateStatus.DONE, EntryState.DONE
         if error is None:
             try:
                 data = _json.dumps(value, f"the result of update {name!r}")
             except SerializationError as exc:
                 error = exc
         if error is not None:
-            status, state, data = "failed", "error", _json.dumps(error_dict(error))
-        st.record_new(branch, "update.done", name, state, data)
+            status, state, data = (
+                UpdateStatus.FAILED,
+                EntryState.ERROR,
+                _json.dumps(error_dict(error)),
+            )
+        st.record_new(branch, EntryKind.UPDATE_DONE, name, state, data)
         assert branch.update_id is not None
         st.writes.updates.append((branch.update_id, status, data))
 
     def _reject(self, update: UpdateRecord, reason: str) -> None:
-        self._st.writes.updates.append((update.id, "rejected", _json.dumps(reason)))
+        self._st.writes.updates.append((update.id, UpdateStatus.REJECTED, _json.dumps(reason)))
 
 
 def check_handler(name: Any, handler: Any, validate: Any) -> str:

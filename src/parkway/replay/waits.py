@@ -27,8 +27,9 @@ from parkway.store.base import (
     SignalRecord,
     SubscriptionRecord,
 )
+from parkway.store.vocabulary import EntryKind, EntryState, TaskKind, WaitKind
 
-DELIVERY_KINDS = frozenset({"delivery", MESSAGE_TASK})
+DELIVERY_KINDS = frozenset({TaskKind.DELIVERY, TaskKind.MESSAGE})
 
 
 # -- timers and signals ------------------------------------------------------------------
@@ -42,13 +43,13 @@ def sleep(st: MachineState, op: Pending, cmd: SleepCmd) -> None:
     else:
         deadline = cmd.until if cmd.until is not None else now + (cmd.seconds or 0.0)
     if now >= deadline:
-        st.record(op, "sleep", "done", b"null")
+        st.record(op, EntryKind.SLEEP, EntryState.DONE, b"null")
         if entry is not None:
             st.writes.finished_waits.append(entry.pos)
         return None
     if entry is None:
-        pos = st.record(op, "sleep", "pending", None, deadline).pos
-        st.writes.tasks.append(NewTask(st.run.id, deadline, "timer", pos))
+        pos = st.record(op, EntryKind.SLEEP, EntryState.PENDING, None, deadline).pos
+        st.writes.tasks.append(NewTask(st.run.id, deadline, TaskKind.TIMER, pos))
     raise Park
 
 
@@ -60,7 +61,7 @@ def wait_signal(st: MachineState, op: Pending, cmd: SignalCmd) -> Op:
         st.mailbox = yield ReadMailbox()
     signal = take_signal(st, cmd.name)
     if signal is not None:
-        st.resolve(op, "signal", signal.payload or b"null")
+        st.resolve(op, EntryKind.SIGNAL, signal.payload or b"null")
         st.writes.consumed_signals.append(signal.id)
         return _json.loads(signal.payload)
     if deadline is not None and now >= deadline:
@@ -70,9 +71,9 @@ def wait_signal(st: MachineState, op: Pending, cmd: SignalCmd) -> Op:
             if cmd.task is not None:
                 st.writes.ended_tasks.append((cmd.task, "expired"))
         error = WaitTimeoutError(what, timeout or 0.0)
-        raise st.fail_op(op, "signal", error, entry is not None)
+        raise st.fail_op(op, EntryKind.SIGNAL, error, entry is not None)
     if entry is None:
-        st.park(op, "signal", {"timeout": timeout}, deadline)
+        st.park(op, EntryKind.SIGNAL, {"timeout": timeout}, deadline)
     raise Park
 
 
@@ -98,17 +99,17 @@ def wait_event(st: MachineState, op: Pending, cmd: EventCmd) -> Any:
     deadline, timeout = wait_deadline(entry, cmd.timeout, now)
     envelope = delivery_for(st, op, deadline)
     if envelope is not None:
-        st.resolve(op, "event", _json.dumps({"event": envelope}))
+        st.resolve(op, EntryKind.EVENT, _json.dumps({"event": envelope}))
         return envelope["payload"]
     if deadline is not None and now >= deadline:
         error = WaitTimeoutError(f"wait_for_event({cmd.name!r})", timeout or 0.0)
-        raise st.fail_op(op, "event", error, True)
+        raise st.fail_op(op, EntryKind.EVENT, error, True)
     if entry is None:
         subject = cmd.subject or st.run.subject or "*"
         # (Any subject, "*", is what a wait on no subject means: not written.)
         value = {"timeout": timeout, "subject": None if subject == "*" else subject,
                  "match": cmd.match}  # fmt: skip
-        pos = st.park(op, "event", value, deadline)
+        pos = st.park(op, EntryKind.EVENT, value, deadline)
         sub = event_subscription(st, pos, cmd, subject, timeout, deadline, now)
         since = None
         if cmd.since_start:
@@ -127,7 +128,7 @@ def event_subscription(
     now: float,
 ) -> SubscriptionRecord:
     return SubscriptionRecord(
-        run_id=st.run.id, pos=pos, kind="event", domain=st.run.domain,
+        run_id=st.run.id, pos=pos, kind=WaitKind.EVENT, domain=st.run.domain,
         name=cmd.name, subject=subject, shape=shape_of(cmd.match),
         digest=match_digest(cmd.match),
         match=None if cmd.match is None else _json.dumps(cmd.match),
@@ -148,21 +149,21 @@ def wait_message(st: MachineState, op: Pending, cmd: MessageCmd) -> Op:
         deadline = None if timeout is None else now + timeout
     delivery = delivery_for(st, op, deadline)
     if delivery is not None:
-        st.resolve(op, "message", _json.dumps({"message": delivery}))
+        st.resolve(op, EntryKind.MESSAGE, _json.dumps({"message": delivery}))
         return delivery["payload"]
     holder: SubscriptionRecord | None = yield ReadHolder(cmd.name, key)
     if holder is not None and holder.run_id != st.run.id:
         error = DuplicateSubscriptionError(cmd.name, key, holder.run_id)
-        raise st.fail_op(op, "message", error, True)
+        raise st.fail_op(op, EntryKind.MESSAGE, error, True)
     if deadline is not None and now >= deadline:
         error2 = WaitTimeoutError(f"wait_for_message({cmd.name!r}, {key!r})", timeout or 0.0)
-        raise st.fail_op(op, "message", error2, True)
+        raise st.fail_op(op, EntryKind.MESSAGE, error2, True)
     if entry is None or holder is None:
         # (A pending wait with no holder lost a registration race to a run that
         # has since finished waiting: register it now.)
         if entry is None:
             info = {"timeout": timeout, "key": key}
-            pos = st.park(op, "message", info, deadline)
+            pos = st.park(op, EntryKind.MESSAGE, info, deadline)
         else:
             pos = entry.pos
         sub = message_subscription(st, pos, cmd.name, key, timeout, deadline, now)
@@ -180,7 +181,7 @@ def message_subscription(
     now: float,
 ) -> SubscriptionRecord:
     return SubscriptionRecord(
-        run_id=st.run.id, pos=pos, kind="message", domain=st.run.domain,
+        run_id=st.run.id, pos=pos, kind=WaitKind.MESSAGE, domain=st.run.domain,
         name=name, subject=key, shape="", digest="", match=None,
         wait=f"wait_for_message:{name}#{pos}",
         expires_at=now + subscription_ttl(timeout), created_at=now,

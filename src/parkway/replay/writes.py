@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parkway.events import Event
+from parkway.models import RunStatus
 from parkway.store.base import (
     AttemptRecord,
     JournalEntry,
@@ -20,19 +21,20 @@ from parkway.store.base import (
     SubscriptionRecord,
 )
 from parkway.store.people import CallbackRecord, HumanTaskRecord
+from parkway.store.vocabulary import Ending, EntryKind, EntryState
 
 
 @dataclass
 class Outcome:
     """How an advance ended.
 
-    ``status``: a ``RunStatus`` value (``completed``/``failed`` end the run;
-    ``parked``/``running`` leave it waiting: on an input, or on a retry's
-    backoff), or ``"held"`` (its code no longer replays its journal) or
-    ``"continued"`` (``continue_as_new``, with ``new_input``).
+    ``status``: ``completed``/``failed``/``cancelled`` end the run;
+    ``parked``/``running`` leave it waiting (on an input, or on a retry's
+    backoff); ``held``: its code no longer replays its journal; ``continued``:
+    ``continue_as_new``, with ``new_input``.
     """
 
-    status: str
+    status: RunStatus | Ending
     output: bytes | None = None
     error: dict[str, Any] | None = None
     new_input: bytes | None = None
@@ -42,7 +44,7 @@ class Outcome:
 class EventWait:
     """An event wait to register at commit, with the ``since_start`` look-back if asked:
     events since ``since`` not in ``consumed`` are looked at first (see
-    :func:`parkway.core.intake.register_wait`)."""
+    :func:`parkway.core.publishing.register_wait`)."""
 
     sub: SubscriptionRecord
     since: float | None = None
@@ -58,7 +60,7 @@ class MessageWait:
 
 
 # Waits whose input a replay finds again the same (see Writes.may_wait_for_commit).
-REPLAYABLE_WAITS = frozenset({"signal", "event", "message"})
+REPLAYABLE_WAITS = frozenset({EntryKind.SIGNAL, EntryKind.EVENT, EntryKind.MESSAGE})
 
 
 @dataclass
@@ -128,6 +130,6 @@ class Writes:
         if self.values or self.updates or self.callbacks or self.human_tasks or self.streams:
             return False  # a caller may act on them: durable before a side effect
         return not (self.tasks or self.runs or self.subscriptions or self.publishes) and all(
-            entry.kind in REPLAYABLE_WAITS and entry.state == "done"
+            entry.kind in REPLAYABLE_WAITS and entry.state == EntryState.DONE
             for entry in self.journal.values()
         )

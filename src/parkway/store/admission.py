@@ -2,7 +2,7 @@
 
 A slot row per (workflow, key) with its counters, each limited run's entry
 (queued, or holding a slot), and each rate-limited key's ring of start times
-(see :mod:`parkway.core.flow`).
+(see :mod:`parkway.core.admission`).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ class Tx(Protocol):
 
 class FusedTx(Tx, Protocol):
     """A transaction of a store with the ``"fused"`` capability: the senders' fast
-    paths (:func:`parkway.core.intake.deliver`, :func:`parkway.core.messages.deliver`)
+    paths (:func:`parkway.core.publishing.deliver`, :func:`parkway.core.messages.deliver`)
     as one operation each (``tx.events.deliver``, ``tx.messages.deliver``), which the
     store may send with the ``COMMIT`` (one round trip). Their meaning is the core's
     composed path's, which the conformance suite checks on every backend."""
@@ -141,7 +141,7 @@ class Store(Protocol):
             (a commit costs more than the writes in it, round trips and an
             fsync on PostgreSQL, the WAL's writes on SQLite: the worker's
             commits that queue up share one transaction, see
-            :mod:`parkway.committer`) and ``"loop_bound"`` (its statements run
+            :mod:`parkway.core.committer`) and ``"loop_bound"`` (its statements run
             on the event loop's thread, so what limits it under load is that
             thread's time, not round trips: a worker whose loop is busy takes
             its runs in batches, see :mod:`parkway.worker.load`).

@@ -93,8 +93,8 @@ class FusedEvents(Events, Protocol):
         Unless the event's id was seen at or after ``fresh_after`` (then
         ``"duplicate"``, nothing written), record it as ``tx.events.record``
         would and take every event wait its ``payload`` (``event.payload``
-        decoded) matches, as :func:`parkway.core.intake.take_event_waits` does: each gets a delivery
-        task carrying ``envelope`` due at ``event.published_at``. With
+        decoded) matches, as :func:`parkway.core.publishing.take_event_waits` does:
+        each gets a delivery task carrying ``envelope`` due at ``event.published_at``. With
         ``owner``, also lease the first run to it as ``tx.runs.lease`` would.
         A store may decline (say, because the waits' match shapes are not the
         ones it expected), writing nothing. What it did may be known only once

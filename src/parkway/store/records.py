@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parkway.models import RunStatus
+from parkway.store.vocabulary import Capability, TaskKind, UpdateStatus, WaitKind
 
 
 @dataclass
@@ -19,7 +20,7 @@ class RunRecord:
     id: str
     workflow: str
     version: str
-    status: str
+    status: RunStatus
     input: bytes | None
     output: bytes | None
     error: bytes | None
@@ -44,7 +45,7 @@ class RunRecord:
     forked_at: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class JournalEntry:
     """One operation of a run at ``pos``; ``state`` is ``done``, ``error``,
     ``pending`` or ``withdrawn`` (a wait that lost: ``ctx.first``, a failed gather).
@@ -89,7 +90,7 @@ class TaskRecord:
     payload: bytes | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class SignalRecord:
     """A signal buffered in a run's mailbox, consumed in ``id`` order per name."""
 
@@ -100,7 +101,7 @@ class SignalRecord:
     at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class EventRecord:
     """One published event in the event log."""
 
@@ -112,7 +113,7 @@ class EventRecord:
     published_at: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class SubscriptionRecord:
     """A parked wait, indexed so a publish finds it by key rather than by scanning.
 
@@ -139,15 +140,16 @@ class SubscriptionRecord:
 
     def __post_init__(self) -> None:
         if self.wait is None:  # (a row that kept no label: the usual one)
-            self.wait = wait_label(self.kind, self.name, self.pos)
+            # (Frozen: the label is filled in once, as the record is made.)
+            object.__setattr__(self, "wait", wait_label(self.kind, self.name, self.pos))
 
     @property
     def stored_wait(self) -> str | None:
         """The label as a store keeps it: ``None`` where it is the usual
-        ``wait_for_<kind>:<name>#<pos>``, which costs a parked wait ~30 bytes (of
-        some 500) on disk otherwise. (A cancel condition's label is kept: they are
+        ``wait_for_<kind>:<name>#<pos>``, which every parked wait would otherwise
+        keep on disk for nothing. (A cancel condition's label is kept: they are
         few, and the SQL that reads labels back then needs one rule only.)"""
-        if self.kind != "cancel" and self.wait == wait_label(self.kind, self.name, self.pos):
+        if self.kind != WaitKind.CANCEL and self.wait == wait_label(self.kind, self.name, self.pos):
             return None
         return self.wait
 
@@ -155,12 +157,12 @@ class SubscriptionRecord:
 def wait_label(kind: str, name: str, pos: int) -> str:
     """The usual label of a subscription: ``wait_for_event:<name>#<pos>`` (or
     ``wait_for_message:...``), ``cancel_on:<event>`` for a cancel condition."""
-    if kind == "cancel":
+    if kind == WaitKind.CANCEL:
         return f"cancel_on:{name.removeprefix(CANCEL_PREFIX)}"
     return f"wait_for_{kind}:{name}#{pos}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class MessageRecord:
     """A buffered message (``status`` ``buffered``) or a dead letter (``expired``)."""
 
@@ -224,7 +226,7 @@ class AttemptRecord:
     ended_at: float
 
 
-UPDATE_PENDING = "pending"
+UPDATE_PENDING = UpdateStatus.PENDING
 
 # cancel_on's conditions are subscriptions of kind "cancel" indexed under the
 # event's name with this prefix (see parkway.core.cancel_on): a control
@@ -233,7 +235,7 @@ UPDATE_PENDING = "pending"
 CANCEL_PREFIX = "\x1fcancel:"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedRun:
     """What a worker reads to advance a run: the row, its due tasks and its journal.
 
@@ -311,7 +313,7 @@ class EventDelivery:
     lease: Lease | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class StoreStats:
     """What :meth:`Store.stats` read: the gauges an operator watches.
 
@@ -336,19 +338,17 @@ class StoreStats:
 # The kind of a task that carries a message to the run waiting for it: its own,
 # so that one a run can no longer take (its wait timed out, it ended) is buffered
 # again instead of dropped.
-MESSAGE_TASK = "message"
+MESSAGE_TASK = TaskKind.MESSAGE
 
 # Statuses of a run that has ended (no journal to replay).
-ENDED = frozenset({RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value})
+ENDED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 # Statuses of a run that has not ended.
-ACTIVE = frozenset(
-    {RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.PARKED.value, RunStatus.HELD.value}
-)
+ACTIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PARKED, RunStatus.HELD})
 
 # The capability of a store whose transactions are :class:`FusedTx`: the senders'
 # fast paths (a delivery and its lease) are one statement there, not several.
-FUSED = "fused"
+FUSED = Capability.FUSED
 
 
 @dataclass
@@ -365,7 +365,7 @@ class FlowSlot:
     limit: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class FlowEntry:
     """A run under a ``Concurrency`` limit: its workflow and key, and whether it is
     ``queued`` (waiting for a slot, with no task) or holds a slot."""

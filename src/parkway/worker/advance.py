@@ -18,9 +18,9 @@ import dataclasses
 import logging
 
 from parkway import _json
-from parkway.core import cancel_on, deadlines, flow
+from parkway.core import admission, cancel_on, deadlines
 from parkway.core.committer import Job
-from parkway.core.intake import prepare
+from parkway.core.publishing import prepare
 from parkway.core.runtime import Runtime
 from parkway.core.transitions import cancel, time_out
 from parkway.errors import (
@@ -43,6 +43,7 @@ from parkway.store.base import (
     Tx,
     UpdateRecord,
 )
+from parkway.store.vocabulary import TaskKind
 from parkway.worker.cache import RunCache
 from parkway.worker.drive import Driver
 from parkway.worker.outcome import FinalCommit
@@ -114,11 +115,11 @@ class Advancer:
                     cached = None
                 if run.paused:  # (a deadline outranks a pause: the compensations run)
                     await self.commit(run.id, self._unpause(run))
-            if flow.unadmitted(run, tasks, loaded.journal):
+            if admission.unadmitted(run, tasks, loaded.journal):
                 # Claimed for a signal or an update before its limit admitted it: put
-                # back, those tasks deferred to its start (see parkway.core.flow).
+                # back, those tasks deferred to its start (see parkway.core.admission).
                 async with store.transaction() as tx:
-                    await flow.hold(tx, run, tasks, self.owner)
+                    await admission.put_back(tx, run, tasks, self.owner)
                 return
             wf = rt.registry.get(run.workflow, run.version)
             if wf is None:
@@ -138,7 +139,7 @@ class Advancer:
                     return
                 run = pinned
             updates = None
-            if any(t.kind == "update" for t in tasks):
+            if any(t.kind == TaskKind.UPDATE for t in tasks):
                 async with self._driver.store_call(run) as tx:
                     updates = await tx.updates.pending(run.id)
             rt.telemetry.begin(run, tasks, rt.now())
@@ -255,7 +256,7 @@ class Advancer:
             checked = wf.check_input(_json.loads(run.input))
             data = _json.dumps(checked, f"the input of workflow {wf.name!r}")
         except (InvalidInputError, SerializationError) as exc:
-            failed = Outcome(RunStatus.FAILED.value, error=error_dict(exc))
+            failed = Outcome(RunStatus.FAILED, error=error_dict(exc))
             await self._final.commit(
                 run, tasks, Writes(run.id), failed, pin={"version": wf.version}
             )

@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 
 from parkway import _json
-from parkway.core import cancel_on, flow, intake, streams
+from parkway.core import admission, cancel_on, publishing, streams
 from parkway.core import messages as core_messages
 from parkway.core.deadlines import add_deadline
 from parkway.core.runtime import Runtime
 from parkway.errors import InvalidInputError
 from parkway.replay.writes import EventWait, Writes
 from parkway.store.base import JournalEntry, RunRecord, Tx
+from parkway.store.vocabulary import EntryKind, EntryState
 
 log = logging.getLogger("parkway.worker")
 
@@ -34,10 +35,10 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     now = rt.now()
     run_id = writes.run_id
     for pos, event, payload, branch in writes.publishes:
-        result = await intake.publish_in_tx(rt, tx, event, payload, now)
+        result = await publishing.publish_in_tx(rt, tx, event, payload, now)
         value = _json.dumps(result.to_dict())
         writes.journal[pos] = JournalEntry(
-            pos, "publish", event.name, "done", value, None, now, branch
+            pos, EntryKind.PUBLISH, event.name, EntryState.DONE, value, None, now, branch
         )
     for run in writes.runs:
         if await tx.runs.get(run.id) is None:
@@ -55,10 +56,11 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
     # its delivery: the correlate that made it removed the wait's subscription
     # (under the key's lock), so no other message can have reached it.
     messages = [
-        pos for pos in writes.finished_waits
+        pos
+        for pos in writes.finished_waits
         if pos not in writes.delivered
-        and (pos not in writes.journal or writes.journal[pos].kind == "message")
-    ]  # fmt: skip
+        and (pos not in writes.journal or writes.journal[pos].kind == EntryKind.MESSAGE)
+    ]
     for pos in writes.finished_waits:
         if pos not in messages and not ending:
             # No delivery to buffer again: its timer (say) goes without a read. The
@@ -89,7 +91,7 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
         await tx.tasks.delete(stale)
     for wait in writes.subscriptions:
         if isinstance(wait, EventWait):
-            await intake.register_wait(tx, wait.sub, wait.since, wait.consumed, now)
+            await publishing.register_wait(tx, wait.sub, wait.since, wait.consumed, now)
         else:
             await core_messages.register_wait(tx, wait.sub, now)
     if writes.tasks:
@@ -111,22 +113,22 @@ async def apply_writes(rt: Runtime, tx: Tx, writes: Writes, *, ending: bool = Fa
 
 
 async def _admit(rt: Runtime, tx: Tx, writes: Writes, run: RunRecord) -> None:
-    """A run this advance starts (a child, an accumulator's run) under a flow-control
+    """A run this advance starts (a child, an accumulator's run) under an admission
     limit: admitted as any start is, its start task (among ``writes.tasks``) dropped
     while it is queued, or moved to its rate window. A ``"skip"`` limit queues it:
     the run that started it has journaled its id already."""
     wf = rt.registry.get(run.workflow, run.version)
-    if wf is None or not flow.limited(wf):
+    if wf is None or not admission.limited(wf):
         return
     try:
-        priority = flow.priority_of(wf, _json.loads(run.input))
-        due = await flow.admit(tx, wf, run, priority, queue_when_skipped=True)
+        priority = admission.priority_of(wf, _json.loads(run.input))
+        due = await admission.admit(tx, wf, run, priority, queue_when_skipped=True)
     except InvalidInputError as exc:  # (refusing it now would fail this commit forever)
         log.warning("run %s: starts %s outside its limits: %s", run.id, wf.name, exc)
         return
     kept = []
     for task in writes.tasks:
-        if task.run_id == run.id and task.kind == flow.START:
+        if task.run_id == run.id and task.kind == admission.START:
             if due is None:
                 continue
             task.due_at = due

@@ -29,6 +29,7 @@ from parkway.replay.requests import (
 )
 from parkway.replay.writes import Outcome
 from parkway.store.base import JournalEntry, RunRecord, Tx
+from parkway.store.vocabulary import EntryState
 from parkway.worker import streams as step_streams
 from parkway.worker.commit import apply_writes
 from parkway.worker.deadlines import Deadlines
@@ -129,7 +130,7 @@ class Driver:
         now = rt.now()
         value = b'{"attempt":%d,"heartbeat":%s}' % (request.attempt, data)
         entry = JournalEntry(
-            request.position, request.cmd.kind, request.cmd.name, "pending", value, None,
+            request.position, request.cmd.kind, request.cmd.name, EntryState.PENDING, value, None,
             now, request.branch, request.seq,
         )  # fmt: skip
 
@@ -162,16 +163,16 @@ class Driver:
         # changes: no cached machine of it holds any longer, this one's included until
         # its advance parks again). Once it says so, the lease's fence and the time
         # are all a flush changes: an UPDATE naming `status` rewrites the run's
-        # entries in the indexes on it even when its value stays (SQLite: ~40 µs
-        # against ~13 µs a flush, measured on 50,000 runs).
+        # entries in the indexes on it even when its value stays, which costs a flush
+        # several times what leaving it unnamed does (see docs/performance.md).
         settled = run.id in self.running or (
-            run.status == RunStatus.RUNNING.value and run.advanced_by is None
+            run.status == RunStatus.RUNNING and run.advanced_by is None
         )
 
         async def job(tx: Tx) -> None:
             changes: dict[str, object] = {"updated_at": rt.now()}
             if not settled:
-                changes.update(status=RunStatus.RUNNING.value, advanced_by=None)
+                changes.update(status=RunStatus.RUNNING, advanced_by=None)
             await tx.runs.update_leased(run.id, changes, owner=self.owner, release=False)
             await apply_writes(rt, tx, writes)
 

@@ -1,13 +1,13 @@
 """Whether the event loop is busy: the share of the last moments its thread spent
 on the CPU.
 
-A message that comes alone costs the worker about twice what one in a flood
-costs on SQLite: its delivery leases its run, the run is loaded, advanced and
-committed by itself, where a flood's runs are claimed, loaded and committed a
-hundred at a time and share the statements, the pages and the loop's turns. So
-a load that comes paced can keep a loop busy at half the rate a flood runs at,
-and past that it queues until a backlog forms that batches again: at 80 % of the
-flood's rate the open loop waited hundreds of milliseconds. While the loop is
+A message that comes alone costs the worker more than one in a flood does on
+SQLite: its delivery leases its run, the run is loaded, advanced and committed
+by itself, where a flood's runs are claimed, loaded and committed a hundred at
+a time and share the statements, the pages and the loop's turns. So a load that
+comes paced can keep a loop busy at a fraction of the rate a flood runs at, and
+past that it queues until a backlog forms that batches again, with waits far
+longer than a run's own work (see docs/performance.md). While the loop is
 busy the worker therefore batches on purpose (see ``Worker.reserve`` and the
 claim loop); when it is not, every run goes at once, as before. A loop that is
 saturated, nearly all of its time on the CPU, is falling behind: its worker
@@ -33,9 +33,9 @@ IDLE_BELOW = 0.5
 # merely busy from one under UNSATURATED_BELOW: a saturated loop is falling
 # behind, and its worker makes its batches larger (SATURATED_FACTOR times the
 # interval) until the loop has room again. The lower threshold is under what a
-# loop batching that way keeps busy at the load that saturated it (~0.93 at 80 %
-# of a flood's rate on SQLite), so that it does not flip back at once; a load the
-# short interval keeps under it (~0.78 at 50 %) never gets the longer one.
+# loop batching that way keeps busy at the load that saturated it, so that it
+# does not flip back at once; and over what the short interval keeps a lighter
+# load at, so that such a load never gets the longer one.
 SATURATED_ABOVE = 0.95
 UNSATURATED_BELOW = 0.85
 SATURATED_WINDOWS = 3

@@ -27,7 +27,8 @@ from parkway.core.housekeeping import maybe_sweep
 from parkway.core.runtime import Runtime
 from parkway.store.base import REPORTS_OWN, Lease, LoadedRun
 from parkway.store.fleet import WorkerRecord, serve_keys
-from parkway.worker import collector
+from parkway.store.vocabulary import Capability
+from parkway.worker import gc_thresholds
 from parkway.worker.advance import Advancer
 from parkway.worker.cache import RunCache
 from parkway.worker.load import SATURATED_FACTOR, LoopLoad
@@ -68,10 +69,10 @@ class Worker:
         self._beat_task: asyncio.Task[None] | None = None
         self.advanced = 0  # runs advanced, for stats and tests
         store = rt.store
-        # The commits that queue up share a transaction (see parkway.committer):
+        # The commits that queue up share a transaction (see parkway.core.committer):
         # on PostgreSQL that saves round trips and fsyncs, on SQLite the COMMIT's
-        # writes of the WAL, which were a third of a 3-step workflow's time.
-        self.committer = Committer(store) if "group_commit" in store.capabilities else None
+        # writes of the WAL, a large part of a short workflow's time.
+        self.committer = Committer(store) if Capability.GROUP_COMMIT in store.capabilities else None
         self._last_work = 0.0
         # Pokes so far, and the count when each in-flight run was claimed: a run's
         # end wakes the claim loop only if something was committed meanwhile (a
@@ -100,13 +101,13 @@ class Worker:
         # (Clearing an evicted run's mark saves its next advance a round trip; on a
         # loop-bound store a read is no round trip: see parkway.worker.cache.)
         self.cache = RunCache(
-            rt.settings.cached_runs, clears_marks="loop_bound" not in store.capabilities
+            rt.settings.cached_runs, clears_marks=Capability.LOOP_BOUND not in store.capabilities
         )
         self._advancer = Advancer(rt, self.owner, self.commit, self._executor, self.cache)
         # Batches while the loop is busy (see parkway.worker.load): a store whose
         # statements run on the loop, and the setting not 0.
         self._busy_interval = (
-            rt.settings.busy_claim_interval if "loop_bound" in store.capabilities else 0.0
+            rt.settings.busy_claim_interval if Capability.LOOP_BOUND in store.capabilities else 0.0
         )
         self.load = LoopLoad()
         self._last_claim = 0.0  # when the last claim began (time.monotonic())
@@ -114,7 +115,7 @@ class Worker:
         self._gc_held = False  # this worker tuned the garbage collector (see start())
 
     def start(self) -> None:
-        self._gc_held = collector.hold(self.rt.settings.tune_gc)
+        self._gc_held = gc_thresholds.hold(self.rt.settings.tune_gc)
         # Commits that add tasks, other processes' too, wake this worker the moment
         # the store knows of them (on every commit with "push"; as a hint that
         # saves a poll interval otherwise).
@@ -183,7 +184,7 @@ class Worker:
         self.cache.clear()
         if self._gc_held:
             self._gc_held = False
-            collector.release()
+            gc_thresholds.release()
         await self.beat(stopped=True)  # (gone from the list of workers at once)
         try:
             await self.rt.store.release_leases(self.owner)
@@ -195,8 +196,8 @@ class Worker:
     async def _loop(self) -> None:
         store, clock = self.rt.store, self.rt.clock
         # A store that pushes other processes' commits is not polled.
-        poll = "shared" in store.capabilities and "push" not in store.capabilities
-        ask_first = "cheap_claim" not in store.capabilities
+        poll = Capability.SHARED in store.capabilities and Capability.PUSH not in store.capabilities
+        ask_first = Capability.CHEAP_CLAIM not in store.capabilities
         while not self._stopping:
             await maybe_sweep(self.rt)
             self._wake.clear()
@@ -224,9 +225,13 @@ class Worker:
                     wall = time.time()
                     pokes = self._pokes  # a poke during the claim may not be in it
                     claimed = await store.claim(
-                        self.owner, now=clock.now(), wall_now=wall,
-                        lease_until=wall + self.lease, limit=free, serves=self.serves(),
-                    )  # fmt: skip
+                        self.owner,
+                        now=clock.now(),
+                        wall_now=wall,
+                        lease_until=wall + self.lease,
+                        limit=free,
+                        serves=self.serves(),
+                    )
                 except Exception:
                     log.exception("claim failed; retrying")
                     await asyncio.sleep(0.5)
@@ -299,7 +304,7 @@ class Worker:
         except Exception:  # the store is down: poll again after the usual interval
             log.warning("could not read the next due time", exc_info=True)
             return None
-        if "push" in self.rt.store.capabilities and reports == self._due_reports:
+        if Capability.PUSH in self.rt.store.capabilities and reports == self._due_reports:
             self._next_due = (True, next_due)
         return next_due
 
@@ -329,7 +334,7 @@ class Worker:
         over, or the last claim took several. (The last alone missed the gaps of a
         paced load: between two claims' batches the worker often has nothing under
         way, and the run that came then was handed over and committed by itself,
-        one in sixteen at 3,500 messages a second.)"""
+        at the cost of a run alone.)"""
         return bool(self.inflight or self._reserved or self._last_claimed > 1)
 
     def adopt(self, lease: Lease | None) -> None:
@@ -382,9 +387,14 @@ class Worker:
         now = time.time()
         alive_until = 0.0 if stopped else now + LEASES_ALIVE * self.lease
         return WorkerRecord(
-            self.owner, self.host, self.pid, self.started_at, now, alive_until,
+            self.owner,
+            self.host,
+            self.pid,
+            self.started_at,
+            now,
+            alive_until,
             self.rt.registry.served(),
-        )  # fmt: skip
+        )
 
     async def beat(self, *, stopped: bool = False) -> None:
         """Say in the store that this worker lives (or that it ``stopped``)."""

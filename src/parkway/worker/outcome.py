@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from parkway import _json
-from parkway.core import cancel_on, flow
+from parkway.core import admission, cancel_on
 from parkway.core.messages import rebuffer
 from parkway.core.runtime import Runtime
 from parkway.core.transitions import cancel_children, finish
@@ -24,6 +24,7 @@ from parkway.models import RunStatus, error_dict, exception_text
 from parkway.replay.machine import Machine
 from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import ENDED, MESSAGE_TASK, NewTask, RunRecord, TaskRecord, Tx
+from parkway.store.vocabulary import Ending, TaskKind
 from parkway.worker.cache import RunCache
 from parkway.worker.commit import apply_writes
 from parkway.worker.refusals import CAUSE_CHARS, Commit, Refused, commit_retrying
@@ -66,15 +67,15 @@ class FinalCommit:
             "updated_at": now, "advanced_by": self.owner if keep else None, **(pin or {}),
         }  # fmt: skip
         status = outcome.status
-        held = status == RunStatus.HELD.value
+        held = status == RunStatus.HELD
         if held:
             # Held unchanged: its journal, and every task it was given (the inputs sent
             # to it, which no claim takes while it is held), wait for a retry.
             changes["status"] = status
             changes["error"] = _json.dumps(outcome.error)
-        elif status == "continued":
+        elif status == Ending.CONTINUED:
             changes.update(
-                status=RunStatus.RUNNING.value, input=outcome.new_input,
+                status=RunStatus.RUNNING, input=outcome.new_input,
                 generation=run.generation + 1, output=None, error=None,
             )  # fmt: skip
         else:
@@ -83,9 +84,9 @@ class FinalCommit:
                 # unnamed, which spares the index entries an UPDATE naming it rewrites.)
                 changes["status"] = status
             changes["error"] = None  # a run held earlier may have recovered
-            if status == RunStatus.COMPLETED.value:
+            if status == RunStatus.COMPLETED:
                 changes["output"] = outcome.output
-            elif status == RunStatus.FAILED.value:
+            elif status == RunStatus.FAILED:
                 changes["error"] = _json.dumps(outcome.error)
         rebuffers = machine is not None and machine.may_hold_deliveries
         # Open human tasks to close at its end: only a run that opened one has any
@@ -121,24 +122,24 @@ class FinalCommit:
                 if any(t.kind == MESSAGE_TASK for t in tasks):  # else none to buffer again
                     await rebuffer(rt, tx, run.id, now, keep=consumed, only=claimed)
                 await tx.tasks.delete(list(claimed))
-            if status == "continued":
+            if status == Ending.CONTINUED:
                 await tx.journal.clear(run.id)
                 if deadline is not None:  # (its deadline holds across generations)
                     await tx.journal.put(run.id, [deadline])
                 await rebuffer(rt, tx, run.id, now)
                 await tx.tasks.delete_waits(run.id)
                 await tx.subscriptions.delete_run(run.id)
-                await tx.tasks.add([NewTask(run.id, now, "start")])
+                await tx.tasks.add([NewTask(run.id, now, TaskKind.START)])
                 # The new generation holds its cancel conditions anew (its input's).
                 renewed = dataclasses.replace(run, input=outcome.new_input)
                 await cancel_on.register(rt.registry, tx, renewed, now)
                 if updates_left:
-                    await tx.tasks.add([NewTask(run.id, now, "update")])
+                    await tx.tasks.add([NewTask(run.id, now, TaskKind.UPDATE)])
             if evicted:  # (last: on PostgreSQL the writes above may join the fenced update)
                 await tx.runs.drop_cache_marks(evicted, self.owner)
 
-        # (An end frees its key's slot: batched in the keys' order, see flow.lock_order.)
-        order = flow.lock_order(rt.registry.get(run.workflow, run.version), run) if (
+        # (An end frees its key's slot: batched in the keys' order, see admission.lock_order.)
+        order = admission.lock_order(rt.registry.get(run.workflow, run.version), run) if (
             status in ENDED
         ) else ""  # fmt: skip
         await commit_retrying(self._commit, run, rt.telemetry.bind(job), order=order)
@@ -172,7 +173,7 @@ class FinalCommit:
         log.error("%s; the run fails", error)
         if machine is not None:
             machine.take_writes()  # (what was refused: never committed)
-        failed = Outcome(RunStatus.FAILED.value, error=error_dict(error))
+        failed = Outcome(RunStatus.FAILED, error=error_dict(error))
         await self.commit(run, tasks, Writes(run.id), failed, machine)
 
 

@@ -5,8 +5,8 @@ loop. ``loop.run_in_executor`` costs about three times what the step itself
 usually does: a ``concurrent.futures.Future`` chained to an asyncio one, and
 one wake-up of the loop (a write to its self-pipe) per step. Here a step's
 result goes straight to an asyncio future, and the results that finish while
-the loop is busy are handed over together, by one wake-up (measured on 16 runs
-at once: ~8 µs a step against ~21 µs; see docs/performance.md).
+the loop is busy are handed over together, by one wake-up: the loop is woken
+once per batch of results, not once per step (see docs/performance.md).
 
 Threads start as they are needed, up to ``size``, and are not daemons: a step
 still running at shutdown is seen (and waited for, or abandoned by the command

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import orjson
 import pytest
 
-from parkway.core import intake
 from parkway.core import messages as core_messages
+from parkway.core import publishing
 from parkway.matching import match_digest, payload_digest, shape_of
 from parkway.store import Store, open_store
 from parkway.store.base import (
@@ -128,7 +128,7 @@ def _fused(tx: Tx) -> bool:
 
 
 async def deliver_event(tx: Tx, *args: Any, **options: Any) -> EventDelivery:
-    return await intake.deliver_event(tx, *args, fused=_fused(tx), **options)
+    return await publishing.deliver_event(tx, *args, fused=_fused(tx), **options)
 
 
 async def deliver_message(tx: Tx, *args: Any, **options: Any) -> MessageDelivery:

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from parkway.models import RunStatus
 from parkway.store import composed
 from parkway.store.base import ENDED, RUN_MUTABLE, Lease, RunRecord, load_in
 from parkway.store.fleet import run_key
@@ -79,7 +80,7 @@ class MemoryRuns(_Part):
         before = _copy(run)
         run.lease_owner, run.lease_until = owner, lease_until
         if run.status == "pending":
-            run.status = "running"
+            run.status = RunStatus.RUNNING
         self._undo.append(lambda: self._s.runs.__setitem__(run_id, before))
         return Lease(run_id, taken=True, loaded=await load_in(self._tx, run_id, now, owner))
 

@@ -8,6 +8,7 @@ import heapq
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
+from parkway.models import RunStatus
 from parkway.store.base import (
     LoadedRun,
     StoreStats,
@@ -83,7 +84,7 @@ class MemoryStore:
                     state.takeovers += 1
                 run.lease_owner, run.lease_until = owner, lease_until
                 if run.status == "pending":
-                    run.status = "running"
+                    run.status = RunStatus.RUNNING
                 claimed.append(task.run_id)
             for item in set(seen):
                 heapq.heappush(heap, item)

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from parkway.models import RunStatus
 from parkway.store import composed
 from parkway.store.base import (
     ENDED,
@@ -128,7 +129,7 @@ class SQLiteRuns(Part):
         if started:
             conn.execute(Q["claim_started"], (json.dumps([run.id for run in started]),))
             for run in started:
-                run.status = "running"
+                run.status = RunStatus.RUNNING
         tasks: dict[str, builtins.list[TaskRecord]] = {run.id: [] for run in runs}
         ids = json.dumps(builtins.list(tasks))
         for row in conn.execute(Q["claimed_tasks"], (ids, now)):

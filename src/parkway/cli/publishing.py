@@ -135,10 +135,17 @@ def messages(ctx: click.Context, status: str | None, as_json: bool, app: Engine 
             print_json(found)
             return
         rows = [
-            [str(m["id"]), m["name"], m["key"], m["status"], when(m["received_at"]),
-             when(m["expires_at"]), m["reason"] or "-"]
+            [
+                str(m["id"]),
+                m["name"],
+                m["key"],
+                m["status"],
+                when(m["received_at"]),
+                when(m["expires_at"]),
+                m["reason"] or "-",
+            ]
             for m in found
-        ]  # fmt: skip
+        ]
         headers = ["ID", "NAME", "KEY", "STATUS", "RECEIVED", "EXPIRES", "REASON"]
         print_table(rows, headers, empty="no buffered messages or dead letters")
 

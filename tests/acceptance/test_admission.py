@@ -1,4 +1,4 @@
-"""Flow control: Concurrency (queue, skip, cancel_oldest), RateLimit and priority,
+"""Admission: Concurrency (queue, skip, cancel_oldest), RateLimit and priority,
 on every backend, through the public API."""
 
 from __future__ import annotations
@@ -49,8 +49,11 @@ async def test_concurrency_per_key_queues_the_rest_as_pending_in_arrival_order(
         await engine.start("per_user", {"user": user}, id=run_id)
     await engine.idle()
     assert await statuses(engine, "a1", "a2", "a3", "b1") == {
-        "a1": "parked", "a2": "pending", "a3": "pending", "b1": "parked",
-    }  # fmt: skip
+        "a1": "parked",
+        "a2": "pending",
+        "a3": "pending",
+        "b1": "parked",
+    }
     pending = await engine.list_runs(workflow="per_user", status=RunStatus.PENDING)
     assert sorted(r.id for r in pending) == ["a2", "a3"]
     assert (await engine.get_run("a2")).status is RunStatus.PENDING
@@ -58,8 +61,10 @@ async def test_concurrency_per_key_queues_the_rest_as_pending_in_arrival_order(
     await engine.signal("a1", "go")
     await engine.idle()
     assert await statuses(engine, "a1", "a2", "a3") == {
-        "a1": "completed", "a2": "parked", "a3": "pending",
-    }  # fmt: skip
+        "a1": "completed",
+        "a2": "parked",
+        "a3": "pending",
+    }
     await engine.signal("a2", "go")
     await engine.idle()
     await engine.signal("a3", "go")
@@ -120,15 +125,20 @@ async def test_cancel_oldest_cancels_the_oldest_run_of_the_key(engine: Engine) -
     await engine.start("latest_two", {"k": "x"}, id="r3")
     await engine.idle()
     assert await statuses(engine, "r1", "r2", "r3", "y1") == {
-        "r1": "cancelled", "r2": "parked", "r3": "parked", "y1": "parked",
-    }  # fmt: skip
+        "r1": "cancelled",
+        "r2": "parked",
+        "r3": "parked",
+        "y1": "parked",
+    }
     with pytest.raises(RunCancelledError):
         await engine.handle("r1").result(timeout=5)
     await engine.start("latest_two", {"k": "x"}, id="r4")
     await engine.idle()
     assert await statuses(engine, "r2", "r3", "r4") == {
-        "r2": "cancelled", "r3": "parked", "r4": "parked",
-    }  # fmt: skip
+        "r2": "cancelled",
+        "r3": "parked",
+        "r4": "parked",
+    }
 
 
 async def test_cancel_oldest_cancels_a_run_in_the_middle_of_a_step(engine: Engine) -> None:
@@ -166,9 +176,11 @@ async def test_a_run_that_fails_or_is_cancelled_frees_its_slot(engine: Engine) -
     await engine.signal("fails", "go")
     await engine.idle()
     assert await statuses(engine, "fails", "cancelled", "queued-cancelled", "last") == {
-        "fails": "failed", "cancelled": "parked", "queued-cancelled": "cancelled",
+        "fails": "failed",
+        "cancelled": "parked",
+        "queued-cancelled": "cancelled",
         "last": "pending",
-    }  # fmt: skip
+    }
     await engine.cancel("cancelled")
     await engine.idle()
     assert (await engine.get_run("last")).status is RunStatus.PARKED
@@ -253,9 +265,12 @@ async def test_rate_limit_starts_at_most_limit_runs_per_window(
 async def test_rate_limit_and_concurrency_together(engine: Engine, clock: ManualClock) -> None:
     started: list[str] = []
     gated(
-        engine, "both", started,
-        concurrency=Concurrency(1), rate_limit=RateLimit(1, "1h"),
-    )  # fmt: skip
+        engine,
+        "both",
+        started,
+        concurrency=Concurrency(1),
+        rate_limit=RateLimit(1, "1h"),
+    )
     await engine.start("both", {}, id="x1")
     await engine.start("both", {}, id="x2")
     await engine.idle()
@@ -287,7 +302,7 @@ async def test_an_event_start_takes_its_priority_from_the_workflow(engine: Engin
     assert started == ["first", "urgent", "calm"]
 
 
-async def test_bad_flow_control_options_are_refused_naming_the_field() -> None:
+async def test_bad_admission_options_are_refused_naming_the_field() -> None:
     for make, field in [
         (lambda: Concurrency(0), "limit"),
         (lambda: Concurrency(-1), "limit"),
@@ -456,8 +471,10 @@ async def test_children_of_a_limited_workflow_wait_for_their_slots(engine: Engin
     await engine.idle()
     # a "skip" limit cannot refuse a child the parent has started: it queues
     assert await statuses(engine, "kid-0", "kid-1", "kid-2") == {
-        "kid-0": "parked", "kid-1": "pending", "kid-2": "pending",
-    }  # fmt: skip
+        "kid-0": "parked",
+        "kid-1": "pending",
+        "kid-2": "pending",
+    }
     for n in range(3):
         await engine.signal(f"kid-{n}", "go")
         await engine.idle()

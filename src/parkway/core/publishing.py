@@ -54,6 +54,7 @@ from parkway.store.base import (
     Tx,
 )
 from parkway.store.subscriptions import WaitKey
+from parkway.store.vocabulary import TaskKind, WaitKind
 
 log = logging.getLogger("parkway.events")
 
@@ -210,10 +211,15 @@ async def deliver(
     """
     fused = lease is not None and FUSED in rt.store.capabilities and not rt.paused
     return await deliver_event(
-        tx, record, payload, envelope, fused=fused,
+        tx,
+        record,
+        payload,
+        envelope,
+        fused=fused,
         fresh_after=record.published_at - rt.settings.event_retention,
-        paused=rt.paused, **(lease or {}),
-    )  # fmt: skip
+        paused=rt.paused,
+        **(lease or {}),
+    )
 
 
 async def deliver_event(
@@ -242,9 +248,14 @@ async def deliver_event(
     if fused:
         fused_tx = cast(FusedTx, tx)
         return await fused_tx.events.deliver(
-            record, payload, envelope, fresh_after=fresh_after, owner=owner,
-            wall_now=wall_now, lease_until=lease_until,
-        )  # fmt: skip
+            record,
+            payload,
+            envelope,
+            fresh_after=fresh_after,
+            owner=owner,
+            wall_now=wall_now,
+            lease_until=lease_until,
+        )
     # An id seen within the retention is a duplicate; past it, a new event.
     digest = functools.partial(payload_digest, payload)
     if await tx.events.record(record, fresh_after, digest=digest) is not None:
@@ -256,9 +267,12 @@ async def deliver_event(
     lease = None
     if owner is not None and waits:
         lease = await tx.runs.lease(
-            waits[0][0], owner=owner, now=record.published_at, wall_now=wall_now,
+            waits[0][0],
+            owner=owner,
+            now=record.published_at,
+            wall_now=wall_now,
             lease_until=lease_until,
-        )  # fmt: skip
+        )
     return EventDelivery("published", waits, known=True, lease=lease)
 
 
@@ -287,7 +301,7 @@ async def take_event_waits(
                 shape=shape,
                 digest=digest,
                 subject=event.subject,
-                kind="event",
+                kind=WaitKind.EVENT,
             )
         )
         for sub in subs:
@@ -300,7 +314,7 @@ async def take_event_waits(
                 if run is not None and run.workflow in paused:
                     continue
             await tx.subscriptions.delete(sub.run_id, sub.pos)
-            await tx.tasks.add([NewTask(sub.run_id, now, "delivery", sub.pos, envelope)])
+            await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, envelope)])
             taken.append((sub.run_id, sub.wait))
     return taken
 
@@ -360,7 +374,7 @@ async def register_wait(
                     event.name, payload, id=event.id, domain=event.domain, subject=event.subject
                 )
                 body = _json.dumps(envelope.to_dict())
-                await tx.tasks.add([NewTask(sub.run_id, now, "delivery", sub.pos, body)])
+                await tx.tasks.add([NewTask(sub.run_id, now, TaskKind.DELIVERY, sub.pos, body)])
                 return
     await tx.subscriptions.add(sub)
 
@@ -410,8 +424,10 @@ async def start_event_run(
     if wf.unique_per_subject and await tx.runs.active(wf.name, event.domain, event.subject):
         log.info(
             "event %s: %s already has an active run for subject %r; not starting another",
-            event.id, wf.name, event.subject,
-        )  # fmt: skip
+            event.id,
+            wf.name,
+            event.subject,
+        )
         return None
     try:
         value = wf.check_input(event.payload if payload is None else payload)
@@ -422,13 +438,20 @@ async def start_event_run(
         return None
     try:
         await insert_run(
-            rt, tx, wf.name, wf.version, run_id, data,
-            domain=event.domain, subject=event.subject, trigger=envelope,
-        )  # fmt: skip
+            rt,
+            tx,
+            wf.name,
+            wf.version,
+            run_id,
+            data,
+            domain=event.domain,
+            subject=event.subject,
+            trigger=envelope,
+        )
     except ConcurrencyLimitError as exc:  # (refused before anything of it was written)
         log.info("event %s: %s", event.id, exc)
         return None
-    except InvalidInputError as exc:  # its flow-control key is missing from the input
+    except InvalidInputError as exc:  # its admission key is missing from the input
         log.warning("event %s: %s rejected its input: %s", event.id, wf.name, exc)
         return None
     return run_id

@@ -1,4 +1,4 @@
-"""Flow control across real worker processes (``parkway worker flow_app:engine``):
+"""Admission across real worker processes (``parkway worker admission_app:engine``):
 a worker SIGKILLed while its run holds a key's slot, and three workers on
 PostgreSQL that never let a key have more active runs than its limit."""
 
@@ -24,29 +24,31 @@ LEASE = 2
 
 def _load_app() -> ModuleType:
     # By path, so the test does not depend on pytest's import mode.
-    spec = importlib.util.spec_from_file_location("parkway_flow_app", APPS / "flow_app.py")
+    spec = importlib.util.spec_from_file_location(
+        "parkway_admission_app", APPS / "admission_app.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-flow_app = _load_app()
+admission_app = _load_app()
 
 
 class Workers:
-    """``parkway worker flow_app:engine`` subprocesses, each one's stderr in a file."""
+    """``parkway worker admission_app:engine`` subprocesses, each one's stderr in a file."""
 
     def __init__(self, tmp_path: Path, url: str, log: Path) -> None:
         self.tmp_path, self.url, self.log = tmp_path, url, log
         self.procs: list[tuple[asyncio.subprocess.Process, Path]] = []
 
     async def spawn(self) -> asyncio.subprocess.Process:
-        env = subprocess_env(PARKWAY_URL=self.url, FLOW_LOG=str(self.log))
+        env = subprocess_env(PARKWAY_URL=self.url, ADMISSION_LOG=str(self.log))
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "flow_app:engine",
+                sys.executable, "-m", "parkway", "worker", "admission_app:engine",
                 "--lease", str(LEASE), "--concurrency", "8",
                 cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=err,
@@ -71,7 +73,7 @@ class Workers:
 
 @contextmanager
 def logged(tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "flow.log"
+    log = tmp_path / "admission.log"
     log.touch()
     yield log
 
@@ -89,7 +91,7 @@ async def test_a_sigkilled_worker_holding_a_slot_hands_it_on_after_its_lease(
     and only then do the others start, one at a time."""
     with logged(tmp_path) as log:
         workers = Workers(tmp_path, engine_url, log)
-        client: Engine = flow_app.build(engine_url, worker=False)
+        client: Engine = admission_app.build(engine_url, worker=False)
         try:
             async with client:
                 ids = ["s1", "s2", "s3"]
@@ -120,9 +122,13 @@ async def test_a_sigkilled_worker_holding_a_slot_hands_it_on_after_its_lease(
         assert seen.count(("s1", "begin")) == 1, seen
         order = [entry for entry in seen if entry[1] in ("begin", "end")]
         assert order == [
-            ("s1", "begin"), ("s1", "end"), ("s2", "begin"), ("s2", "end"),
-            ("s3", "begin"), ("s3", "end"),
-        ], seen  # fmt: skip
+            ("s1", "begin"),
+            ("s1", "end"),
+            ("s2", "begin"),
+            ("s2", "end"),
+            ("s3", "begin"),
+            ("s3", "end"),
+        ], seen
 
 
 RUNS = 1000
@@ -144,7 +150,7 @@ async def test_three_workers_never_run_more_than_the_limit_of_a_key(
 
     with logged(tmp_path) as log:
         workers = Workers(tmp_path, engine_url, log)
-        client: Engine = flow_app.build(engine_url, worker=False)
+        client: Engine = admission_app.build(engine_url, worker=False)
         most: dict[str, int] = {}
         looks = 0
         stop = asyncio.Event()
@@ -157,7 +163,7 @@ async def test_three_workers_never_run_more_than_the_limit_of_a_key(
                     looks += 1
                     for key, count in rows:
                         most[key] = max(most.get(key, 0), count)
-                        assert count <= flow_app.LIMIT, (key, count)
+                        assert count <= admission_app.LIMIT, (key, count)
                     await asyncio.sleep(0.005)
 
         try:
@@ -167,7 +173,7 @@ async def test_three_workers_never_run_more_than_the_limit_of_a_key(
                 checker = asyncio.create_task(check())
                 ids = [f"r{i:04d}" for i in range(RUNS)]
                 for i, run_id in enumerate(ids):
-                    await client.start("limited", {"key": f"k{i % flow_app.KEYS}"}, id=run_id)
+                    await client.start("limited", {"key": f"k{i % admission_app.KEYS}"}, id=run_id)
                 deadline = time.monotonic() + 240
                 while True:
                     done = await client.list_runs(
@@ -186,4 +192,4 @@ async def test_three_workers_never_run_more_than_the_limit_of_a_key(
     print(f"{looks} looks at the store; most active runs seen per key: {most}")
     assert looks > 10
     # The limit was reached (the test saw the queue at work), never passed.
-    assert max(most.values()) == flow_app.LIMIT
+    assert max(most.values()) == admission_app.LIMIT

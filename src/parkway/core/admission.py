@@ -1,5 +1,5 @@
-"""Flow control in the store: a workflow's ``Concurrency`` and ``RateLimit``, and
-the priority order of its queued runs (see docs/guides/flow-control.md).
+"""Admission in the store: a workflow's ``Concurrency`` and ``RateLimit``, and
+the priority order of its queued runs (see docs/guides/admission.md).
 
 Everything happens in the transaction that starts or ends a run, so the limits
 hold across every process on the store without a coordinator:
@@ -25,13 +25,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from parkway import _json
+from parkway.admission import Concurrency, RateLimit, check_priority, key_of
 from parkway.errors import ConcurrencyLimitError, InvalidInputError
-from parkway.flowcontrol import Concurrency, RateLimit, check_priority, key_of
+from parkway.models import RunStatus
 from parkway.registry import WorkflowDef
 from parkway.store.base import ENDED, NewTask, RunRecord, TaskRecord, Tx
 from parkway.store.records import FlowSlot
+from parkway.store.vocabulary import TaskKind
 
-START = "start"
+START = TaskKind.START
 
 
 def limited(wf: WorkflowDef | None) -> bool:
@@ -145,7 +147,7 @@ async def _make_room(
             return
         await tx.admission.leave(victim)
         slot.active -= 1
-        await tx.tasks.add([NewTask(victim, now, "cancel")])
+        await tx.tasks.add([NewTask(victim, now, TaskKind.CANCEL)])
 
 
 async def _rate_due(tx: Tx, workflow: str, key: str, rate: RateLimit, now: float) -> float:
@@ -225,10 +227,10 @@ def unadmitted(run: RunRecord, tasks: Sequence[TaskRecord], journal: object) -> 
     )
 
 
-async def hold(tx: Tx, run: RunRecord, tasks: Sequence[TaskRecord], owner: str) -> None:
+async def put_back(tx: Tx, run: RunRecord, tasks: Sequence[TaskRecord], owner: str) -> None:
     """Put back a run claimed before it was admitted (see :func:`unadmitted`): it is
     ``pending`` again, unleased, and its tasks wait for its start (the start task's
     due time, or its admission)."""
-    changes = {"status": "pending", "advanced_by": None}
+    changes = {"status": RunStatus.PENDING, "advanced_by": None}
     if await tx.runs.update(run.id, changes, owner=owner):
         await tx.tasks.defer(run.id, [t.id for t in tasks])

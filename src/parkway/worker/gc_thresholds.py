@@ -3,19 +3,18 @@
 CPython collects its youngest generation after every 700 net allocations of
 container objects, and promotes what survives two collections to the oldest
 generation; past a quarter of that generation's size in promotions, it collects
-the oldest too, which scans every container of the process (~25 ms at a
-worker's ~100,000 objects on a 2-core machine). A busy worker allocates at a
-rate that makes objects living a fraction of a second (a parked run's replay
-machine in the cache, a run's futures and tasks, the client's handles) survive
-two young collections: they are promoted, counted, and then die by reference
-count, having triggered a full collection every half second or so under an
-open-loop load (78 of them, ~24 ms each, in one 40 s benchmark). Each is a
-pause of the event loop, and under load the tail latency of every resume.
+the oldest too, which scans every container of the process: a pause that grows
+with the heap. A busy worker allocates at a rate that makes objects living a
+fraction of a second (a parked run's replay machine in the cache, a run's
+futures and tasks, the client's handles) survive two young collections: they
+are promoted, counted, and then die by reference count, having triggered full
+collections over and over under a steady load. Each is a pause of the event
+loop, and under load the tail latency of every resume.
 
 With the youngest generation collected after 10,000 net allocations instead,
-those objects die before a collection sees them: in the same benchmark no full
-collection ran at all, and the young collections took ~1 ms each. What it costs
-is memory for at most 10,000 cyclic garbage objects between collections.
+those objects die before a collection sees them, so full collections stop and
+the young ones stay short (the figures: docs/performance.md). What it costs is
+memory for at most 10,000 cyclic garbage objects between collections.
 
 The thresholds are the process's, not the engine's: a worker sets them when it
 starts only if they are still CPython's defaults (an application that tuned

@@ -1,10 +1,10 @@
-"""Flow control: how many runs of a workflow may be active (``Concurrency``) or
+"""Admission: how many runs of a workflow may be active (``Concurrency``) or
 start per period (``RateLimit``) per key value, and the order queued runs start
 in (priority, then arrival).
 
 What the options are and how a key value is read from a run's input; the store
 enforces them, in the transaction that starts a run (see
-:mod:`parkway.core.flow`).
+:mod:`parkway.core.admission`).
 """
 
 from __future__ import annotations
@@ -131,20 +131,20 @@ def key_of(spec: KeySpec, value: Any, workflow: str) -> str:
             found = spec(value)
         except Exception as exc:
             raise InvalidInputError(
-                f"the flow-control key function raised {type(exc).__name__}: {describe(exc)}",
+                f"the admission key function raised {type(exc).__name__}: {describe(exc)}",
                 workflow=workflow,
                 field="key",
             ) from exc
         if not isinstance(found, str):
             raise InvalidInputError(
-                f"the flow-control key function must return a str, got {shown(found)}",
+                f"the admission key function must return a str, got {shown(found)}",
                 workflow=workflow,
                 field="key",
             )
         return found
     if not isinstance(value, dict) or spec not in value:
         raise InvalidInputError(
-            f"the input has no field {shown(spec)}, the workflow's flow-control key",
+            f"the input has no field {shown(spec)}, the workflow's admission key",
             workflow=workflow,
             field=spec,
         )

@@ -1,12 +1,12 @@
-"""Flow control: one key with ``Concurrency(1)``, 10,000 runs queued in it, then drained.
+"""Admission: one key with ``Concurrency(1)``, 10,000 runs queued in it, then drained.
 
-    python -m benchmarks.flow [--n 10000] [--db sqlite|postgres] [--window 200]
+    python -m benchmarks.admission [--n 10000] [--db sqlite|postgres] [--window 200]
 
 A client (no worker) starts ``n`` runs into the one key: the first takes the
 slot, the others queue ``pending``. Then a worker drains them, one at a time
 (each run's end hands the slot to the next queued run, in its end's
 transaction). Printed: starts/s, drained runs/s, and the cost of a dequeue (the
-time of ``parkway.core.flow.release`` inside the ending run's commit: the key's
+time of ``parkway.core.admission.release`` inside the ending run's commit: the key's
 lock, the run leaving, the next run taken off the queue's index, its start
 task) over the first and the last ``window`` dequeues of the drain, and their
 ratio: flat (near 1) when the dequeue is an index lookup, whatever the queue's
@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks.harness import DEFAULT_PG_ADMIN, Bench
 from parkway import Concurrency, Engine
-from parkway.core import flow
+from parkway.core import admission
 
 
 def register(engine: Engine) -> None:
@@ -48,14 +48,14 @@ async def measure(bench: Bench, n: int, window: int) -> dict[str, Any]:
         pending = len(await client.list_runs(workflow="one_key", status="pending", limit=n + 1))
 
     costs: list[float] = []
-    release = flow.release
+    release = admission.release
 
     async def timed(*args: Any, **kwargs: Any) -> None:
         t = time.perf_counter()
         await release(*args, **kwargs)
         costs.append(time.perf_counter() - t)
 
-    flow.release = timed  # type: ignore[assignment]  # (parkway.core.transitions calls it)
+    admission.release = timed  # type: ignore[assignment]  # (parkway.core.transitions calls it)
     try:
         worker = bench.engine()
         register(worker)
@@ -65,7 +65,7 @@ async def measure(bench: Bench, n: int, window: int) -> dict[str, Any]:
             await last.result(timeout=3600)
             drain_s = time.perf_counter() - began
     finally:
-        flow.release = release  # type: ignore[assignment]
+        admission.release = release  # type: ignore[assignment]
     first = statistics.median(costs[:window]) * 1e6
     end = statistics.median(costs[-window:]) * 1e6
     return {
@@ -91,7 +91,7 @@ def table(figures: dict[str, Any], db: str) -> str:
         ("last / first (target ≤ 1.5)", f"{figures['ratio']:.2f}"),
     ]
     width = max(len(label) for label, _ in rows)
-    lines = [f"flow control on {db}", f"| {'figure'.ljust(width)} | value |"]
+    lines = [f"admission on {db}", f"| {'figure'.ljust(width)} | value |"]
     lines.append(f"|{'-' * (width + 2)}|-------|")
     lines += [f"| {label.ljust(width)} | {value} |" for label, value in rows]
     return "\n".join(lines)

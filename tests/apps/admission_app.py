@@ -1,7 +1,7 @@
-"""The app of the flow-control process tests: workflows under a Concurrency limit
-whose steps log what they do, for ``parkway worker flow_app:engine`` subprocesses.
+"""The app of the admission process tests: workflows under a Concurrency limit
+whose steps log what they do, for ``parkway worker admission_app:engine`` subprocesses.
 
-Each step appends ``"<run id> <what>"`` to the file named by ``FLOW_LOG`` (one
+Each step appends ``"<run id> <what>"`` to the file named by ``ADMISSION_LOG`` (one
 ``write`` on an ``O_APPEND`` descriptor, then ``fsync``), so the log survives a
 SIGKILL of the worker. The store comes from ``PARKWAY_URL``.
 """
@@ -16,13 +16,13 @@ from parkway import Concurrency, Engine, WorkflowContext
 
 # How long the middle step of a "serial" run takes: long enough to kill its worker
 # while the run holds the key's one slot.
-HOLD = float(os.environ.get("FLOW_HOLD", "0.5"))
+HOLD = float(os.environ.get("ADMISSION_HOLD", "0.5"))
 KEYS = 10
 LIMIT = 2
 
 
 def mark(run_id: str, what: str) -> str:
-    fd = os.open(os.environ["FLOW_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(os.environ["ADMISSION_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, f"{run_id} {what}\n".encode())
         os.fsync(fd)

@@ -1,4 +1,4 @@
-"""Event intake: one transaction records the event, resumes its waiters, starts its subscribers.
+"""Publishing an event: one transaction records it, resumes its waiters, starts its subscribers.
 
 This is the transactional outbox: the event row (with its id, for
 de-duplication), the delivery tasks for every matching parked wait, and the

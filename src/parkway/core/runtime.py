@@ -1,7 +1,7 @@
 """The runtime: what the core acts with, and the hooks that tie it to this process.
 
 One :class:`Runtime` per engine holds the store, the clock, the registry and
-the settings; intake, messages, accumulators, the worker, replay's driver and
+the settings; publishing, messages, accumulators, the worker, replay's driver and
 flows all take it instead of the engine, so nothing below the engine imports
 it. The hooks (this process's worker, callers awaiting results) are set by the
 engine when it opens; the core calls them without knowing who is behind them.

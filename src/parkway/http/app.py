@@ -39,9 +39,9 @@ from parkway.http.guards import (
     named_tokens,
     shown_path,
 )
-from parkway.http.handlers.intake import IntakeHandlers
 from parkway.http.handlers.operations import OperationHandlers
 from parkway.http.handlers.people import PeopleHandlers
+from parkway.http.handlers.publishing import PublishingHandlers
 from parkway.http.handlers.runs import RunHandlers
 from parkway.http.parsing import (
     Invalid,
@@ -60,7 +60,7 @@ log = logging.getLogger("parkway.http")
 Handler = Callable[["Api", Request], Awaitable[Response]]
 
 
-class Api(RunHandlers, IntakeHandlers, PeopleHandlers, OperationHandlers):
+class Api(RunHandlers, PublishingHandlers, PeopleHandlers, OperationHandlers):
     """The route handlers, bound to one engine (``token``: the tokens required, if any,
     ``{token: name}``): :data:`ROUTES` names each by its method here."""
 

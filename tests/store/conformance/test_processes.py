@@ -105,7 +105,7 @@ async def test_two_processes_never_claim_the_same_run(engine_url: str) -> None:
 
 @pytest.mark.requires("shared")
 async def test_race_two_publishes_deliver_one_subscription_once(engine_url: str) -> None:
-    """intake._resume_waiters: find the subscription, delete it, add a delivery."""
+    """publishing._resume_waiters: find the subscription, delete it, add a delivery."""
     async with shared_pair(engine_url) as (first, second):
         async with first.transaction() as tx:
             await tx.runs.insert(run("waiter", status="parked"))
@@ -237,7 +237,7 @@ async def test_race_deliver_event_twice_with_one_id(engine_url: str) -> None:
 
 @pytest.mark.requires("shared")
 async def test_race_the_same_event_id_twice_is_a_duplicate(engine_url: str) -> None:
-    """intake.publish_in_tx: get_event (de-duplication), then insert_event."""
+    """publishing.publish_in_tx: events.get (de-duplication), then events.insert."""
     async with shared_pair(engine_url) as (first, second):
 
         async def publish(tx: Tx) -> bool:
@@ -390,7 +390,7 @@ async def test_race_two_starts_of_one_run_id_both_succeed(engine_url: str) -> No
 
 @pytest.mark.requires("shared")
 async def test_race_unique_per_subject_starts_one_run(engine_url: str) -> None:
-    """intake.start_event_run with unique_per_subject: active_run, then insert_run."""
+    """publishing.start_event_run with unique_per_subject: runs.active, then runs.insert."""
     async with shared_pair(engine_url) as (first, second):
 
         def start(run_id: str) -> Callable[[Tx], Awaitable[bool]]:

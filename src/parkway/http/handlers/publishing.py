@@ -21,7 +21,7 @@ from parkway.http.parsing import (
 )
 
 
-class IntakeHandlers(Handlers):
+class PublishingHandlers(Handlers):
     """``/events``, ``/messages`` and ``/subscriptions``."""
 
     async def publish(self, request: Request) -> Response:

@@ -172,9 +172,13 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
             for system in ("parkway", "dbos")
         }
         return {
-            "db": db, "n": n, "median_s": results, "overhead_ms": over,
-            "cpu_s": cpu, "cpu_overhead_ms": over_cpu,
-        }  # fmt: skip
+            "db": db,
+            "n": n,
+            "median_s": results,
+            "overhead_ms": over,
+            "cpu_s": cpu,
+            "cpu_overhead_ms": over_cpu,
+        }
     finally:
         bench.close()
         if dbos_db:
@@ -251,10 +255,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = []
         for db in ("sqlite", "postgres"):
             done = subprocess.run(
-                [sys.executable, "-m", "benchmarks.agents", "--db", db, "--n", str(args.n),
-                 "--pg-url", args.pg_url, "--json"],
-                check=True, capture_output=True, text=True,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.agents",
+                    "--db",
+                    db,
+                    "--n",
+                    str(args.n),
+                    "--pg-url",
+                    args.pg_url,
+                    "--json",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     else:
         with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:

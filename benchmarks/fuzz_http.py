@@ -60,8 +60,17 @@ def serve(folder: Path, url: str, token: str | None) -> tuple[subprocess.Popen[b
     env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")}
     if token:
         env["PARKWAY_API_TOKEN"] = token
-    command = [sys.executable, "-m", "parkway", "serve", "fuzzapp:engine", "--port", str(port),
-               "--log-level", "warning"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "parkway",
+        "serve",
+        "fuzzapp:engine",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(command, cwd=folder, env=env, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -77,10 +86,24 @@ def serve(folder: Path, url: str, token: str | None) -> tuple[subprocess.Popen[b
 
 def fuzz(base: str, examples: int, seed: int, token: str | None, phases: str) -> int:
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", f"{base}/openapi.json",
-        "--checks", CHECKS, "--max-examples", str(examples), "--seed", str(seed),
-        "--mode", "all", "--request-timeout", "30", "--phases", phases,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        f"{base}/openapi.json",
+        "--checks",
+        CHECKS,
+        "--max-examples",
+        str(examples),
+        "--seed",
+        str(seed),
+        "--mode",
+        "all",
+        "--request-timeout",
+        "30",
+        "--phases",
+        phases,
+    ]
     if token:
         command += ["--header", f"Authorization: Bearer {token}"]
     return subprocess.run(command, check=False).returncode

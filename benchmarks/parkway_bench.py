@@ -184,10 +184,13 @@ async def shape_steps3(bench: Bench, n: int) -> dict[str, Any]:
     assert results == [(i + 1) * 2 + 1 for i in range(n)]
     telemetry = getattr(bench.options, "telemetry", "off")
     return {
-        "wf_per_s": round(n / seconds, 1), "seconds": round(seconds, 3), "steps": kind,
-        "telemetry": telemetry, "trace_ratio": getattr(bench.options, "trace_ratio", 1.0),
+        "wf_per_s": round(n / seconds, 1),
+        "seconds": round(seconds, 3),
+        "steps": kind,
+        "telemetry": telemetry,
+        "trace_ratio": getattr(bench.options, "trace_ratio", 1.0),
         "step_timeout": timeout,
-    }  # fmt: skip
+    }
 
 
 async def shape_heartbeat(bench: Bench, n: int) -> dict[str, Any]:
@@ -337,9 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="steps3: `def` steps (sync) or `async def` steps",
     )
     parser.add_argument(
-        "--step-timeout", type=float, default=None,
+        "--step-timeout",
+        type=float,
+        default=None,
         help="steps3: each step's timeout= in seconds (default: none)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--beats", type=int, default=1000, help="heartbeat: heartbeats of each run's step"
     )
@@ -354,10 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(tracing: an SDK provider, batched to an exporter that drops them), or both (on)",
     )
     parser.add_argument(
-        "--trace-ratio", type=float, default=1.0,
+        "--trace-ratio",
+        type=float,
+        default=1.0,
         help="tracing: the share of traces sampled (ParentBased(TraceIdRatioBased(r)); "
         "1: every span recorded)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--events", type=int, default=100_000, help="subjects: updates published each half"
     )
@@ -371,10 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--depth", type=int, default=5000, help="resume: journal entries of the deep run"
     )
     parser.add_argument(
-        "--cached-runs", type=int, default=None,
+        "--cached-runs",
+        type=int,
+        default=None,
         help="parked runs the worker keeps in memory (default: the engine's; 0: replay "
         "every resume, as before the cache)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--restarts", type=int, default=10, help="resume: restarts, one deep resume after each"
     )
@@ -400,9 +409,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--step-ms", type=float, default=20.0, help="gather: each of its steps' time"
     )
     parser.add_argument(
-        "--update-via", choices=["inproc", "xproc"], default="inproc",
+        "--update-via",
+        choices=["inproc", "xproc"],
+        default="inproc",
         help="update: the run's worker in this process, or in a worker process",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     n = args.n or DEFAULT_N[args.shape]
     with tempfile.TemporaryDirectory(prefix="parkway-bench-") as folder:

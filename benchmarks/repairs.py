@@ -126,16 +126,20 @@ async def measure(bench: Bench, runs: int, entries: int, forks: int) -> dict[str
 
 def table(f: dict[str, Any], db: str) -> str:
     rows = [
-        (f"check_replay of {f['runs']:,} parked 3-step runs: runs/s (target ≥ 5,000)",
-         f"{f['check_per_s']:,.0f}"),
+        (
+            f"check_replay of {f['runs']:,} parked 3-step runs: runs/s (target ≥ 5,000)",
+            f"{f['check_per_s']:,.0f}",
+        ),
         ("baseline: reading those runs and journals alone, runs/s", f"{f['read_per_s']:,.0f}"),
         ("check / read (the replay's share)", f"{f['read_per_s'] / f['check_per_s']:.2f}×"),
-        (f"fork of a {f['entries']:,}-entry journal: median ms (target ≤ 20)",
-         f"{f['fork_ms']:.2f}"),
+        (
+            f"fork of a {f['entries']:,}-entry journal: median ms (target ≤ 20)",
+            f"{f['fork_ms']:.2f}",
+        ),
         (f"fork: 90th percentile ms ({f['forks']} forks)", f"{f['fork_p90_ms']:.2f}"),
         ("baseline: engine.start of a run, median ms", f"{f['start_ms']:.2f}"),
         ("fork / start", f"{f['fork_ms'] / f['start_ms']:.1f}×"),
-    ]  # fmt: skip
+    ]
     width = max(len(label) for label, _ in rows)
     lines = [f"repairs on {db}", f"| {'figure'.ljust(width)} | value |"]
     lines.append(f"|{'-' * (width + 2)}|-------|")

@@ -164,11 +164,16 @@ def rows(n: dict[str, int], quick: bool) -> list[Row]:
 
 def schedule_rows(count: int) -> list[Row]:
     return [
-        Row("schedules", f"{count:,} schedules in one minute: fired on time (≤ 1 s late)",
-            "on_time", f"all {count:,}", "higher"),
+        Row(
+            "schedules",
+            f"{count:,} schedules in one minute: fired on time (≤ 1 s late)",
+            "on_time",
+            f"all {count:,}",
+            "higher",
+        ),
         Row("schedules", "the same: tick → run's code starts, p50 ms", "p50_ms", ""),
         Row("schedules", "the same, p99 ms", "p99_ms", "≤ 1,000"),
-    ]  # fmt: skip
+    ]
 
 
 def inside_rows(update_target: str) -> list[Row]:

@@ -165,10 +165,22 @@ def sse_child(url: str, n: int, pace: float, folder: Path) -> dict[str, Any]:
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")}
     server = subprocess.Popen(
-        [sys.executable, "-m", "parkway", "serve", "sse_app:engine", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "parkway",
+            "serve",
+            "sse_app:engine",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=folder,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         return asyncio.run(_sse_read(port, n, pace))
     finally:
@@ -186,8 +198,9 @@ async def _sse_read(port: int, n: int, pace: float) -> dict[str, Any]:
                 if (await http.get("/healthz")).status_code == 200:
                     break
             await asyncio.sleep(0.05)
-        created = await http.post("/runs", json={"workflow": "streamed",
-                                                  "input": {"n": n, "pace": pace}})  # fmt: skip
+        created = await http.post(
+            "/runs", json={"workflow": "streamed", "input": {"n": n, "pace": pace}}
+        )
         run_id = created.json()["id"]
         async with http.stream("GET", f"/runs/{run_id}/streams/{KEY}") as response:
             async for line in response.aiter_lines():
@@ -235,9 +248,24 @@ def child(args: argparse.Namespace, engine: str, db: str, shape: str, *extra: st
     database = Database(db, args.pg_admin, engine)
     n = args.n if shape == "burst" else args.paced
     pace = 0.0 if shape == "burst" else args.pace_ms / 1000
-    command = [sys.executable, "-m", "benchmarks.streams", "--child", engine, "--url",
-               database.url, "--n", str(n), "--pace", str(pace), "--folder",
-               str(database.folder), "--dbos-poll", str(args.dbos_poll), *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.streams",
+        "--child",
+        engine,
+        "--url",
+        database.url,
+        "--n",
+        str(n),
+        "--pace",
+        str(pace),
+        "--folder",
+        str(database.folder),
+        "--dbos-poll",
+        str(args.dbos_poll),
+        *extra,
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
@@ -308,8 +336,10 @@ def runner(args: argparse.Namespace) -> None:
         for db, label, ours, theirs, name, better in rows
     ]
     widths = [max(len(str(r[i])) for r in table) for i in range(len(header))]
-    print(f"streams: burst n={args.n}, paced n={args.paced} every {args.pace_ms} ms "
-          "(ratio > 1: parkway better)")  # fmt: skip
+    print(
+        f"streams: burst n={args.n}, paced n={args.paced} every {args.pace_ms} ms "
+        "(ratio > 1: parkway better)"
+    )
     for i, row in enumerate(table):
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)))
         if i == 0:
@@ -324,9 +354,11 @@ def main() -> None:
     parser.add_argument("--db", default="sqlite,postgres")
     parser.add_argument("--pg-admin", default=os.environ.get("PARKWAY_BENCH_PG", DEFAULT_PG_ADMIN))
     parser.add_argument(
-        "--dbos-poll", type=float, default=0.001,
+        "--dbos-poll",
+        type=float,
+        default=0.001,
         help="DBOS's polling interval (s); its default is 1, its least (and best) 0.001",
-    )  # fmt: skip
+    )
     parser.add_argument("--child", choices=["parkway", "dbos", "sse"], help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--pace", type=float, default=0.0, help=argparse.SUPPRESS)

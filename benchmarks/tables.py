@@ -271,9 +271,17 @@ def _net_columns(
             column: dict[str, Any] = {"rtt": netpg.measure_rtt(prefix, url)}
             for k in (1, 2, 4):
                 column[f"scale{k}"] = _ours(
-                    "scale", "--db", "postgres", "--pg-url", url, "--n", str(n),
-                    "--workers", str(k), prefix=prefix,
-                )  # fmt: skip
+                    "scale",
+                    "--db",
+                    "postgres",
+                    "--pg-url",
+                    url,
+                    "--n",
+                    str(n),
+                    "--workers",
+                    str(k),
+                    prefix=prefix,
+                )
             column["xwake"] = _ours(
                 "xwake", "--db", "postgres", "--pg-url", url, "--n", str(wakes), prefix=prefix
             )

@@ -81,8 +81,13 @@ def parkway(*args: str, cwd: Path, timeout: float = 30) -> subprocess.CompletedP
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     return subprocess.run(
         [sys.executable, "-m", "parkway", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
@@ -108,8 +113,12 @@ class WorkerProcess:
         with self.stderr.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "parkway", "worker", *args],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)

@@ -119,11 +119,18 @@ class Engine:
         public_url: str | None = None,
     ) -> None:
         settings = Settings.of(
-            url=url, concurrency=concurrency, message_ttl=message_ttl,
-            event_retention=event_retention, lease=lease, cached_runs=cached_runs,
-            history_threshold=history_threshold, retention=retention, tune_gc=tune_gc,
-            busy_claim_interval=busy_claim_interval, public_url=public_url,
-        )  # fmt: skip
+            url=url,
+            concurrency=concurrency,
+            message_ttl=message_ttl,
+            event_retention=event_retention,
+            lease=lease,
+            cached_runs=cached_runs,
+            history_threshold=history_threshold,
+            retention=retention,
+            tune_gc=tune_gc,
+            busy_claim_interval=busy_claim_interval,
+            public_url=public_url,
+        )
         models = dict(flows.default_node_models if node_models is None else node_models)
         self._store_url: str | None = settings.url  # the URL the store was made on
         self._rt = Runtime(

@@ -41,9 +41,11 @@ class ScriptedModel(Model):
         ]
         if not outputs:
             call = ResponseFunctionToolCall(
-                type="function_call", call_id="call-1", name="lookup_order",
+                type="function_call",
+                call_id="call-1",
+                name="lookup_order",
                 arguments=json.dumps({"order": 42}),
-            )  # fmt: skip
+            )
             return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)
         text = ResponseOutputText(
             type="output_text", text=f"Found: {outputs[0]['output']}", annotations=[]
@@ -92,8 +94,10 @@ async def test_the_output_is_the_plain_runs_and_every_call_is_a_step(engine: Eng
     assert await handle.result(timeout=30) == plain == "Found: order 42: a kettle"
     steps = [(e.name, e.status) for e in await engine.history(handle.id) if e.kind == "step"]
     assert steps == [
-        ("support.model", "done"), ("support.tool:lookup_order", "done"), ("support.model", "done"),
-    ]  # fmt: skip
+        ("support.model", "done"),
+        ("support.tool:lookup_order", "done"),
+        ("support.model", "done"),
+    ]
     # Each ran once, though every step's commit was followed by a replay (cached_runs=0).
     assert CALLS == ["model", "tool 42", "model"]
     [first] = [e for e in await engine.history(handle.id) if e.kind == "step"][:1]
@@ -125,8 +129,10 @@ async def test_the_agents_events_are_in_the_runs_stream_in_order(engine: Engine)
     assert json.loads(called["raw_item"]["arguments"]) == {"order": 42}
     assert output["output"] == "order 42: a kettle"
     assert output["raw_item"] == {
-        "type": "function_call_output", "call_id": "call-1", "output": "order 42: a kettle",
-    }  # fmt: skip
+        "type": "function_call_output",
+        "call_id": "call-1",
+        "output": "order 42: a kettle",
+    }
     assert message["raw_item"]["content"][0]["text"] == answer
     # Each written once: no replay (cached_runs=0) wrote them again.
     assert all(i.attempt == 1 for i in items)
@@ -151,9 +157,12 @@ async def test_a_failing_model_call_is_retried_with_model_retry(
     @engine.workflow()
     async def support(ctx, question):
         result = await ParkwayRunner.run(
-            ctx, make_agent(ScriptedModel(fail_first=1)), question, run_config=QUIET,
+            ctx,
+            make_agent(ScriptedModel(fail_first=1)),
+            question,
+            run_config=QUIET,
             model_retry=Retry(max_attempts=2, backoff=1),
-        )  # fmt: skip
+        )
         return result.final_output
 
     handle = await engine.start(support, "Where is my kettle?")

@@ -62,8 +62,12 @@ async def test_the_output_is_the_plain_agents_and_every_call_is_a_step(
     ]
     # Each ran once, though every step's commit was followed by a replay (cached_runs=0).
     assert lines(log) == [
-        "model 0", "tool lookup_order 42", "model 1", "tool refund 42", "model 2",
-    ]  # fmt: skip
+        "model 0",
+        "tool lookup_order 42",
+        "model 1",
+        "tool refund 42",
+        "model 2",
+    ]
 
 
 @pytest.mark.replays
@@ -85,9 +89,11 @@ async def test_the_agents_events_are_in_the_runs_stream_in_order(engine: Engine)
         if e["event_kind"] in ("function_tool_call", "function_tool_result")
     ]
     assert tools == [
-        ("function_tool_call", "lookup_order"), ("function_tool_result", "lookup_order"),
-        ("function_tool_call", "refund"), ("function_tool_result", "refund"),
-    ]  # fmt: skip
+        ("function_tool_call", "lookup_order"),
+        ("function_tool_result", "lookup_order"),
+        ("function_tool_call", "refund"),
+        ("function_tool_result", "refund"),
+    ]
     # The answer's text, as the model streamed it, word by word.
     text = [e for e in events if e["event_kind"] in ("part_start", "part_delta")]
     words = [
@@ -195,9 +201,11 @@ async def test_a_tool_needing_approval_is_a_human_task_and_approving_lets_it_run
     assert task.name == "refund"
     assert task.form_schema == APPROVAL_FORM
     assert task.data == {
-        "agent": "support", "tool": "refund", "args": {"order": 42, "cents": 1250},
+        "agent": "support",
+        "tool": "refund",
+        "args": {"order": 42, "cents": 1250},
         "tool_call_id": task.data["tool_call_id"],
-    }  # fmt: skip
+    }
     assert lines(log) == ["model 0", "tool lookup_order 42", "model 1"]
 
     await engine.complete_task(task.id, {"approved": True}, by="ana")
@@ -205,8 +213,12 @@ async def test_a_tool_needing_approval_is_a_human_task_and_approving_lets_it_run
     assert answer == ("order 42: a kettle, delivered damaged; refunded 1250 cents on order 42")
     # The run replayed its journal after the approval: nothing that completed ran again.
     assert lines(log) == [
-        "model 0", "tool lookup_order 42", "model 1", "tool refund 42", "model 2",
-    ]  # fmt: skip
+        "model 0",
+        "tool lookup_order 42",
+        "model 1",
+        "tool refund 42",
+        "model 2",
+    ]
 
 
 async def test_a_denied_approval_tells_the_model_why_and_the_tool_never_runs(

@@ -255,9 +255,13 @@ async def test_a_run_past_the_history_threshold_is_warned_about_once(
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("cached_runs", -1), ("cached_runs", "many"), ("history_threshold", 0),
-     ("history_threshold", True)],
-)  # fmt: skip
+    [
+        ("cached_runs", -1),
+        ("cached_runs", "many"),
+        ("history_threshold", 0),
+        ("history_threshold", True),
+    ],
+)
 def test_cache_settings_are_checked(option: str, value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=option):
         Engine("memory://", **{option: value})

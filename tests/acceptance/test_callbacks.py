@@ -417,8 +417,11 @@ async def test_a_callback_is_completed_over_http_without_the_api_token(
         )
         assert response.status_code == 200, response.text
         assert response.json() == {
-            "status": "completed", "value": {"amount": 12}, "message": None, "duplicate": False,
-        }  # fmt: skip
+            "status": "completed",
+            "value": {"amount": 12},
+            "message": None,
+            "duplicate": False,
+        }
         assert (await handle.result(timeout=10))["paid"] == {"amount": 12}
 
         again = await anonymous.post(f"/callbacks/{token}", json={"amount": 99})
@@ -445,8 +448,11 @@ async def test_a_callback_is_failed_over_http(engine: Engine) -> None:
         response = await anonymous.post(f"/callbacks/{handed[0]}/fail", json={"message": "no"})
         assert response.status_code == 200, response.text
         assert response.json() == {
-            "status": "failed", "value": None, "message": "no", "duplicate": False,
-        }  # fmt: skip
+            "status": "failed",
+            "value": None,
+            "message": "no",
+            "duplicate": False,
+        }
     with pytest.raises(Exception, match="CallbackFailedError: no"):
         await handle.result(timeout=10)
 
@@ -493,8 +499,10 @@ async def test_race_two_completions_of_one_callback_decide_once(engine: Engine) 
     first = firsts[0]
     for other in results:  # every answer is the one outcome
         assert (other.status, other.value, other.message) == (
-            first.status, first.value, first.message,
-        )  # fmt: skip
+            first.status,
+            first.value,
+            first.message,
+        )
     if first.status == "completed":
         assert (await handle.result(timeout=10))["paid"] == first.value
     else:

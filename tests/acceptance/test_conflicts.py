@@ -82,8 +82,10 @@ def test_postgres_deadlocks_and_serialization_failures_are_conflicts() -> None:
     psycopg = pytest.importorskip("psycopg")
     from parkway.store.postgres.failures import failed
 
-    for exc in (psycopg.errors.DeadlockDetected("deadlock detected"),
-                psycopg.errors.SerializationFailure("could not serialize")):  # fmt: skip
+    for exc in (
+        psycopg.errors.DeadlockDetected("deadlock detected"),
+        psycopg.errors.SerializationFailure("could not serialize"),
+    ):
         error = failed({}, "db", exc)
         assert isinstance(error, StoreError) and error.conflict and not error.outcome_unknown
     other = failed({}, "db", psycopg.errors.UniqueViolation("duplicate key"))

@@ -277,9 +277,10 @@ async def test_a_bulk_import_touches_only_the_subscribed_runs(engine: Engine) ->
     touched: dict[int, list[str]] = {}
     for product in range(10_000):
         result = await engine.publish(
-            "product.update", {"product_id": product, "stock": product % 7},
+            "product.update",
+            {"product_id": product, "stock": product % 7},
             subject=f"product:{product}",
-        )  # fmt: skip
+        )
         assert not result.started
         if result.touched:
             touched[product] = result.resumed

@@ -72,8 +72,10 @@ async def test_a_fork_of_a_failed_run_replays_its_prefix_and_goes_on_with_new_co
     assert (await source.info()).forked_from is None
     history = await engine.history(fork.id)
     assert [(e.name, e.status) for e in history] == [
-        ("fetch", "done"), ("double", "done"), ("store", "done"),
-    ]  # fmt: skip
+        ("fetch", "done"),
+        ("double", "done"),
+        ("store", "done"),
+    ]
     # The same fork asked for again (a client's retry) is that fork.
     assert (await engine.fork(source.id, id="fix-1")).id == "fix-1"
 
@@ -216,16 +218,20 @@ async def test_fork_over_http(engine: Engine, monkeypatch: pytest.MonkeyPatch) -
         # Bad input at the edge: 404 for an unknown run, 422 naming the field.
         assert (await http.post("/runs/nope/fork")).status_code == 404
         for body, field in (
-            ({"at": -1}, "at"), ({"at": "2"}, "at"), ({"at": 9}, "at"),
-            ({"colour": "red"}, "colour"), ({"id": ""}, "id"),
-        ):  # fmt: skip
+            ({"at": -1}, "at"),
+            ({"at": "2"}, "at"),
+            ({"at": 9}, "at"),
+            ({"colour": "red"}, "colour"),
+            ({"id": ""}, "id"),
+        ):
             answer = await http.post(f"/runs/{source.id}/fork", json=body)
             assert answer.status_code == 422, (body, answer.text)
             assert field in str(answer.json()["detail"]), answer.text
         bad_json = await http.post(
-            f"/runs/{source.id}/fork", content=b"{not json",
+            f"/runs/{source.id}/fork",
+            content=b"{not json",
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         assert bad_json.status_code in (400, 422), bad_json.text
 
 

@@ -564,9 +564,18 @@ async def test_ctx_operations_refuse_them_too(engine: Engine, bad: str) -> None:
         return refused
 
     assert await (await engine.start("sloppy")).result(timeout=10) == [
-        "name", "name", "subject", "match", "name", "key", "name", "id", "subject", "id",
+        "name",
+        "name",
+        "subject",
+        "match",
+        "name",
+        "key",
+        "name",
+        "id",
+        "subject",
+        "id",
         "workflow",
-    ]  # fmt: skip
+    ]
     assert await engine.subscriptions() == []
     assert [r.workflow for r in await engine.list_runs()] == ["sloppy"]
 

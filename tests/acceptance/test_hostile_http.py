@@ -322,9 +322,16 @@ BODY_ROUTES = [
 
 @pytest.mark.parametrize(
     "content_type",
-    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-     "application/xml", "text/json", "application/jsonx", ""],
-)  # fmt: skip
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "text/json",
+        "application/jsonx",
+        "",
+    ],
+)
 async def test_a_body_that_is_not_sent_as_json_is_415(
     client: httpx.AsyncClient, engine: Engine, content_type: str
 ) -> None:
@@ -346,8 +353,11 @@ async def test_a_browser_must_say_its_body_is_json(
     # preflight; the browser says where it comes from.
     await client.post("/runs", json={"workflow": "approval", "id": "x"})
     await engine.idle()
-    for origin in ({"origin": "https://evil.example"}, {"origin": "null"},
-                   {"sec-fetch-site": "cross-site"}):  # fmt: skip
+    for origin in (
+        {"origin": "https://evil.example"},
+        {"origin": "null"},
+        {"sec-fetch-site": "cross-site"},
+    ):
         for method, path, content in BODY_ROUTES:
             response = await client.request(method, path, content=content, headers=origin)
             refused(response, 415)
@@ -368,8 +378,14 @@ async def test_an_app_given_its_hosts_refuses_others(engine: Engine) -> None:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://parkway.internal") as c:
         assert (await c.get("/runs")).status_code == 200
-        for host in ("127.0.0.1:8000", "localhost", "[::1]:8000", "10.1.2.3", "PARKWAY.internal.",
-                     "app.localhost"):  # fmt: skip
+        for host in (
+            "127.0.0.1:8000",
+            "localhost",
+            "[::1]:8000",
+            "10.1.2.3",
+            "PARKWAY.internal.",
+            "app.localhost",
+        ):
             assert (await c.get("/runs", headers={"host": host})).status_code == 200, host
         for host in ("evil.example", "parkway.internal.evil.example", "127.0.0.1.nip.io"):
             response = await c.post("/runs", json={"workflow": "approval"}, headers={"host": host})

@@ -372,10 +372,14 @@ async def test_hostile_values_given_to_ctx_are_parkway_errors_in_the_run(
                 ("signal", lambda v=value: ctx.wait_for_signal(v, timeout=0.001)),
                 ("signal timeout", lambda v=timeout: ctx.wait_for_signal("s", timeout=v)),
                 ("event", lambda v=value: ctx.wait_for_event(v, timeout=0.001)),
-                ("event subject", lambda v=value: ctx.wait_for_event("e", subject=v,
-                                                                     timeout=0.001)),
-                ("event match", lambda v=value: ctx.wait_for_event("e", match={"a": v},
-                                                                   timeout=0.001)),
+                (
+                    "event subject",
+                    lambda v=value: ctx.wait_for_event("e", subject=v, timeout=0.001),
+                ),
+                (
+                    "event match",
+                    lambda v=value: ctx.wait_for_event("e", match={"a": v}, timeout=0.001),
+                ),
                 ("message", lambda v=value: ctx.wait_for_message(v, "k", timeout=0.001)),
                 ("message key", lambda v=value: ctx.wait_for_message("m", v, timeout=0.001)),
                 ("publish", lambda v=value: ctx.publish(v)),
@@ -383,13 +387,14 @@ async def test_hostile_values_given_to_ctx_are_parkway_errors_in_the_run(
                 ("child id", lambda v=value: ctx.start_child("leaf", id=v)),
                 ("step retry", lambda v=value: ctx.step(len, "x", retry=v)),
                 ("human task", lambda v=value: ctx.human_task(v, timeout=0.001)),
-                ("human task title", lambda v=value: ctx.human_task("t", title=v,
-                                                                    timeout=0.001)),
+                ("human task title", lambda v=value: ctx.human_task("t", title=v, timeout=0.001)),
                 ("human task form", lambda v=value: ctx.human_task("t", form=v, timeout=0.001)),
-                ("human task assignees", lambda v=value: ctx.human_task("t", assignees=[v],
-                                                                        timeout=0.001)),
+                (
+                    "human task assignees",
+                    lambda v=value: ctx.human_task("t", assignees=[v], timeout=0.001),
+                ),
                 ("human task timeout", lambda v=timeout: ctx.human_task("t", timeout=v)),
-            ]:  # fmt: skip
+            ]:
                 try:
                     await call()
                 except ParkwayError:
@@ -512,8 +517,9 @@ async def test_limits_at_64_bits_work_on_every_backend(engine: Engine) -> None:
         rate_limit=RateLimit(MAX_INT, "1s"),
     )
     async def wide(ctx, input):
-        return await ctx.step(lambda: input, retry=Retry(max_attempts=MAX_INT,
-                                                         factor=MAX_RETRY_FACTOR))  # fmt: skip
+        return await ctx.step(
+            lambda: input, retry=Retry(max_attempts=MAX_INT, factor=MAX_RETRY_FACTOR)
+        )
 
     handle = await engine.start("wide", {"n": MAX_JSON_INT, "m": MIN_INT}, priority=MAX_INT)
     assert await handle.result(timeout=ANSWER_WITHIN) == {"n": MAX_JSON_INT, "m": MIN_INT}
@@ -759,8 +765,9 @@ async def test_http_payloads_come_back_unchanged(
     await engine.idle()
     run = (await client.get(f"/runs/{run_id}")).json()
     assert run["output"] == [payload, payload], run
-    message = await client.post("/messages", json={"name": "kept", "key": run_id,
-                                                   "payload": payload})  # fmt: skip
+    message = await client.post(
+        "/messages", json={"name": "kept", "key": run_id, "payload": payload}
+    )
     assert message.json()["outcome"] == "buffered"
     listed = [m for m in (await client.get("/messages")).json() if m["key"] == run_id]
     assert listed[0]["payload"] == payload
@@ -794,8 +801,15 @@ async def test_hostile_bodies_get_a_4xx_or_an_answer_never_a_5xx(
     client: httpx.AsyncClient, engine: Engine, text: str
 ) -> None:
     await client.post("/runs", json={"workflow": "parked", "id": "r"})
-    for path in ("/events", "/messages", "/runs", "/runs/r/signals/go", "/runs/r/updates/add",
-                 "/messages/1/retry", "/runs/cancel"):  # fmt: skip
+    for path in (
+        "/events",
+        "/messages",
+        "/runs",
+        "/runs/r/signals/go",
+        "/runs/r/updates/add",
+        "/messages/1/retry",
+        "/runs/cancel",
+    ):
         for body in (
             text,
             f'{{"name": "thing", "key": "k", "workflow": "parked", "payload": {text}}}',

@@ -459,9 +459,17 @@ async def test_openapi_describes_every_route_its_bodies_and_responses(
     assert "requestBody" in doc["paths"]["/runs/{id}/signals/{name}"]["post"]
     params = {p["name"] for p in doc["paths"]["/runs"]["get"]["parameters"]}
     assert params == {
-        "workflow", "status", "subject", "domain", "limit", "search", "parent_id",
-        "created_after", "created_before", "before",
-    }  # fmt: skip
+        "workflow",
+        "status",
+        "subject",
+        "domain",
+        "limit",
+        "search",
+        "parent_id",
+        "created_after",
+        "created_before",
+        "before",
+    }
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
             codes = set(op["responses"])

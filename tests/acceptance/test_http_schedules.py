@@ -49,13 +49,27 @@ async def test_schedules_are_listed_paused_and_resumed(
     for item in listed:
         s.ScheduleOut.model_validate(item)
     assert listed == [
-        {"id": "hourly", "workflow": "hourly", "cron": "0 * * * *", "timezone": "Europe/Paris",
-         "paused": False, "next_at": (t0 + timedelta(hours=1)).isoformat(), "last_run_id": None,
-         "catch_up": "all"},
-        {"id": "nightly-run", "workflow": "nightly", "cron": "0 3 * * *", "timezone": "UTC",
-         "paused": False, "next_at": (t0 + timedelta(hours=3)).isoformat(), "last_run_id": None,
-         "catch_up": "latest"},
-    ]  # fmt: skip
+        {
+            "id": "hourly",
+            "workflow": "hourly",
+            "cron": "0 * * * *",
+            "timezone": "Europe/Paris",
+            "paused": False,
+            "next_at": (t0 + timedelta(hours=1)).isoformat(),
+            "last_run_id": None,
+            "catch_up": "all",
+        },
+        {
+            "id": "nightly-run",
+            "workflow": "nightly",
+            "cron": "0 3 * * *",
+            "timezone": "UTC",
+            "paused": False,
+            "next_at": (t0 + timedelta(hours=3)).isoformat(),
+            "last_run_id": None,
+            "catch_up": "latest",
+        },
+    ]
 
     paused = ok(await client.post("/schedules/hourly/pause"))
     s.ScheduleOut.model_validate(paused)
@@ -101,5 +115,12 @@ async def test_openapi_describes_the_schedule_routes(client: httpx.AsyncClient) 
         assert {"200", "404", "422"} <= set(op["responses"])
     fields = doc["components"]["schemas"]["ScheduleOut"]["properties"]
     assert set(fields) == {
-        "id", "workflow", "cron", "timezone", "paused", "next_at", "last_run_id", "catch_up",
-    }  # fmt: skip
+        "id",
+        "workflow",
+        "cron",
+        "timezone",
+        "paused",
+        "next_at",
+        "last_run_id",
+        "catch_up",
+    }

@@ -65,17 +65,23 @@ async def test_a_pydantic_form_gives_the_run_an_instance_of_the_model(engine: En
     @engine.workflow()
     async def refund(ctx, order):
         approval = await ctx.human_task(
-            "approve-refund", title=f"Refund order {order}?", form=Approval,
-            data={"order": order, "total": 1250}, assignees=("ana", "ben"),
-        )  # fmt: skip
+            "approve-refund",
+            title=f"Refund order {order}?",
+            form=Approval,
+            data={"order": order, "total": 1250},
+            assignees=("ana", "ben"),
+        )
         await ctx.sleep(0)  # (one more commit: the result is rebuilt on the replay)
         return [type(approval).__name__, approval.decision.value, approval.amount]
 
     handle = await engine.start("refund", "A-7")
     task = await open_task(engine, handle)
     assert (task.name, task.title, task.workflow, task.status) == (
-        "approve-refund", "Refund order A-7?", "refund", "open",
-    )  # fmt: skip
+        "approve-refund",
+        "Refund order A-7?",
+        "refund",
+        "open",
+    )
     assert task.data == {"order": "A-7", "total": 1250}
     assert task.assignees == ("ana", "ben")
     assert task.form_schema is not None and "decision" in task.form_schema["properties"]
@@ -401,8 +407,10 @@ async def test_tasks_are_listed_read_and_completed_over_http(
 
         one = (await client.get(f"/tasks/{task_id}")).json()
         assert (one["form_schema"], one["data"], one["assignees"]) == (
-            REFUND_FORM, {"order": 7}, ["ana"],
-        )  # fmt: skip
+            REFUND_FORM,
+            {"order": 7},
+            ["ana"],
+        )
         missing = await client.get("/tasks/nope")
         assert missing.status_code == 404 and missing.json()["error"] == "TaskNotFoundError"
 
@@ -410,8 +418,9 @@ async def test_tasks_are_listed_read_and_completed_over_http(
         good = {"approved": True, "reason": "late"}
         wrong = await client.post(path, json={"result": good, "by": "zoe"})
         assert wrong.status_code == 403 and wrong.json()["error"] == "TaskAssignmentError"
-        invalid = await client.post(path, json={"result": {"approved": 1, "reason": "late"},
-                                                "by": "ana"})  # fmt: skip
+        invalid = await client.post(
+            path, json={"result": {"approved": 1, "reason": "late"}, "by": "ana"}
+        )
         assert invalid.status_code == 422
         [error] = invalid.json()["detail"]
         assert error["loc"] == ["body", "result", "approved"]
@@ -441,9 +450,10 @@ async def test_race_two_completions_of_one_task_complete_it_once(engine: Engine)
     handle = await engine.start("once")
     task = await open_task(engine, handle)
     results = await asyncio.gather(
-        engine.complete_task(task.id, "a"), engine.complete_task(task.id, "b"),
+        engine.complete_task(task.id, "a"),
+        engine.complete_task(task.id, "b"),
         return_exceptions=True,
-    )  # fmt: skip
+    )
     done = [r for r in results if isinstance(r, HumanTask)]
     refused = [r for r in results if isinstance(r, RunStateError)]
     assert len(done) == 1 and len(refused) == 1, results

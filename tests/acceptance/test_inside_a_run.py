@@ -171,8 +171,9 @@ async def test_nested_gathers_and_return_exceptions(engine: Engine) -> None:
         return [r if not isinstance(r, Exception) else type(r).__name__ for r in results]
 
     assert await (await engine.start("nested")).result(timeout=10) == [
-        [1, 2], "StepFailedError",
-    ]  # fmt: skip
+        [1, 2],
+        "StepFailedError",
+    ]
 
 
 async def test_asyncio_gather_over_ctx_operations_is_refused_naming_ctx_gather(

@@ -76,9 +76,12 @@ async def test_a_paused_run_keeps_every_input_and_acts_on_them_after_resume(
     assert await update == "noted"
     result = await handle.result(timeout=10)
     assert result == {
-        "signal": 1, "event": {"order": "o1"}, "message": {"ok": True}, "slept": True,
+        "signal": 1,
+        "event": {"order": "o1"},
+        "message": {"ok": True},
+        "slept": True,
         "update": "x",
-    }  # fmt: skip
+    }
     assert (await handle.info()).paused is False
 
 

@@ -82,9 +82,11 @@ async def test_every_control_records_who_asked(
     records = [r for r in caplog.records if r.name == "parkway.operators"]
     logged = [(r.__dict__["run_id"], r.__dict__["action"], r.__dict__["by"]) for r in records]
     assert logged == [
-        ("a1", "pause", "alice"), ("a1", "resume", "bob"), ("a1", "update", "carol"),
+        ("a1", "pause", "alice"),
+        ("a1", "resume", "bob"),
+        ("a1", "update", "carol"),
         ("a1", "cancel", "dave"),
-    ]  # fmt: skip
+    ]
     assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "parkway.operators")
 
     failing = await engine.start("fragile", None, id="f1")

@@ -56,8 +56,9 @@ async def test_a_decorator_schedule_starts_one_run_per_tick(engine: Engine, cloc
     await clock.advance("16m")
     ticks = [t0 + timedelta(minutes=m) for m in (5, 10, 15)]
     assert sorted(seen) == [(run_id("report", t), t) for t in ticks]
-    assert all(t is not None and t.tzinfo is not None and t.utcoffset() == timedelta(0)
-               for _, t in seen)  # fmt: skip
+    assert all(
+        t is not None and t.tzinfo is not None and t.utcoffset() == timedelta(0) for _, t in seen
+    )
     assert await scheduled_runs(engine, "report") == [run_id("report", t) for t in ticks]
     for r in await engine.list_runs(workflow="report"):
         assert r.status is RunStatus.COMPLETED
@@ -153,8 +154,9 @@ async def test_add_list_pause_resume_remove(engine: Engine, clock, t0) -> None:
     assert not resumed.paused and resumed.next_at == t0 + timedelta(hours=5)
     await clock.advance("30m")
     assert await scheduled_runs(engine, "ping") == [
-        run_id("p", t0 + timedelta(hours=1)), run_id("p", t0 + timedelta(hours=5)),
-    ]  # fmt: skip
+        run_id("p", t0 + timedelta(hours=1)),
+        run_id("p", t0 + timedelta(hours=5)),
+    ]
     [info] = await engine.schedules()
     assert info.last_run_id == run_id("p", t0 + timedelta(hours=5))
 

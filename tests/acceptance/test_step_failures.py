@@ -370,16 +370,23 @@ async def test_a_run_waiting_to_retry_says_so(engine: Engine, clock) -> None:
     assert info.status == RunStatus.RUNNING
     [wait] = info.waiting
     assert wait == {
-        "kind": "retry", "name": "charge", "attempt": 2, "max_attempts": 4,
-        "at": clock.datetime() + timedelta(seconds=30), "error": wait["error"],
-    }  # fmt: skip
+        "kind": "retry",
+        "name": "charge",
+        "attempt": 2,
+        "max_attempts": 4,
+        "at": clock.datetime() + timedelta(seconds=30),
+        "error": wait["error"],
+    }
     assert wait["error"]["type"] == "ConnectionError"
     assert wait["error"]["message"] == "gateway down"
     assert info.to_dict()["waiting"][0]["at"] == wait["at"].isoformat()
     tried, pending = await engine.history(h.id)
     assert (tried.kind, tried.attempt, pending.kind, pending.status) == (
-        "attempt", 1, "step", "pending",
-    )  # fmt: skip
+        "attempt",
+        1,
+        "step",
+        "pending",
+    )
     await clock.advance(30)
     assert await h.result(timeout=5) == "ok"
     assert (await engine.get_run(h.id)).waiting == []

@@ -53,8 +53,11 @@ async def test_body_writes_are_read_in_order_and_the_runs_end_closes_the_stream(
     assert await h.result(timeout=10) == "done"
     items = await collect(h.stream("answer"))
     assert [(i.offset, i.value, i.attempt) for i in items] == [
-        (0, "durable", None), (1, "streams", None), (2, None, None), (3, 4.5, None),
-    ]  # fmt: skip
+        (0, "durable", None),
+        (1, "streams", None),
+        (2, None, None),
+        (3, 4.5, None),
+    ]
     assert all(i.written_at.tzinfo is not None for i in items)
     assert [i.value for i in await collect(h.stream("answer", offset=2))] == [None, 4.5]
     assert [i.value for i in await collect(h.stream("meta"))] == [{"count": 4}]
@@ -189,9 +192,11 @@ async def test_step_writes_are_visible_at_once_and_carry_their_attempt(engine: E
             assert (await h.info()).status is RunStatus.RUNNING  # the step has not ended
             seen_ready.set()
     assert [(i.offset, i.value, i.attempt) for i in items] == [
-        (0, "first of attempt 1", 1), (1, "unawaited", 1),
-        (2, "first of attempt 2", 2), (3, "ready", 2),
-    ]  # fmt: skip
+        (0, "first of attempt 1", 1),
+        (1, "unawaited", 1),
+        (2, "first of attempt 2", 2),
+        (3, "ready", 2),
+    ]
     assert await h.result(timeout=10) == "answered"
 
 
@@ -309,9 +314,13 @@ async def test_bad_writes_are_refused_and_write_nothing(engine: Engine) -> None:
     h = await engine.start("bad")
     refused = await h.result(timeout=10)
     assert refused[:6] == [
-        "InvalidInputError", "InvalidInputError", "InvalidInputError",
-        "SerializationError", "SerializationError", "key",
-    ]  # fmt: skip
+        "InvalidInputError",
+        "InvalidInputError",
+        "InvalidInputError",
+        "SerializationError",
+        "SerializationError",
+        "key",
+    ]
     assert "SerializationError" in refused[6]
     assert await h.read_stream("out") == []
     with pytest.raises(WorkflowUsageError):
@@ -435,8 +444,13 @@ async def test_http_stream_as_events_and_as_json(
         assert r.status_code == 404 and r.json()["error"] == "RunNotFoundError"
         r = await http.get("/runs/no-such-run/streams/out", headers={"Accept": "application/json"})
         assert r.status_code == 404
-        for query, where in [("offset=-1", "offset"), ("limit=0", "limit"), ("limit=5000", "limit"),
-                             ("offset=x", "offset"), ("since=1", "since")]:  # fmt: skip
+        for query, where in [
+            ("offset=-1", "offset"),
+            ("limit=0", "limit"),
+            ("limit=5000", "limit"),
+            ("offset=x", "offset"),
+            ("since=1", "since"),
+        ]:
             r = await http.get(f"/runs/{h.id}/streams/out?{query}")
             assert r.status_code == 422, (query, r.text)
             assert r.json()["detail"][0]["loc"] == ["query", where]

@@ -147,9 +147,17 @@ async def test_an_extractor_that_raises_gives_a_routing_error(make_engine) -> No
 
 @pytest.mark.parametrize(
     "returned",
-    [None, "client:5", ("shop",), ("shop", "client:5", "x"), ("shop", 5), ("", "client:5"),
-     ("shop", "*"), {"domain": "shop"}],
-)  # fmt: skip
+    [
+        None,
+        "client:5",
+        ("shop",),
+        ("shop", "client:5", "x"),
+        ("shop", 5),
+        ("", "client:5"),
+        ("shop", "*"),
+        {"domain": "shop"},
+    ],
+)
 async def test_an_extractor_that_returns_no_pair_gives_a_routing_error(
     make_engine, returned
 ) -> None:

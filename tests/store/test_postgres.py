@@ -168,8 +168,9 @@ async def test_parkway_options_are_applied(engine_url: str) -> None:
     await store.open()
     try:
         async with store.transaction(readonly=True) as tx:
-            row = await tx._t._one("SELECT current_setting('statement_timeout'), "
-                                   "current_setting('application_name')")  # fmt: skip
+            row = await tx._t._one(
+                "SELECT current_setting('statement_timeout'), current_setting('application_name')"
+            )
         assert row == ("1500ms", "mine")
     finally:
         await store.close()
@@ -294,7 +295,7 @@ async def test_transactions_survive_killed_connections(
     assert await store.has_due(NOW) is False
     assert await store.claim("w", now=NOW, wall_now=NOW, lease_until=NOW + 1, limit=1) == []
     async with store.transaction(readonly=True) as tx:
-        assert len(await tx.runs.list(RunFilter(limit=100))) == 10  # fmt: skip
+        assert len(await tx.runs.list(RunFilter(limit=100))) == 10
 
 
 def terminate_pid(pid: int) -> None:
@@ -491,10 +492,14 @@ async def test_a_claim_reads_its_rows_in_binary_as_it_would_in_text(
         await tx.runs.insert(run("r"))
         await tx.tasks.add([NewTask("r", NOW, "signal"), NewTask("r", NOW - 1, "timer", 2)])
         await tx.signals.add("r", "go", b'{"n": 1.5}', NOW)
-        await tx.journal.put("r", [
-            entry(0, value=b'"x"'), entry(1, value=None, branch="b/1"),
-            entry(2, state="pending", value=None, deadline=NOW + 0.25),
-        ])  # fmt: skip
+        await tx.journal.put(
+            "r",
+            [
+                entry(0, value=b'"x"'),
+                entry(1, value=None, branch="b/1"),
+                entry(2, state="pending", value=None, deadline=NOW + 0.25),
+            ],
+        )
     assert type(statements.CLAIM_DUE) is wire.BinaryRows
     params = dict(now=NOW, wall=WALL, limit=5, owner="w", until=WALL + 30)
     async with await psycopg.AsyncConnection.connect(engine_url, autocommit=True) as conn:
@@ -637,9 +642,14 @@ async def deliver_alone(store: PostgresStore, key: str, *, lease: bool = False) 
         terms = dict(owner="w", wall_now=WALL, lease_until=WALL + 30)
     async with store.transaction() as tx:
         return await tx.messages.deliver(
-            "payment", key, b"body", NOW, message_id=f"id-{key}", fresh_after=NOW - 60,
+            "payment",
+            key,
+            b"body",
+            NOW,
+            message_id=f"id-{key}",
+            fresh_after=NOW - 60,
             **terms,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
 
 async def task_kinds(store: PostgresStore, run_id: str) -> list[str]:
@@ -713,8 +723,10 @@ async def test_deliveries_sharing_a_commit_whose_reply_was_lost_are_each_settled
     assert cut
     # Each statement's own mark says what it did; none was sent again.
     assert [(d.known, d.outcome, d.run_id) for d in found] == [
-        (True, "delivered", "a"), (True, None, None), (True, "delivered", "b"),
-    ]  # fmt: skip
+        (True, "delivered", "a"),
+        (True, None, None),
+        (True, "delivered", "b"),
+    ]
     assert await task_kinds(store, "a") == ["message"]
     assert await task_kinds(store, "b") == ["message"]
 
@@ -881,9 +893,12 @@ async def publish_alone(
     body = f'{{"order_id":{order_id}}}'.encode()
     async with store.transaction() as tx:
         return await tx.events.deliver(
-            event(event_id, payload=body), payload, body, fresh_after=NOW - 60,
+            event(event_id, payload=body),
+            payload,
+            body,
+            fresh_after=NOW - 60,
             **terms,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
 
 async def test_a_publish_at_once_and_its_lease_are_one_round_trip(store: PostgresStore) -> None:
@@ -912,8 +927,11 @@ async def test_a_publish_at_once_declines_a_shape_it_has_not_seen(store: Postgre
         declined = await publish_alone(store, 1, lease=True)
     assert len(sent) == 1
     assert (declined.known, declined.outcome, declined.waits, declined.lease) == (
-        True, None, [], None
-    )  # fmt: skip
+        True,
+        None,
+        [],
+        None,
+    )
     async with store.transaction(readonly=True) as tx:
         assert await tx.events.get("e1") is None
         assert len(await tx.subscriptions.list(run_id="r")) == 1
@@ -1140,8 +1158,11 @@ async def test_a_claim_planned_on_empty_tables_still_probes_runs_by_key(engine_u
             f" INSERT INTO parkway.tasks (run_id, due_at, kind) VALUES ('r7', {NOW}, 'signal')",
             database_of(engine_url),
         )
-        (name,) = [name for (text, _), name in pgwire._WIRES[conn].prepared.items()
-                   if text.startswith(b"-- Lease the runs")]  # fmt: skip
+        (name,) = [
+            name
+            for (text, _), name in pgwire._WIRES[conn].prepared.items()
+            if text.startswith(b"-- Lease the runs")
+        ]
         values = f"{NOW}, {WALL}, 16, 'w', {WALL + 30}"
         explain = f"EXPLAIN (FORMAT JSON) EXECUTE {name.decode()}({values})"
         _, plan = await pgwire.send(conn, [(statements.Q["claim_settings"], ()), (explain, ())])
@@ -1155,9 +1176,24 @@ def test_a_claimed_row_is_put_in_order_by_the_client(backend: str) -> None:
     # The claim aggregates each run's tasks, journal and mailbox unordered (an
     # ordered aggregate sorts on its own, once per column): the client orders them.
     run_columns = (
-        "r", "wf", "1", "running", b"{}", None, None, "default", None, None, None, 0,
-        NOW, NOW, "w", WALL + 30, None,
-    )  # fmt: skip
+        "r",
+        "wf",
+        "1",
+        "running",
+        b"{}",
+        None,
+        None,
+        "default",
+        None,
+        None,
+        None,
+        0,
+        NOW,
+        NOW,
+        "w",
+        WALL + 30,
+        None,
+    )
     tasks = ([7, 3], [NOW, NOW], ["signal", "signal"], [None, None], [None, None])
     journal = ([1, 0], ["step", "step"], ["b", "a"], ["done", "done"], [b"2", b"1"])
     journal_times = ([None, None], [NOW, NOW], [None, None], [None, None])  # + branch, seq
@@ -1175,9 +1211,24 @@ def test_a_claimed_row_of_a_run_its_worker_parked_last_has_no_journal(backend: s
     # The claim leaves out the journal of a run this worker's advance parked last
     # (advanced_by): its cache may hold the run's machine.
     run_columns = (
-        "r", "wf", "1", "parked", b"{}", None, None, "default", None, None, None, 0,
-        NOW, NOW, "w", WALL + 30, "w",
-    )  # fmt: skip
+        "r",
+        "wf",
+        "1",
+        "parked",
+        b"{}",
+        None,
+        None,
+        "default",
+        None,
+        None,
+        None,
+        0,
+        NOW,
+        NOW,
+        "w",
+        WALL + 30,
+        "w",
+    )
     tasks = ([7], [NOW], ["timer"], [0], [None])
     nothing = (None,) * 13
     mine = rows.claimed_run((*run_columns, *tasks, *nothing, 1), "w")

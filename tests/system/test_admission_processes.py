@@ -48,11 +48,21 @@ class Workers:
         stderr = self.tmp_path / f"worker{len(self.procs) + 1}.stderr"
         with stderr.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "admission_app:engine",
-                "--lease", str(LEASE), "--concurrency", "8",
-                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "admission_app:engine",
+                "--lease",
+                str(LEASE),
+                "--concurrency",
+                "8",
+                cwd=APPS,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
         self.procs.append((proc, stderr))
         return proc
 

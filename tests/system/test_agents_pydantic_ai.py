@@ -59,10 +59,19 @@ async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
     async def worker(**extra: str) -> asyncio.subprocess.Process:
         with (tmp_path / "worker.err").open("ab") as err:
             return await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "agent_crash_app:engine",
-                "--lease", "2", cwd=APPS, env={**env, **extra},
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "agent_crash_app:engine",
+                "--lease",
+                "2",
+                cwd=APPS,
+                env={**env, **extra},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     async def log_has(line: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -96,6 +105,10 @@ async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
     assert len(steps) == 5
     # What completed before the kill ran once; the refund, in flight at the kill, ran again.
     assert lines(log) == [
-        "model 0", "tool lookup_order 42", "model 1", "tool refund 42", "tool refund 42",
+        "model 0",
+        "tool lookup_order 42",
+        "model 1",
+        "tool refund 42",
+        "tool refund 42",
         "model 2",
-    ]  # fmt: skip
+    ]

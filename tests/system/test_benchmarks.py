@@ -23,8 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_benchmark_runs_at_a_small_n() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--quick"],
-        cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=840,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
     out = done.stdout
     assert done.returncode == 0, f"{out[-4000:]}\n{done.stderr[-4000:]}"
     # The table of the shapes, every row of it with parkway's figure.

@@ -35,8 +35,12 @@ def _parkway(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = str(cwd)
     return subprocess.run(
         [sys.executable, "-m", "parkway", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_parkway_check_exits_1_then_0_around_a_fix(tmp_path: Path) -> None:
@@ -50,7 +54,10 @@ def test_parkway_check_exits_1_then_0_around_a_fix(tmp_path: Path) -> None:
     assert worked.returncode == 0, worked.stdout + worked.stderr  # pending: nothing journaled
     run_id = json.loads(started.stdout)["id"]
     ran = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import asyncio, sys
             sys.path.insert(0, {str(tmp_path)!r})
             import shop
@@ -59,9 +66,12 @@ def test_parkway_check_exits_1_then_0_around_a_fix(tmp_path: Path) -> None:
                 async with shop.engine:
                     await shop.engine.idle()
             asyncio.run(main())
-        """)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ran.returncode == 0, ran.stderr
 
     app.write_text(textwrap.dedent(CHECKED_APP.format(url=url, second="pay")))

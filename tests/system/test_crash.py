@@ -55,11 +55,21 @@ class Worker:
         env = {**os.environ, "PARKWAY_URL": self.url, "CRASH_LOG": str(self.log)}
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "crash_app:engine",
-                "--lease", str(LEASE), "--concurrency", str(CONCURRENCY),
-                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "crash_app:engine",
+                "--lease",
+                str(LEASE),
+                "--concurrency",
+                str(CONCURRENCY),
+                cwd=APPS,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def output(self, tail: int = 4000) -> str:
         text = self.stderr.read_text(errors="replace")
@@ -362,11 +372,12 @@ async def test_sigkill_of_a_worker_holding_parked_runs_in_memory_loses_nothing(
             before_kill = log.read_bytes()
             committed = {
                 run_id: {
-                    e.name for e in await client.history(run_id)
+                    e.name
+                    for e in await client.history(run_id)
                     if e.kind == "step" and e.status == "done"
                 }
                 for run_id in ids
-            }  # fmt: skip
+            }
             for run_id in ids:
                 await client.signal(run_id, "tick", {"n": 2})
             second = await spawn(tmp_path, client, log, workers)

@@ -133,23 +133,33 @@ def _populate(http: httpx.Client) -> None:
     for i in range(30):
         created = http.post(
             "/runs",
-            json={"workflow": "approval", "id": f"order-{1000 + i}", "subject": f"client:{i % 4}",
-                  "input": {"sku": "lamp", "qty": 1 + i % 3}},
-        )  # fmt: skip
+            json={
+                "workflow": "approval",
+                "id": f"order-{1000 + i}",
+                "subject": f"client:{i % 4}",
+                "input": {"sku": "lamp", "qty": 1 + i % 3},
+            },
+        )
         assert created.status_code == 201, created.text
     started = http.post(
         "/events",
-        json={"name": "order.created", "id": "ev-9", "subject": "order:9",
-              "payload": {"id": 9, "sku": "desk"}},
-    )  # fmt: skip
+        json={
+            "name": "order.created",
+            "id": "ev-9",
+            "subject": "order:9",
+            "payload": {"id": 9, "sku": "desk"},
+        },
+    )
     assert started.json()["started"] == ["evt:ev-9:fulfilment"], started.text
     for run_id, workflow, data in [("loan-7", "loan", "APP-7"), ("rates-1", "rates", None)]:
         created = http.post("/runs", json={"workflow": workflow, "id": run_id, "input": data})
         assert created.status_code == 201, created.text
     # Two messages no run waits for expire into dead letters; one stays buffered.
     for key, ttl in [("APP-1", 0.3), ("APP-2", 0.3), ("APP-3", 3600)]:
-        sent = http.post("/messages", json={"name": "credit.score", "key": key,
-                                            "payload": {"score": 700}, "ttl": ttl})  # fmt: skip
+        sent = http.post(
+            "/messages",
+            json={"name": "credit.score", "key": key, "payload": {"score": 700}, "ttl": ttl},
+        )
         assert sent.json()["outcome"] == "buffered", sent.text
     _until(lambda: len(http.get("/messages?status=expired").json()) == 2, "two dead letters")
     # Started after APP-1 died: it waits, and a retry of the dead letter reaches it.

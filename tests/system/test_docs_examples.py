@@ -30,9 +30,14 @@ def run_script(source: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     script.write_text(source, "utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     return subprocess.run(
-        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, str(script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("example", SCRIPTS, ids=lambda b: b.where)
@@ -80,8 +85,13 @@ def test_testing_guide_project_passes_its_tests_with_warnings_as_errors(tmp_path
     done = subprocess.run(
         # -W error: a deprecation the suggested configuration raised would fail here.
         [sys.executable, "-m", "pytest", "-q", "-W", "error", "-p", "no:cacheprovider"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout, done.stdout
     assert "warning" not in done.stdout.lower(), done.stdout
@@ -98,9 +108,14 @@ def test_tutorial_project_runs_under_a_worker_process(tmp_path: Path) -> None:
 
     def run(*args: str) -> str:
         done = subprocess.run(
-            [*parkway, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=60, check=False,
-        )  # fmt: skip
+            [*parkway, *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -111,9 +126,13 @@ def test_tutorial_project_runs_under_a_worker_process(tmp_path: Path) -> None:
             time.sleep(0.2)
 
     worker = subprocess.Popen(
-        [*parkway, "worker", "shop:engine"], cwd=tmp_path, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [*parkway, "worker", "shop:engine"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         run(
             "start",

@@ -57,10 +57,22 @@ def shop_server(tmp_path: Path) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_API_TOKEN")}
     err = (tmp_path / "uvicorn.stderr").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "shopweb:app", "--port", str(port), "--log-level",
-         "warning"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "shopweb:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

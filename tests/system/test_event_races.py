@@ -70,10 +70,19 @@ async def test_a_worker_killed_right_after_a_wait_loses_no_run(tmp_path: Path, w
     async def spawn(name: str) -> asyncio.subprocess.Process:
         with (tmp_path / f"{name}.stderr").open("wb") as err:
             return await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "dieapp:engine", "--lease", "1",
-                cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "dieapp:engine",
+                "--lease",
+                "1",
+                cwd=tmp_path,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     async def status_becomes(wanted: RunStatus, timeout: float) -> RunStatus:
         deadline = time.monotonic() + timeout
@@ -147,11 +156,21 @@ class WorkerProcess:
         env = {**os.environ, "PARKWAY_URL": self.url}
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "eventapp:engine",
-                "--lease", "1", "--concurrency", "8",
-                cwd=self.cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "eventapp:engine",
+                "--lease",
+                "1",
+                "--concurrency",
+                "8",
+                cwd=self.cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def output(self) -> str:
         return self.stderr.read_text(errors="replace")[-4000:]

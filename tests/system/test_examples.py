@@ -14,8 +14,13 @@ def run_example(name: str, cwd: Path, *args: str) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if k not in ("PARKWAY_URL", "PARKWAY_AGENT_MODEL")}
     return subprocess.run(
         [sys.executable, str(EXAMPLES / name), *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_back_in_stock(tmp_path: Path) -> None:

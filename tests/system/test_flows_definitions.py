@@ -23,8 +23,13 @@ def parkway(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     return subprocess.run(
         [sys.executable, "-m", "parkway", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_cli_validates_a_good_flow(tmp_path: Path) -> None:

@@ -48,8 +48,12 @@ def test_parkway_fork_from_the_command_line(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
         return subprocess.run(
             [sys.executable, "-m", "parkway", *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     started = parkway("start", "pipeline", '{"n": 5}', "--app", "shop:engine")
     assert started.returncode == 0, started.stderr

@@ -50,9 +50,14 @@ def test_tasks_are_listed_and_completed_from_the_command_line(tmp_path: Path) ->
 
     def drive(step: str) -> str:
         done = subprocess.run(
-            [sys.executable, "drive.py", step], cwd=tmp_path, env=env, check=True,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [sys.executable, "drive.py", step],
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return done.stdout.strip()
 
     drive("start")

@@ -112,7 +112,12 @@ def test_a_log_format_that_does_not_exist_is_refused(failing_app: tuple[Path, st
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     result = subprocess.run(
         [sys.executable, "-m", "parkway", "worker", "shop:engine", "--log-format", "xml"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 2
     assert "--log-format" in result.stderr and "'xml' is not one of" in result.stderr

@@ -39,9 +39,10 @@ def _load_app() -> Any:
 @asynccontextmanager
 async def mcp_session(url: str, tmp_path: Path) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "parkway", "mcp", "mcp_app:engine", "--url", url],
+        command=sys.executable,
+        args=["-m", "parkway", "mcp", "mcp_app:engine", "--url", url],
         cwd=APPS,
-    )  # fmt: skip
+    )
     with (tmp_path / "mcp.stderr").open("w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -121,8 +122,11 @@ async def test_every_tool_answers_as_the_python_api(engine: Engine, tmp_path: Pa
         )
         assert correlated["run_id"] == "talk"
         assert await handle.result(timeout=10) == {
-            "said": "hello", "heard": 1, "message": {"total": 3}, "total": 5,
-        }  # fmt: skip
+            "said": "hello",
+            "heard": 1,
+            "message": {"total": 3},
+            "total": 5,
+        }
 
         # cancel
         await engine.start("forever", id="forever")
@@ -174,8 +178,10 @@ def test_without_the_extra_the_command_names_it(tmp_path: Path) -> None:
 def test_http_needs_host_and_port(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "parkway", "mcp", "mcp_app:engine", "--http", "8765"],
-        capture_output=True, text=True, cwd=APPS,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=APPS,
+    )
     assert done.returncode == 2
     assert "HOST:PORT" in done.stderr
 
@@ -194,10 +200,23 @@ async def test_over_http_the_api_token_is_required(engine: Engine, tmp_path: Pat
     env = {**os.environ, "PARKWAY_API_TOKEN": "s3cret"}
     with (tmp_path / "http.stderr").open("wb") as err:
         proc = subprocess.Popen(  # noqa: ASYNC220 (started once; the test awaits its port)
-            [sys.executable, "-m", "parkway", "mcp", "mcp_app:engine", "--url", engine.url,
-             "--http", f"127.0.0.1:{port}"],
-            cwd=APPS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "parkway",
+                "mcp",
+                "mcp_app:engine",
+                "--url",
+                engine.url,
+                "--http",
+                f"127.0.0.1:{port}",
+            ],
+            cwd=APPS,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         async with httpx.AsyncClient() as client:

@@ -59,11 +59,23 @@ class WorkerProcess:
         env = {**os.environ, "PARKWAY_URL": self.url}
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "message_race_app:engine",
-                "--concurrency", "8", "--lease", "5", "--grace", "5",
-                cwd=self.cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "message_race_app:engine",
+                "--concurrency",
+                "8",
+                "--lease",
+                "5",
+                "--grace",
+                "5",
+                cwd=self.cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def output(self) -> str:
         return self.stderr.read_text(errors="replace")[-4000:]

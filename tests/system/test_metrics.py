@@ -45,8 +45,10 @@ async def test_parkway_worker_serves_metrics_on_its_port(tmp_path: Path) -> None
         assert answer.status_code == 200, answer.text
         samples = parse(answer.text)
         assert value(samples, "parkway_runs_completed_total", workflow="checkout") == 1
-        assert value(samples, "parkway_steps_total", workflow="checkout", step="total",
-                     outcome="ok") == 1  # fmt: skip
+        assert (
+            value(samples, "parkway_steps_total", workflow="checkout", step="total", outcome="ok")
+            == 1
+        )
         assert value(samples, "parkway_tasks_due") == 0
         assert (missing.status_code, refused.status_code) == (404, 405)
         worker.stop()

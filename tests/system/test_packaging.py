@@ -34,8 +34,13 @@ def run_without(modules: list[str], code: str, *args: str, cwd: Path | None = No
     env = {k: v for k, v in os.environ.items() if k != "PARKWAY_URL"}
     result = subprocess.run(
         [sys.executable, "-c", program, *args],
-        capture_output=True, text=True, timeout=60, check=False, cwd=cwd, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -176,9 +181,14 @@ def test_worker_metrics_without_the_extra_is_a_clean_error(tmp_path: Path) -> No
         "main(['worker', 'tinyapp:engine', '--metrics-port', '0'])\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", program], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", program],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 1, result.stderr
     assert "--metrics-port: Engine(metrics=...) needs the 'metrics' extra" in result.stderr
     assert "pip install 'parkway[metrics]'" in result.stderr
@@ -196,8 +206,11 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # --no-isolation: the backend (hatchling) comes with the dev install, so the
         # build needs no network.
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     [wheel] = out.glob("parkway-*.whl")
     [sdist] = out.glob("parkway-*.tar.gz")
@@ -207,8 +220,11 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_twine_finds_the_wheel_and_sdist_fit_to_publish(dists: dict[str, Path]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "twine", "check", "--strict", *map(str, dists.values())],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("PASSED") == 2, done.stdout
 

@@ -32,10 +32,18 @@ class WorkerProcess:
         env = subprocess_env(PARKWAY_URL=self.url)
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "poison_app:engine", *self.args,
-                cwd=APPS, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "poison_app:engine",
+                *self.args,
+                cwd=APPS,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def output(self) -> str:
         return self.stderr.read_text(errors="replace")

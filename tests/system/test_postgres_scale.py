@@ -100,11 +100,23 @@ class Worker:
         env = {**os.environ, "PARKWAY_URL": self.url, "SCALE_LOG": str(self.log)}
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "parkway", "worker", "scale_app:engine",
-                "--lease", str(LEASE), "--concurrency", str(CONCURRENCY),
-                "--log-level", "warning", cwd=self.folder, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "parkway",
+                "worker",
+                "scale_app:engine",
+                "--lease",
+                str(LEASE),
+                "--concurrency",
+                str(CONCURRENCY),
+                "--log-level",
+                "warning",
+                cwd=self.folder,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
 
     def output(self, tail: int = 3000) -> str:
         text = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""

@@ -35,10 +35,19 @@ def _load_crash_app() -> ModuleType:
 async def _worker(url: str, log: Path, stderr: Path, **env: str) -> asyncio.subprocess.Process:
     with stderr.open("wb") as err:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "parkway", "worker", "saga_crash_app:engine", "--lease", "1",
-            cwd=APPS, env={**os.environ, "PARKWAY_URL": url, "SAGA_LOG": str(log), **env},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "parkway",
+            "worker",
+            "saga_crash_app:engine",
+            "--lease",
+            "1",
+            cwd=APPS,
+            env={**os.environ, "PARKWAY_URL": url, "SAGA_LOG": str(log), **env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=err,
+        )
 
 
 @pytest.mark.requires("shared")

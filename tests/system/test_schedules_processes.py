@@ -60,9 +60,13 @@ async def test_two_worker_processes_start_each_tick_once(tmp_path: Path, engine_
         command = [sys.executable, "-m", "parkway", "worker", "tick_app:engine"]
         with (tmp_path / f"{name}.stderr").open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                *command, cwd=tmp_path, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                *command,
+                cwd=tmp_path,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
         workers.append(proc)
     try:
         await asyncio.sleep(7)

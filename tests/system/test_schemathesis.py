@@ -65,9 +65,13 @@ def fuzz(server: Served, mode: GenerationMode, headers: dict[str, str]) -> list[
 
     @seed(22)
     @settings(
-        max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-        suppress_health_check=list(HealthCheck), print_blob=True,
-    )  # fmt: skip
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
     @given(case=schema.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
         response = case.call(base_url=server.url, headers=headers, timeout=30)

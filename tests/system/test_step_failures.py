@@ -65,9 +65,12 @@ async def test_heartbeats_and_the_key_survive_a_killed_worker(
     with (tmp_path / "worker.stderr").open("wb") as stderr:
         worker = subprocess.Popen(  # noqa: ASYNC220 (started, not waited for)
             [sys.executable, "-m", "parkway", "worker", "heartbeat_app:engine", "--lease", "1s"],
-            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
             stderr=stderr,
-        )  # fmt: skip
+        )
     try:
         for _ in range(3000):
             if log.with_suffix(".ready").exists() or worker.poll() is not None:
@@ -115,11 +118,17 @@ async def test_the_cli_and_http_show_a_retry(
     assert table.returncode == 0, table.stderr
     row = next(line for line in table.stdout.splitlines() if line.startswith("bill-1 "))
     assert f"retry of step 'charge' (attempt 2/3 at {at:%H:%M:%S})" in row
-    shown = ok_json(await asyncio.to_thread(parkway, "show", "bill-1", "--url", engine_url,
-                                            cwd=tmp_path))  # fmt: skip
+    shown = ok_json(
+        await asyncio.to_thread(parkway, "show", "bill-1", "--url", engine_url, cwd=tmp_path)
+    )
     assert shown["waiting"] == [
-        {"kind": "retry", "name": "charge", "attempt": 2, "max_attempts": 3,
-         "at": at.isoformat(), "error": {"type": "ConnectionError", "message": "gateway down",
-                                         "traceback": None}}
-    ]  # fmt: skip
+        {
+            "kind": "retry",
+            "name": "charge",
+            "attempt": 2,
+            "max_attempts": 3,
+            "at": at.isoformat(),
+            "error": {"type": "ConnectionError", "message": "gateway down", "traceback": None},
+        }
+    ]
     assert [(e["kind"], e["attempt"]) for e in shown["history"]] == [("attempt", 1), ("step", 1)]

@@ -40,9 +40,13 @@ class Process:
 
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "parkway", *args], cwd=APPS, env=full_env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            )  # fmt: skip
+                [sys.executable, "-m", "parkway", *args],
+                cwd=APPS,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     @property
     def stderr(self) -> str:
@@ -103,9 +107,16 @@ async def test_sse_resumes_by_last_event_id_against_parkway_serve(
 
     port = free_port()
     server = Process(
-        tmp_path, engine_url, "serve", "streams_app:engine", "--port", str(port),
-        "--log-level", "warning", env={},
-    )  # fmt: skip
+        tmp_path,
+        engine_url,
+        "serve",
+        "streams_app:engine",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        env={},
+    )
     processes.append(server)
     base = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=base, timeout=10) as http:

@@ -38,19 +38,35 @@ T0 = 1_000_000.0
 
 def run(**fields: Any) -> RunRecord:
     values: dict[str, Any] = dict(
-        id="r", workflow="wf", version="1", status="running", input=b"null", output=None,
-        error=None, domain="default", subject=None, parent_id=None, trigger=None,
-        generation=0, created_at=T0, updated_at=T0,
-    )  # fmt: skip
+        id="r",
+        workflow="wf",
+        version="1",
+        status="running",
+        input=b"null",
+        output=None,
+        error=None,
+        domain="default",
+        subject=None,
+        parent_id=None,
+        trigger=None,
+        generation=0,
+        created_at=T0,
+        updated_at=T0,
+    )
     values.update(fields)
     return RunRecord(**values)
 
 
 def entry(pos: int, kind: str, name: str, value: Any, **fields: Any) -> JournalEntry:
     values: dict[str, Any] = dict(
-        pos=pos, kind=kind, name=name, state="done", value=orjson.dumps(value), deadline=None,
+        pos=pos,
+        kind=kind,
+        name=name,
+        state="done",
+        value=orjson.dumps(value),
+        deadline=None,
         at=T0,
-    )  # fmt: skip
+    )
     values.update(fields)
     return JournalEntry(**values)
 
@@ -76,10 +92,16 @@ def machine(
         return event, orjson.dumps(event.payload)
 
     return Machine(
-        WorkflowDef("wf", "1", fn), run(), list(journal or []), list(tasks or []),
-        registry=registry or Registry(), clock=clock or Clock(), prepare_event=prepare,
-        event_retention=86400.0, signals=signals,
-    )  # fmt: skip
+        WorkflowDef("wf", "1", fn),
+        run(),
+        list(journal or []),
+        list(tasks or []),
+        registry=registry or Registry(),
+        clock=clock or Clock(),
+        prepare_event=prepare,
+        event_retention=86400.0,
+        signals=signals,
+    )
 
 
 def answer(request: Request) -> Any:
@@ -187,8 +209,10 @@ def test_a_journal_longer_than_the_code_holds_the_run() -> None:
     outcome, _ = drive(machine(two_steps, journal))
     assert outcome.status == "held"
     assert outcome.error is not None and outcome.error["args"][1:] == [
-        2, "sleep 'sleep'", "the workflow returning",
-    ]  # fmt: skip
+        2,
+        "sleep 'sleep'",
+        "the workflow returning",
+    ]
 
 
 # -- waits -------------------------------------------------------------------------------------
@@ -246,8 +270,14 @@ def test_a_publish_asks_for_a_commit_and_returns_what_it_recorded() -> None:
     assert isinstance(request, Flush)
     [(pos, event, _payload, branch)] = m.take_writes().publishes
     assert (pos, event.name, event.id, branch) == (0, "order.paid", "r:0:0", None)
-    recorded = {"started": [], "resumed": [], "deliveries": [], "duplicate": False,
-                "touched": 0, "event_id": "r:0:0"}  # fmt: skip
+    recorded = {
+        "started": [],
+        "resumed": [],
+        "deliveries": [],
+        "duplicate": False,
+        "touched": 0,
+        "event_id": "r:0:0",
+    }
     m.resume(token, {0: entry(0, "publish", "order.paid", recorded)})
     assert m.outcome is not None and m.outcome.output == b'"r:0:0"'
 
@@ -318,8 +348,12 @@ def test_gather_replays_the_same_whatever_order_its_branches_finished(order: str
     journal = list(m.take_writes().journal.values())
     branches = {(e.branch, e.name) for e in journal if e.kind == "step"}
     assert branches == {
-        ("0.0", "one-1"), ("0.0", "two-1"), ("0.1", "one-10"), ("0.2", "one-3"), ("0.2", "two-3"),
-    }  # fmt: skip
+        ("0.0", "one-1"),
+        ("0.0", "two-1"),
+        ("0.1", "one-10"),
+        ("0.2", "one-3"),
+        ("0.2", "two-3"),
+    }
     # Replay: nothing is asked again, the same result comes out.
     again, asked = drive(machine(fetch_three, journal))
     assert (again.output, steps_of(asked)) == (b"[4,11,8]", [])
@@ -640,9 +674,17 @@ def _stopping(fn: Any, journal: list[JournalEntry], stop: BaseException | None) 
         return event, orjson.dumps(event.payload)
 
     return Machine(
-        WorkflowDef("wf", "1", fn), run(), list(journal), [], registry=Registry(),
-        clock=Clock(), prepare_event=prepare, event_retention=86400.0, signals=[], stop=stop,
-    )  # fmt: skip
+        WorkflowDef("wf", "1", fn),
+        run(),
+        list(journal),
+        [],
+        registry=Registry(),
+        clock=Clock(),
+        prepare_event=prepare,
+        event_retention=86400.0,
+        signals=[],
+        stop=stop,
+    )
 
 
 def test_a_stop_replays_carries_out_nothing_new_and_compensates_newest_first() -> None:
@@ -655,18 +697,22 @@ def test_a_stop_replays_carries_out_nothing_new_and_compensates_newest_first() -
         await ctx.step(lambda: "never", name="c")
 
     journal = [
-        entry(1, "step", "a", "a"), entry(2, "compensation.registered", "a", None),
-        entry(3, "step", "b", "b"), entry(4, "compensation.registered", "b", None),
+        entry(1, "step", "a", "a"),
+        entry(2, "compensation.registered", "a", None),
+        entry(3, "step", "b", "b"),
+        entry(4, "compensation.registered", "b", None),
         entry(5, "signal", "go", {}, state="pending"),
-    ]  # fmt: skip
+    ]
     m = _stopping(wf, journal, RunCancelledError("r"))
     outcome, asked = drive(m)
     assert outcome.status == "cancelled"
     assert steps_of(asked) == ["b", "a"] and undone == ["b", "a"]
     written = sorted(m.writes.journal.values(), key=lambda e: e.pos)
     assert [(e.kind, e.name, e.branch) for e in written] == [
-        ("stop", "cancel", "!stop"), ("compensation", "b", None), ("compensation", "a", None),
-    ]  # fmt: skip
+        ("stop", "cancel", "!stop"),
+        ("compensation", "b", None),
+        ("compensation", "a", None),
+    ]
 
     # A replay (another worker, no stop asked now) stops at the same place and runs
     # only the compensation the journal does not hold.
@@ -684,10 +730,11 @@ def test_a_stop_without_compensations_left_ends_with_its_reason() -> None:
         await ctx.sleep(60)
 
     journal = [
-        entry(1, "step", "a", 1), entry(2, "compensation.registered", "a", None),
-        entry(3, "compensation", "a", 1), entry(4, "sleep", "sleep", None, state="pending",
-                                                 deadline=T0 + 60),
-    ]  # fmt: skip
+        entry(1, "step", "a", 1),
+        entry(2, "compensation.registered", "a", None),
+        entry(3, "compensation", "a", 1),
+        entry(4, "sleep", "sleep", None, state="pending", deadline=T0 + 60),
+    ]
     outcome, asked = drive(_stopping(wf, journal, RunTimeoutError("r", 30)))
     assert outcome.status == "failed" and outcome.error is not None
     assert outcome.error["type"] == "RunTimeoutError"
@@ -726,8 +773,10 @@ def test_stream_writes_are_journaled_and_written_once_in_order() -> None:
     writes = m.take_writes()
     assert writes.streams == [("out", b'"a"'), ("out", b'{"b":1}'), ("out", None)]
     assert [(e.kind, e.name) for e in writes.journal.values()] == [
-        ("stream.write", "out"), ("stream.write", "out"), ("stream.close", "out"),
-    ]  # fmt: skip
+        ("stream.write", "out"),
+        ("stream.write", "out"),
+        ("stream.close", "out"),
+    ]
     # Replayed from that journal, the run writes nothing again and is refused the same.
     journal = list(writes.journal.values())
     again = machine(streaming, journal)

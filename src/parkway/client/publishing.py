@@ -66,12 +66,16 @@ async def subscriptions(
         is_message = sub.kind == EntryKind.MESSAGE
         out.append(
             SubscriptionInfo(
-                run_id=sub.run_id, kind=sub.kind, domain=sub.domain, name=sub.name,
+                run_id=sub.run_id,
+                kind=sub.kind,
+                domain=sub.domain,
+                name=sub.name,
                 subject=None if is_message else sub.subject,
-                match=_json.loads(sub.match), key=sub.subject if is_message else None,
+                match=_json.loads(sub.match),
+                key=sub.subject if is_message else None,
                 expires_at=_dt(sub.expires_at),
             )
-        )  # fmt: skip
+        )
     return out
 
 

@@ -87,12 +87,22 @@ def workflow(
 
     def register(fn: F) -> F:
         wf = define(
-            fn, name=name, version=version, on_event=on_event, on_message=on_message,
-            debounce=debounce, batch=batch, validate_input=validate_input,
-            unique_per_subject=unique_per_subject, cancel_on=cancel_on,
-            concurrency=concurrency, rate_limit=rate_limit, priority=priority,
-            retention=retention, timeout=timeout,
-        )  # fmt: skip
+            fn,
+            name=name,
+            version=version,
+            on_event=on_event,
+            on_message=on_message,
+            debounce=debounce,
+            batch=batch,
+            validate_input=validate_input,
+            unique_per_subject=unique_per_subject,
+            cancel_on=cancel_on,
+            concurrency=concurrency,
+            rate_limit=rate_limit,
+            priority=priority,
+            retention=retention,
+            timeout=timeout,
+        )
         _add(state, wf, schedule)
         fn.__parkway_workflow__ = wf.name  # type: ignore[attr-defined]
         return fn
@@ -194,7 +204,13 @@ def _declared_schedule(
             "schedule",
         )
     _, name, data = core_schedules.prepare(
-        rt, wf.name, wf.name, schedule.cron, input=schedule.input,
-        timezone=schedule.timezone, catch_up=schedule.catch_up, wf=wf,
-    )  # fmt: skip
+        rt,
+        wf.name,
+        wf.name,
+        schedule.cron,
+        input=schedule.input,
+        timezone=schedule.timezone,
+        catch_up=schedule.catch_up,
+        wf=wf,
+    )
     return name, schedule.cron, schedule.timezone, schedule.catch_up, data

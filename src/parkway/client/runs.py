@@ -75,9 +75,16 @@ async def start(
     if run_timeout is None and wf is not None:
         run_timeout = wf.timeout
     started = runs.start(
-        state.rt, name, version, run_id, encode,
-        subject=subject, domain=domain, priority=priority, timeout=run_timeout,
-    )  # fmt: skip
+        state.rt,
+        name,
+        version,
+        run_id,
+        encode,
+        subject=subject,
+        domain=domain,
+        priority=priority,
+        timeout=run_timeout,
+    )
     await state.rt.telemetry.call("start", started, workflow=name, run_id=run_id)
     return state.handle(run_id)
 

@@ -55,9 +55,18 @@ def _line(scope: Scope, status: int, took: float) -> None:
     target = f"{path}?{query.decode('latin-1')}" if query else path
     method, version = scope["method"], scope.get("http_version", "1.1")
     log.info(
-        '%s - "%s %s HTTP/%s" %d %.1fms', where, method, target, version, status, took * 1000,
+        '%s - "%s %s HTTP/%s" %d %.1fms',
+        where,
+        method,
+        target,
+        version,
+        status,
+        took * 1000,
         extra={
-            "client": where, "method": method, "path": target, "status": status,
+            "client": where,
+            "method": method,
+            "path": target,
+            "status": status,
             "duration_ms": round(took * 1000, 3),
         },
-    )  # fmt: skip
+    )

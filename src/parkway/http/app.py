@@ -90,9 +90,12 @@ register_url_convertor("parkway_run_path", _AnyPath())
 
 # POST /runs/{id}/<action>, and the bulk POST /runs/<action>.
 _ACTIONS: dict[str, Handler] = {
-    "cancel": Api.cancel, "pause": Api.pause, "resume": Api.resume, "retry": Api.retry,
+    "cancel": Api.cancel,
+    "pause": Api.pause,
+    "resume": Api.resume,
+    "retry": Api.retry,
     "fork": Api.fork,
-}  # fmt: skip
+}
 _BULK: dict[str, Handler] = {"cancel": Api.cancel_runs, "retry": Api.retry_runs}
 
 

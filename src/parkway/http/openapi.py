@@ -21,33 +21,56 @@ _STRING = {"type": "string"}
 PATH_TYPES: dict[str, dict[str, Any]] = {
     "message_id": {"type": "integer", "minimum": 0},
     "id": {"type": "string", "minLength": 1, "pattern": limits.TEXT_PATTERN},
-    "name": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
-             "pattern": limits.NAME_PATTERN},
+    "name": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": limits.MAX_NAME_LENGTH,
+        "pattern": limits.NAME_PATTERN,
+    },
     "token": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[A-Za-z0-9_-]+$"},
-    "key": {"type": "string", "minLength": 1, "maxLength": limits.MAX_NAME_LENGTH,
-            "pattern": limits.NAME_PATTERN},
-}  # fmt: skip
+    "key": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": limits.MAX_NAME_LENGTH,
+        "pattern": limits.NAME_PATTERN,
+    },
+}
 _ERRORS: dict[int, tuple[str, type[BaseModel]]] = {
-    400: ("The Host header names another server (parkway serve answers its own address, "
-          "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
-          responses.ErrorOut),
+    400: (
+        "The Host header names another server (parkway serve answers its own address, "
+        "IP addresses and localhost; see --allow-host), or Content-Length is not a number.",
+        responses.ErrorOut,
+    ),
     401: ("Missing or wrong bearer token (when PARKWAY_API_TOKEN is set).", responses.ErrorOut),
     403: ("The human task is assigned to others than `by`.", responses.ErrorOut),
-    404: ("No run (or message, schedule, task, callback) with this id or token.",
-          responses.ErrorOut),
-    409: ("The run has finished, the message found no receiver and may not be buffered, "
-          "the run rejected the update (or its handler raised), or the human task is not "
-          "open.", responses.ErrorOut),
+    404: (
+        "No run (or message, schedule, task, callback) with this id or token.",
+        responses.ErrorOut,
+    ),
+    409: (
+        "The run has finished, the message found no receiver and may not be buffered, "
+        "the run rejected the update (or its handler raised), or the human task is not "
+        "open.",
+        responses.ErrorOut,
+    ),
     413: ("The body is larger than 1 MiB.", responses.ErrorOut),
-    429: ("Too many callback requests from this address; Retry-After says when to try "
-          "again.", responses.ErrorOut),
-    415: ("The body is not sent as Content-Type: application/json (a request without a "
-          "Content-Type is taken as JSON, unless a browser sent it).", responses.ErrorOut),
+    429: (
+        "Too many callback requests from this address; Retry-After says when to try again.",
+        responses.ErrorOut,
+    ),
+    415: (
+        "The body is not sent as Content-Type: application/json (a request without a "
+        "Content-Type is taken as JSON, unless a browser sent it).",
+        responses.ErrorOut,
+    ),
     422: ("A field is invalid; `loc` names it.", responses.ValidationErrorOut),
     503: ("The engine or its store is not available.", responses.ErrorOut),
-    504: ("The run did not answer within the timeout (an accepted update still applies: "
-          "send it again with its id for the answer).", responses.ErrorOut),
-}  # fmt: skip
+    504: (
+        "The run did not answer within the timeout (an accepted update still applies: "
+        "send it again with its id for the answer).",
+        responses.ErrorOut,
+    ),
+}
 # Routes that answer without the engine.
 _NO_ENGINE = frozenset({"/openapi.json", "/"})
 
@@ -111,15 +134,25 @@ def _operation(
         for name, prop in model.get("properties", {}).items():
             schema = _query_schema(prop)
             params.append(
-                {"name": name, "in": "query", "required": False,
-                 "description": prop.get("description", ""), "schema": schema}
-            )  # fmt: skip
+                {
+                    "name": name,
+                    "in": "query",
+                    "required": False,
+                    "description": prop.get("description", ""),
+                    "schema": schema,
+                }
+            )
     if any(doc.events for doc in route.responses.values()):
         params.append(
-            {"name": "Last-Event-ID", "in": "header", "required": False,
-             "description": "Resume after this offset (an EventSource sends it when it "
-             "reconnects); it wins over ?offset=.", "schema": {"type": "string"}}
-        )  # fmt: skip
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "description": "Resume after this offset (an EventSource sends it when it "
+                "reconnects); it wins over ?offset=.",
+                "schema": {"type": "string"},
+            }
+        )
     if params:
         op["parameters"] = params
     errors = set(route.errors)

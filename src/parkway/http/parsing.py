@@ -89,8 +89,9 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(orjson.dumps(data), status, headers, media_type="application/json")
 
 
-def problem_response(status: int, detail: str, error: str | None = None,
-                      headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+def problem_response(
+    status: int, detail: str, error: str | None = None, headers: dict[str, str] | None = None
+) -> Response:
     return json_response({"detail": detail, "error": error}, status, headers)
 
 
@@ -251,9 +252,14 @@ def message_id_param(request: Request) -> int:
     raw = request.path_params["message_id"]
     if not limits.ascii_digits(raw):  # (str.isdigit takes "٣" and "²")
         raise Invalid(
-            [field_error(["path", "message_id"], f"must be a message id (a number), got {raw!r}",
-                          "int_parsing")]
-        )  # fmt: skip
+            [
+                field_error(
+                    ["path", "message_id"],
+                    f"must be a message id (a number), got {raw!r}",
+                    "int_parsing",
+                )
+            ]
+        )
     return int(raw)
 
 

@@ -100,10 +100,12 @@ class StartRequest(_Request):
     subject: Subject | None = Field(default=None, description="The business entity it is about.")
     domain: Domain | None = Field(default=None, description="The run's domain (default: default).")
     priority: StrictInt = Field(
-        default=0, ge=-(2**63), le=2**63 - 1,
+        default=0,
+        ge=-(2**63),
+        le=2**63 - 1,
         description="Among runs of the workflow queued by its concurrency limit, higher "
         "starts first.",
-    )  # fmt: skip
+    )
     timeout: Seconds = Field(
         default=None,
         description="The run's deadline after its start: still active then, it fails with "
@@ -127,10 +129,11 @@ class ForkRequest(_Request):
     """``POST /runs/{id}/fork``: a new run from the first entries of the run's journal."""
 
     at: StrictInt | None = Field(
-        default=None, ge=0,
+        default=None,
+        ge=0,
         description="How many of the run's journal entries the fork starts with (default: "
         "those before its first failed one, or all).",
-    )  # fmt: skip
+    )
     input: Any = Field(default=None, description="The fork's input (absent: the run's): " + PAYLOAD)
     id: Id | None = Field(default=None, description="The fork's id (default: random).")
 
@@ -173,10 +176,12 @@ class StreamQuery(_Request):
     (the JSON form; the event stream sends them all)."""
 
     offset: int = Field(
-        default=0, ge=0, le=2**63 - 1,
+        default=0,
+        ge=0,
+        le=2**63 - 1,
         description="The first item's offset (0: from the start). A Last-Event-ID "
         "header, sent by a reconnecting EventSource, resumes after that offset instead.",
-    )  # fmt: skip
+    )
     limit: int = Field(
         default=100, ge=1, le=1000, description="The most items the JSON form returns."
     )

@@ -132,9 +132,13 @@ async def serve(
     """
     app = AccessLog(create_app(engine, allowed_hosts=allowed_hosts), polls=log_polls)
     config = uvicorn.Config(
-        app, log_level=log_level, log_config=None, access_log=False,
-        timeout_graceful_shutdown=max(1, math.ceil(grace)), server_header=False,
-    )  # fmt: skip
+        app,
+        log_level=log_level,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=max(1, math.ceil(grace)),
+        server_header=False,
+    )
     server = _Server(config)
     loop = asyncio.get_running_loop()
     received: list[str] = []

@@ -130,9 +130,11 @@ class _ParkwayProvider(ModelProvider):
 
     def get_model(self, model_name: str | None) -> Model:
         return _ParkwayModel(
-            self.wrapped.get_model(model_name), f"model:{model_name or 'default'}", self.retry,
+            self.wrapped.get_model(model_name),
+            f"model:{model_name or 'default'}",
+            self.retry,
             self.stream_key,
-        )  # fmt: skip
+        )
 
 
 def _durable_tool(

@@ -253,9 +253,12 @@ def new_member(st: MachineState, name: str, wait: Command, now: float) -> dict[s
             member["task"] = wait.task
     elif isinstance(wait, EventCmd):
         member.update(
-            event=wait.name, match=wait.match, since_start=wait.since_start, ttl=wait.ttl,
+            event=wait.name,
+            match=wait.match,
+            since_start=wait.since_start,
+            ttl=wait.ttl,
             subject=wait.subject or st.run.subject or "*",
-        )  # fmt: skip
+        )
     elif isinstance(wait, MessageCmd):
         member.update(message=wait.name, key=wait.key)
     elif isinstance(wait, ChildResultCmd):
@@ -338,6 +341,10 @@ def register_members(
 
 def _as_event(member: dict[str, Any]) -> EventCmd:
     return EventCmd(
-        member["event"], member.get("match"), member.get("subject"), member.get("timeout"),
-        bool(member.get("since_start")), member.get("ttl"),
-    )  # fmt: skip
+        member["event"],
+        member.get("match"),
+        member.get("subject"),
+        member.get("timeout"),
+        bool(member.get("since_start")),
+        member.get("ttl"),
+    )

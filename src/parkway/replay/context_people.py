@@ -119,15 +119,23 @@ class People(ContextBase):
         _json.dumps(data, "the data of a human task")
         seconds = None if timeout is None else to_seconds(timeout, "timeout")
         spec = {
-            "name": name, "title": title, "form_schema": schema, "form_model": model,
-            "data": data, "assignees": people, "timeout": seconds,
-        }  # fmt: skip
+            "name": name,
+            "title": title,
+            "form_schema": schema,
+            "form_model": model,
+            "data": data,
+            "assignees": people,
+            "timeout": seconds,
+        }
         made = self._sides.open_task(spec)
         convert = _task_result(form if forms.is_model(form) else None)
         command = PersonCmd(
-            made["signal"], seconds, what=f"human_task({shown(name)})", task=made["id"],
+            made["signal"],
+            seconds,
+            what=f"human_task({shown(name)})",
+            task=made["id"],
             convert=convert,
-        )  # fmt: skip
+        )
         return convert(await command)
 
 

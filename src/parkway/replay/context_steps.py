@@ -105,9 +105,12 @@ class Steps(ContextBase):
         # no NUL): the workflow sees the error at its call and the run says why.
         try:
             step_name = limits.text(
-                name, "step name", field="name", max_length=limits.MAX_STEP_NAME_LENGTH,
+                name,
+                "step name",
+                field="name",
+                max_length=limits.MAX_STEP_NAME_LENGTH,
                 blank=False,
-            )  # fmt: skip
+            )
         except InvalidInputError as exc:  # (it is not the run's input that is at fault)
             raise InvalidArgumentError(
                 str(exc).removeprefix("invalid input: "), field="name"

@@ -115,10 +115,18 @@ class Machine:
         stop: BaseException | None = None,
     ) -> None:
         st = self._st = MachineState(
-            wf, run, journal, tasks, registry=registry, clock=clock,
-            prepare_event=prepare_event, event_retention=event_retention, signals=signals,
-            history_threshold=history_threshold, public_url=public_url,
-        )  # fmt: skip
+            wf,
+            run,
+            journal,
+            tasks,
+            registry=registry,
+            clock=clock,
+            prepare_event=prepare_event,
+            event_retention=event_retention,
+            signals=signals,
+            history_threshold=history_threshold,
+            public_url=public_url,
+        )
         self._sagas = Sagas(st, stop)
         self._updates = Updates(st, updates)
         self._sides = Sides(st, self._updates, self._sagas)

@@ -109,9 +109,13 @@ def step(st: MachineState, op: Pending, cmd: StepCmd) -> Op:
     while True:
         started = st.clock_now()
         result: StepResult = yield RunStep(
-            cmd, attempt, position, heartbeat, op.branch.journal_path,
+            cmd,
+            attempt,
+            position,
+            heartbeat,
+            op.branch.journal_path,
             op.entry.seq if op.entry is not None else None,
-        )  # fmt: skip
+        )
         if result.heartbeat is not None:
             heartbeat = result.heartbeat
         exc = result.error
@@ -130,10 +134,15 @@ def step(st: MachineState, op: Pending, cmd: StepCmd) -> Op:
         log.debug("run %s step %r attempt %d failed: %s", st.run.id, cmd.name, attempt, text)
         st.writes.attempts.append(
             AttemptRecord(
-                st.run.id, position, cmd.name, attempt, _json.dumps(error_dict(exc)),
-                started, st.clock_now(),
+                st.run.id,
+                position,
+                cmd.name,
+                attempt,
+                _json.dumps(error_dict(exc)),
+                started,
+                st.clock_now(),
             )
-        )  # fmt: skip
+        )
         # (A branch withdrawn by its gather is not retried: nobody awaits it.)
         if attempt < retry.max_attempts and not op.branch.withdrawn and retry.retries(exc):
             delay = retry.delay(attempt)
@@ -142,9 +151,10 @@ def step(st: MachineState, op: Pending, cmd: StepCmd) -> Op:
                 continue
             deadline = st.clock_now() + delay
             info = {
-                "attempt": attempt, "max_attempts": retry.max_attempts,
+                "attempt": attempt,
+                "max_attempts": retry.max_attempts,
                 "error": error_dict(exc),
-            }  # fmt: skip
+            }
             if heartbeat is not None:
                 info["heartbeat"] = _json.loads(heartbeat)
             pos = st.record(op, EntryKind.STEP, EntryState.PENDING, _json.dumps(info), deadline).pos
@@ -171,18 +181,29 @@ def start_child(st: MachineState, op: Pending, cmd: StartChildCmd) -> str:
         parent, trigger = None, _json.dumps(cmd.trigger)
     else:
         child_id = cmd.run_id or (
-            f"{st.run.id}/{pos}" if not st.run.generation
+            f"{st.run.id}/{pos}"
+            if not st.run.generation
             else f"{st.run.id}/g{st.run.generation}/{pos}"
-        )  # fmt: skip
+        )
     now = st.clock_now()
     st.writes.runs.append(
         RunRecord(
-            id=child_id, workflow=wf.name, version=wf.version,
-            status=RunStatus.PENDING, input=data, output=None, error=None,
-            domain=domain, subject=subject, parent_id=parent,
-            trigger=trigger, generation=0, created_at=now, updated_at=now,
+            id=child_id,
+            workflow=wf.name,
+            version=wf.version,
+            status=RunStatus.PENDING,
+            input=data,
+            output=None,
+            error=None,
+            domain=domain,
+            subject=subject,
+            parent_id=parent,
+            trigger=trigger,
+            generation=0,
+            created_at=now,
+            updated_at=now,
         )
-    )  # fmt: skip
+    )
     st.writes.tasks.append(NewTask(child_id, now, TaskKind.START))
     st.record(op, cmd.entry_kind(), EntryState.DONE, _json.dumps(child_id), pos=pos)
     return child_id
@@ -221,9 +242,12 @@ def publish(st: MachineState, op: Pending, cmd: PublishCmd) -> Op:
     )
     if event.subject is None and st.run.subject is not None:
         event = Event(
-            event.name, event.payload, id=event.id, domain=event.domain,
+            event.name,
+            event.payload,
+            id=event.id,
+            domain=event.domain,
             subject=st.run.subject,
-        )  # fmt: skip
+        )
     st.writes.publishes.append((pos, event, payload, op.branch.journal_path))
     committed: dict[int, JournalEntry] = yield Flush()
     entry = committed[pos]

@@ -159,8 +159,16 @@ class Sagas:
         st = self._st
         value = _json.dumps(error_dict(self.stop))
         pos = st.alloc()
-        entry = JournalEntry(pos, STOP, _stop_name(self.stop), EntryState.DONE, value, None,
-                             st.clock_now(), STOP_BRANCH)  # fmt: skip
+        entry = JournalEntry(
+            pos,
+            STOP,
+            _stop_name(self.stop),
+            EntryState.DONE,
+            value,
+            None,
+            st.clock_now(),
+            STOP_BRANCH,
+        )
         st.keep(entry)
         st.writes.journal[pos] = entry
         self.unwind()

@@ -175,10 +175,12 @@ class Scheduler:
             if entry.state != EntryState.WITHDRAWN and not st.in_withdrawn(entry.branch):
                 st.hold(
                     NonDeterminismError(
-                        st.run.id, entry.pos, f"{entry.kind} {entry.name!r}",
+                        st.run.id,
+                        entry.pos,
+                        f"{entry.kind} {entry.name!r}",
                         "no such operation (the workflow now waits elsewhere, or has ended)",
                     )
-                )  # fmt: skip
+                )
             return True
         st.cursor += 1
         self._apply(op)

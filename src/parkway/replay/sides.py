@@ -95,11 +95,20 @@ class Sides:
         deadline = None if timeout is None else now + timeout
         form = spec["form_schema"]
         record = HumanTaskRecord(
-            task_id, st.run.id, st.run.workflow, spec["name"], spec["title"],
-            None if form is None else _json.dumps(form), spec["form_model"],
+            task_id,
+            st.run.id,
+            st.run.workflow,
+            spec["name"],
+            spec["title"],
+            None if form is None else _json.dumps(form),
+            spec["form_model"],
             _json.dumps(spec["data"], "the data of a human task"),
-            _json.dumps(list(spec["assignees"])).decode(), signal, TASK_OPEN, now, deadline,
-        )  # fmt: skip
+            _json.dumps(list(spec["assignees"])).decode(),
+            signal,
+            TASK_OPEN,
+            now,
+            deadline,
+        )
         value = {"id": task_id, "name": spec["name"], "signal": signal, "deadline": deadline}
         st.record_new(branch, EntryKind.VALUE, "human_task", EntryState.DONE, _json.dumps(value))
         st.writes.human_tasks.append(record)

@@ -249,9 +249,16 @@ class MachineState:
         elif pos is None:
             pos = self.alloc()
         entry = JournalEntry(
-            pos, kind, op.cmd.name, state, value, deadline, self.clock_now(),
-            op.branch.journal_path, seq,
-        )  # fmt: skip
+            pos,
+            kind,
+            op.cmd.name,
+            state,
+            value,
+            deadline,
+            self.clock_now(),
+            op.branch.journal_path,
+            seq,
+        )
         op.entry = entry
         self.keep(entry)
         self.writes.journal[pos] = entry
@@ -322,9 +329,11 @@ class MachineState:
 
     def new_writes(self) -> Writes:
         return Writes(
-            self.run.id, consumed_tasks=self.consumed_tasks, claimed_tasks=self.claimed,
+            self.run.id,
+            consumed_tasks=self.consumed_tasks,
+            claimed_tasks=self.claimed,
             delivered=self.delivered,
-        )  # fmt: skip
+        )
 
     def completed(self, value: Any) -> Outcome:
         """The outcome of a workflow that returned ``value``."""

@@ -161,10 +161,12 @@ class Updates:
         if found is None:
             st.hold(
                 NonDeterminismError(
-                    st.run.id, entry.pos, f"update {entry.name!r}",
+                    st.run.id,
+                    entry.pos,
+                    f"update {entry.name!r}",
                     "no handler of that name registered at that point",
                 )
-            )  # fmt: skip
+            )
             return
         self._run_handler(entry, value["id"], found[0], value["payload"])
 
@@ -201,7 +203,7 @@ class Updates:
                 NonDeterminismError(
                     st.run.id, done.pos, f"{done.kind} {done.name!r}", "the update returning"
                 )
-            )  # fmt: skip
+            )
             return
         status, state = UpdateStatus.DONE, EntryState.DONE
         if error is None:

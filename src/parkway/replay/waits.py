@@ -107,8 +107,11 @@ def wait_event(st: MachineState, op: Pending, cmd: EventCmd) -> Any:
     if entry is None:
         subject = cmd.subject or st.run.subject or "*"
         # (Any subject, "*", is what a wait on no subject means: not written.)
-        value = {"timeout": timeout, "subject": None if subject == "*" else subject,
-                 "match": cmd.match}  # fmt: skip
+        value = {
+            "timeout": timeout,
+            "subject": None if subject == "*" else subject,
+            "match": cmd.match,
+        }
         pos = st.park(op, EntryKind.EVENT, value, deadline)
         sub = event_subscription(st, pos, cmd, subject, timeout, deadline, now)
         since = None
@@ -128,14 +131,20 @@ def event_subscription(
     now: float,
 ) -> SubscriptionRecord:
     return SubscriptionRecord(
-        run_id=st.run.id, pos=pos, kind=WaitKind.EVENT, domain=st.run.domain,
-        name=cmd.name, subject=subject, shape=shape_of(cmd.match),
+        run_id=st.run.id,
+        pos=pos,
+        kind=WaitKind.EVENT,
+        domain=st.run.domain,
+        name=cmd.name,
+        subject=subject,
+        shape=shape_of(cmd.match),
         digest=match_digest(cmd.match),
         match=None if cmd.match is None else _json.dumps(cmd.match),
         wait=f"wait_for_event:{cmd.name}#{pos}",
-        expires_at=now + subscription_ttl(timeout, cmd.ttl), created_at=now,
+        expires_at=now + subscription_ttl(timeout, cmd.ttl),
+        created_at=now,
         deadline=deadline,
-    )  # fmt: skip
+    )
 
 
 def wait_message(st: MachineState, op: Pending, cmd: MessageCmd) -> Op:
@@ -181,12 +190,20 @@ def message_subscription(
     now: float,
 ) -> SubscriptionRecord:
     return SubscriptionRecord(
-        run_id=st.run.id, pos=pos, kind=WaitKind.MESSAGE, domain=st.run.domain,
-        name=name, subject=key, shape="", digest="", match=None,
+        run_id=st.run.id,
+        pos=pos,
+        kind=WaitKind.MESSAGE,
+        domain=st.run.domain,
+        name=name,
+        subject=key,
+        shape="",
+        digest="",
+        match=None,
         wait=f"wait_for_message:{name}#{pos}",
-        expires_at=now + subscription_ttl(timeout), created_at=now,
+        expires_at=now + subscription_ttl(timeout),
+        created_at=now,
         deadline=deadline,
-    )  # fmt: skip
+    )
 
 
 def delivery_for(st: MachineState, op: Pending, deadline: float | None) -> Any:

@@ -100,11 +100,21 @@ class Writes:
 
     def __bool__(self) -> bool:
         return bool(
-            self.journal or self.tasks or self.runs or self.consumed_signals
-            or self.finished_waits or self.subscriptions or self.publishes
-            or self.values or self.updates or self.callbacks or self.human_tasks
-            or self.ended_tasks or self.streams or self.attempts
-        )  # fmt: skip
+            self.journal
+            or self.tasks
+            or self.runs
+            or self.consumed_signals
+            or self.finished_waits
+            or self.subscriptions
+            or self.publishes
+            or self.values
+            or self.updates
+            or self.callbacks
+            or self.human_tasks
+            or self.ended_tasks
+            or self.streams
+            or self.attempts
+        )
 
     @property
     def tells_callers(self) -> bool:

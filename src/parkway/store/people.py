@@ -43,8 +43,14 @@ class CallbackRecord:
 
 
 CALLBACK_COLUMNS = (
-    "token_hash", "run_id", "signal", "created_at", "status", "outcome", "completed_at",
-)  # fmt: skip
+    "token_hash",
+    "run_id",
+    "signal",
+    "created_at",
+    "status",
+    "outcome",
+    "completed_at",
+)
 
 
 @dataclass
@@ -73,10 +79,23 @@ class HumanTaskRecord:
 
 
 TASK_COLUMNS = (
-    "id", "run_id", "workflow", "name", "title", "form_schema", "form_model", "data",
-    "assignees", "signal", "status", "created_at", "due_at", "completed_by", "completed_at",
+    "id",
+    "run_id",
+    "workflow",
+    "name",
+    "title",
+    "form_schema",
+    "form_model",
+    "data",
+    "assignees",
+    "signal",
+    "status",
+    "created_at",
+    "due_at",
+    "completed_by",
+    "completed_at",
     "result",
-)  # fmt: skip
+)
 
 _TASK_BYTES = (5, 7, 15)
 

@@ -15,10 +15,20 @@ from parkway.store.records import (
 # Columns of ``runs`` that ``Runs.update`` may change.
 RUN_MUTABLE = frozenset(
     {
-        "status", "input", "output", "error", "generation", "updated_at", "workflow", "version",
-        "advanced_by", "paused", "forked_from", "forked_at",
+        "status",
+        "input",
+        "output",
+        "error",
+        "generation",
+        "updated_at",
+        "workflow",
+        "version",
+        "advanced_by",
+        "paused",
+        "forked_from",
+        "forked_at",
     }
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, slots=True)

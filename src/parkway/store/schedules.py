@@ -35,9 +35,19 @@ class ScheduleRecord:
 
 
 SCHEDULE_COLUMNS = (
-    "id", "workflow", "cron", "timezone", "catch_up", "input", "paused", "last_tick",
-    "next_at", "last_run_id", "created_at", "updated_at",
-)  # fmt: skip
+    "id",
+    "workflow",
+    "cron",
+    "timezone",
+    "catch_up",
+    "input",
+    "paused",
+    "last_tick",
+    "next_at",
+    "last_run_id",
+    "created_at",
+    "updated_at",
+)
 
 
 def schedule_row(record: ScheduleRecord) -> tuple[object, ...]:

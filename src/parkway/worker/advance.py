@@ -128,8 +128,11 @@ class Advancer:
                 # serves its workflow and version to claim.
                 log.info(
                     "run %s needs workflow %r version %r, which this worker does not serve; "
-                    "left to the workers that do", run_id, run.workflow, run.version,
-                )  # fmt: skip
+                    "left to the workers that do",
+                    run_id,
+                    run.workflow,
+                    run.version,
+                )
                 async with store.transaction() as tx:
                     await tx.runs.update(run.id, {"updated_at": run.updated_at}, owner=self.owner)
                 return
@@ -157,9 +160,11 @@ class Advancer:
                     "run %s: its journal has %d entries, past the engine's history_threshold "
                     "of %d; a replay of it (after a restart, on another worker) grows with "
                     "it: have the workflow call ctx.continue_as_new when "
-                    "ctx.continue_as_new_suggested", run.id, len(machine.entries),
+                    "ctx.continue_as_new_suggested",
+                    run.id,
+                    len(machine.entries),
                     machine.history_threshold,
-                )  # fmt: skip
+                )
             if keep:
                 self.cache.put(run.id, machine, wf)
                 machine = None
@@ -201,12 +206,20 @@ class Advancer:
         journal = (await self._with_journal(run, loaded)).journal
         assert journal is not None
         return Machine(
-            wf, run, journal, loaded.tasks, registry=rt.registry, clock=rt.now,
-            prepare_event=self._prepare, event_retention=rt.settings.event_retention,
-            signals=loaded.signals, updates=updates,
+            wf,
+            run,
+            journal,
+            loaded.tasks,
+            registry=rt.registry,
+            clock=rt.now,
+            prepare_event=self._prepare,
+            event_retention=rt.settings.event_retention,
+            signals=loaded.signals,
+            updates=updates,
             history_threshold=rt.settings.history_threshold,
-            public_url=rt.settings.public_url, stop=stop,
-        )  # fmt: skip
+            public_url=rt.settings.public_url,
+            stop=stop,
+        )
 
     async def _with_journal(self, run: RunRecord, loaded: LoadedRun) -> LoadedRun:
         """``loaded`` with the run's journal (read now if the load did not)."""

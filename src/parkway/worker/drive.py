@@ -130,9 +130,16 @@ class Driver:
         now = rt.now()
         value = b'{"attempt":%d,"heartbeat":%s}' % (request.attempt, data)
         entry = JournalEntry(
-            request.position, request.cmd.kind, request.cmd.name, EntryState.PENDING, value, None,
-            now, request.branch, request.seq,
-        )  # fmt: skip
+            request.position,
+            request.cmd.kind,
+            request.cmd.name,
+            EntryState.PENDING,
+            value,
+            None,
+            now,
+            request.branch,
+            request.seq,
+        )
 
         async def job(tx: Tx) -> None:
             await tx.runs.update_leased(

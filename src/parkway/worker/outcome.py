@@ -64,8 +64,10 @@ class FinalCommit:
         rt = self.rt
         now = rt.now()
         changes: dict[str, object] = {
-            "updated_at": now, "advanced_by": self.owner if keep else None, **(pin or {}),
-        }  # fmt: skip
+            "updated_at": now,
+            "advanced_by": self.owner if keep else None,
+            **(pin or {}),
+        }
         status = outcome.status
         held = status == RunStatus.HELD
         if held:
@@ -75,9 +77,12 @@ class FinalCommit:
             changes["error"] = _json.dumps(outcome.error)
         elif status == Ending.CONTINUED:
             changes.update(
-                status=RunStatus.RUNNING, input=outcome.new_input,
-                generation=run.generation + 1, output=None, error=None,
-            )  # fmt: skip
+                status=RunStatus.RUNNING,
+                input=outcome.new_input,
+                generation=run.generation + 1,
+                output=None,
+                error=None,
+            )
         else:
             if status != run.status or run.id in self.running:
                 # (Parked again and never flushed as running: the status is left
@@ -139,9 +144,11 @@ class FinalCommit:
                 await tx.runs.drop_cache_marks(evicted, self.owner)
 
         # (An end frees its key's slot: batched in the keys' order, see admission.lock_order.)
-        order = admission.lock_order(rt.registry.get(run.workflow, run.version), run) if (
-            status in ENDED
-        ) else ""  # fmt: skip
+        order = (
+            admission.lock_order(rt.registry.get(run.workflow, run.version), run)
+            if (status in ENDED)
+            else ""
+        )
         await commit_retrying(self._commit, run, rt.telemetry.bind(job), order=order)
         rt.telemetry.committed(run, outcome, machine)
         if status in ENDED or held:

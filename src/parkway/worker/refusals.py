@@ -69,8 +69,10 @@ async def commit_retrying(commit: Commit, run: RunRecord, job: Job, *, order: st
                 raise Refused(tries, exc) from exc
             log.warning(
                 "run %s: the store refused its commit (%s: %s); trying again",
-                run.id, type(exc).__name__, exception_text(exc)[:CAUSE_CHARS],
-            )  # fmt: skip
+                run.id,
+                type(exc).__name__,
+                exception_text(exc)[:CAUSE_CHARS],
+            )
             await asyncio.sleep(COMMIT_PAUSE * 2 ** (tries - 1))
 
 

@@ -55,10 +55,16 @@ async def call_step(
     beats = Heartbeats(heartbeat, what=f"run {run.id!r} step {cmd.name!r}")
     token = step_context.enter(
         StepContext(
-            run.id, run.workflow, cmd.name, request.position, request.attempt,
-            f"{run.id}:{request.position}", last, beats,
+            run.id,
+            run.workflow,
+            cmd.name,
+            request.position,
+            request.attempt,
+            f"{run.id}:{request.position}",
+            last,
+            beats,
         )
-    )  # fmt: skip
+    )
     try:
         if inspect.iscoroutinefunction(cmd.fn):
             if cmd.timeout is None:

@@ -45,10 +45,21 @@ WALL = 2_000_000.0  # wall-clock time, for leases
 
 def run(run_id: str, **fields: Any) -> RunRecord:
     values: dict[str, Any] = dict(
-        id=run_id, workflow="wf", version="1", status="pending", input=b'{"n": 1}',
-        output=None, error=None, domain="default", subject=None, parent_id=None,
-        trigger=None, generation=0, created_at=NOW, updated_at=NOW,
-    )  # fmt: skip
+        id=run_id,
+        workflow="wf",
+        version="1",
+        status="pending",
+        input=b'{"n": 1}',
+        output=None,
+        error=None,
+        domain="default",
+        subject=None,
+        parent_id=None,
+        trigger=None,
+        generation=0,
+        created_at=NOW,
+        updated_at=NOW,
+    )
     values.update(fields)
     return RunRecord(**values)
 
@@ -63,19 +74,32 @@ def entry(pos: int, state: str = "done", value: bytes | None = b"1", **fields: A
 
 def event(event_id: str, name: str = "order.paid", **fields: Any) -> EventRecord:
     values: dict[str, Any] = dict(
-        id=event_id, name=name, domain="default", subject=None, payload=b'{"a": 1}',
+        id=event_id,
+        name=name,
+        domain="default",
+        subject=None,
+        payload=b'{"a": 1}',
         published_at=NOW,
-    )  # fmt: skip
+    )
     values.update(fields)
     return EventRecord(**values)
 
 
 def sub(run_id: str, pos: int = 0, **fields: Any) -> SubscriptionRecord:
     values: dict[str, Any] = dict(
-        run_id=run_id, pos=pos, kind="event", domain="default", name="order.paid",
-        subject="*", shape="", digest="", match=None, wait=f"wait#{pos}",
-        expires_at=NOW + 3600, created_at=NOW,
-    )  # fmt: skip
+        run_id=run_id,
+        pos=pos,
+        kind="event",
+        domain="default",
+        name="order.paid",
+        subject="*",
+        shape="",
+        digest="",
+        match=None,
+        wait=f"wait#{pos}",
+        expires_at=NOW + 3600,
+        created_at=NOW,
+    )
     values.update(fields)
     return SubscriptionRecord(**values)
 
@@ -86,9 +110,16 @@ def message_wait(run_id: str, name: str, key: str, pos: int = 0) -> Subscription
 
 def message(name: str, key: str, payload: bytes = b'"m"', **fields: Any) -> MessageRecord:
     values: dict[str, Any] = dict(
-        id=0, name=name, key=key, payload=payload, message_id=None, status="buffered",
-        reason=None, received_at=NOW, expires_at=NOW + 60,
-    )  # fmt: skip
+        id=0,
+        name=name,
+        key=key,
+        payload=payload,
+        message_id=None,
+        status="buffered",
+        reason=None,
+        received_at=NOW,
+        expires_at=NOW + 60,
+    )
     values.update(fields)
     return MessageRecord(**values)
 
@@ -149,9 +180,13 @@ async def show_shapes(store: Store, *shapes: str, name: str = "order.paid") -> N
 def event_wait(run_id: str, match: dict[str, Any] | None, pos: int = 0, **fields: Any) -> Any:
     """An event wait on order.paid with ``match``, indexed as the engine indexes it."""
     return sub(
-        run_id, pos, shape=shape_of(match), digest=match_digest(match),
-        match=None if match is None else orjson.dumps(match), **fields,
-    )  # fmt: skip
+        run_id,
+        pos,
+        shape=shape_of(match),
+        digest=match_digest(match),
+        match=None if match is None else orjson.dumps(match),
+        **fields,
+    )
 
 
 def forged(run_id: str, match: dict[str, Any], payload: dict[str, Any]) -> SubscriptionRecord:
@@ -305,20 +340,41 @@ async def settle(store: Store, quiet: float = 0.5) -> None:
 
 def schedule(schedule_id: str, **fields: Any) -> ScheduleRecord:
     values: dict[str, Any] = dict(
-        id=schedule_id, workflow="wf", cron="*/5 * * * *", timezone="Europe/Paris",
-        catch_up="latest", input=b'{"n": 1}', paused=False, last_tick=NOW, next_at=NOW + 300,
-        last_run_id=None, created_at=NOW, updated_at=NOW,
-    )  # fmt: skip
+        id=schedule_id,
+        workflow="wf",
+        cron="*/5 * * * *",
+        timezone="Europe/Paris",
+        catch_up="latest",
+        input=b'{"n": 1}',
+        paused=False,
+        last_tick=NOW,
+        next_at=NOW + 300,
+        last_run_id=None,
+        created_at=NOW,
+        updated_at=NOW,
+    )
     values.update(fields)
     return ScheduleRecord(**values)
 
 
 def human_task(task_id: str, run_id: str = "r1", **fields: Any) -> HumanTaskRecord:
     values: dict[str, Any] = dict(
-        id=task_id, run_id=run_id, workflow="wf", name="approve", title="Approve?",
-        form_schema=b'{"type": "object"}', form_model="app:Approval", data=b'{"order": 1}',
-        assignees='["ana", "ben"]', signal=f"\x1ftask:{task_id}", status="open",
-        created_at=NOW, due_at=NOW + 60, completed_by=None, completed_at=None, result=None,
-    )  # fmt: skip
+        id=task_id,
+        run_id=run_id,
+        workflow="wf",
+        name="approve",
+        title="Approve?",
+        form_schema=b'{"type": "object"}',
+        form_model="app:Approval",
+        data=b'{"order": 1}',
+        assignees='["ana", "ben"]',
+        signal=f"\x1ftask:{task_id}",
+        status="open",
+        created_at=NOW,
+        due_at=NOW + 60,
+        completed_by=None,
+        completed_at=None,
+        result=None,
+    )
     values.update(fields)
     return HumanTaskRecord(**values)

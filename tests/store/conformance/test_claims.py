@@ -127,8 +127,11 @@ async def test_lease_run_takes_a_run_started_in_its_transaction(store: Store) ->
     assert lease.taken is True and lease.loaded is not None
     started = lease.loaded.run
     assert (started.id, started.status, started.lease_owner, started.lease_until) == (
-        "new", "running", "w", WALL + 9,
-    )  # fmt: skip
+        "new",
+        "running",
+        "w",
+        WALL + 9,
+    )
     assert [(t.kind, t.due_at) for t in lease.loaded.tasks] == [("start", NOW)]
     assert lease.loaded.journal == []
     async with store.transaction(readonly=True) as tx:
@@ -161,8 +164,10 @@ async def test_lease_run_starts_a_pending_run_and_leaves_any_other_status(store:
     async with store.transaction(readonly=True) as tx:
         rows = {r: await tx.runs.get(r) for r in leases}
     assert {r: (row.status, row.lease_owner) for r, row in rows.items() if row} == {
-        "p": ("running", "w"), "k": ("parked", "w"), "r": ("running", "w"),
-    }  # fmt: skip
+        "p": ("running", "w"),
+        "k": ("parked", "w"),
+        "r": ("running", "w"),
+    }
 
 
 async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store) -> None:
@@ -178,8 +183,12 @@ async def test_lease_run_leaves_a_leased_ended_or_missing_run_alone(store: Store
                 run_id, owner="w", now=NOW, wall_now=WALL, lease_until=WALL + 30
             )
     assert {k: v.taken for k, v in leases.items()} == {
-        "held": False, "lapsed": True, "done": False, "nobody": False, "new": True,
-    }  # fmt: skip
+        "held": False,
+        "lapsed": True,
+        "done": False,
+        "nobody": False,
+        "new": True,
+    }
     assert leases["new"].loaded is not None and leases["new"].loaded.run.status == "running"
     async with store.transaction(readonly=True) as tx:
         held, done = await tx.runs.get("held"), await tx.runs.get("done")
@@ -216,8 +225,9 @@ async def test_start_run_inserts_a_run_and_its_start_task_once(store: Store) -> 
             ("start", NOW, None)
         ]
         assert [t.due_at for t in await tx.tasks.due("s", NOW + 10)] == [NOW + 1]
-    assert sorted(await store.claim("w", now=NOW + 1, wall_now=WALL, lease_until=WALL + 1,
-                                    limit=5)) == ["r", "s"]  # fmt: skip
+    assert sorted(
+        await store.claim("w", now=NOW + 1, wall_now=WALL, lease_until=WALL + 1, limit=5)
+    ) == ["r", "s"]
 
 
 async def test_load_run_hands_over_the_run_its_due_tasks_and_journal(store: Store) -> None:

@@ -42,8 +42,11 @@ async def test_deliver_event_records_it_and_takes_every_wait_it_matches(store: S
     delivery = await deliver(store, {"order_id": 1, "amount": 5})
     assert delivery.outcome == "published" and delivery.lease is None
     assert sorted(delivery.waits) == [
-        ("any", "wait#3"), ("both", "wait#0"), ("edge", "wait#0"), ("one", "wait#0")
-    ]  # fmt: skip
+        ("any", "wait#3"),
+        ("both", "wait#0"),
+        ("edge", "wait#0"),
+        ("one", "wait#0"),
+    ]
     async with store.transaction(readonly=True) as tx:
         recorded = await tx.events.get("e1")
         assert recorded is not None and recorded.payload == b'{"order_id":1,"amount":5}'
@@ -172,10 +175,16 @@ async def test_deliver_event_rolls_back_with_its_transaction(store: Store) -> No
     await show_shapes(store, shape_of({"k": 1}))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await deliver_event(tx,
-                event("e1", payload=b'{"k": 1}'), {"k": 1}, b"env", fresh_after=NOW - 60,
-                owner="w", wall_now=WALL, lease_until=WALL + 30,
-            )  # fmt: skip
+            await deliver_event(
+                tx,
+                event("e1", payload=b'{"k": 1}'),
+                {"k": 1},
+                b"env",
+                fresh_after=NOW - 60,
+                owner="w",
+                wall_now=WALL,
+                lease_until=WALL + 30,
+            )
             raise RuntimeError("roll back")
     async with store.transaction(readonly=True) as tx:
         assert await tx.events.get("e1") is None

@@ -41,8 +41,10 @@ async def test_events_are_kept_by_id_and_looked_back_in_publish_order(store: Sto
         since = await tx.events.since("default", "order.paid", NOW + 0.5)
         assert [e.id for e in since] == ["e2", "e3"]
         assert [e.id for e in await tx.events.since("default", "order.paid", NOW)] == [
-            "e1", "e2", "e3",
-        ]  # fmt: skip
+            "e1",
+            "e2",
+            "e3",
+        ]
         await tx.events.delete("e1")
         await tx.events.delete("nope")
         assert await tx.events.get("e1") is None
@@ -63,16 +65,18 @@ async def test_an_event_id_can_be_reused_after_its_event_is_deleted(store: Store
 async def test_subscriptions_are_found_by_exact_key_or_wildcard(store: Store) -> None:
     async with store.transaction() as tx:
         await tx.subscriptions.add(sub("own", subject="product:1", shape="sku", digest="d1"))
-        await tx.subscriptions.add(sub("any", subject="*", shape="sku", digest="d1",
-                                      created_at=NOW + 1))  # fmt: skip
+        await tx.subscriptions.add(
+            sub("any", subject="*", shape="sku", digest="d1", created_at=NOW + 1)
+        )
         await tx.subscriptions.add(sub("other", subject="product:2", shape="sku", digest="d1"))
         await tx.subscriptions.add(sub("digest", subject="product:1", shape="sku", digest="d2"))
         await tx.subscriptions.add(sub("plain", subject="*", shape="", digest=""))
         await tx.subscriptions.add(sub("dom", subject="*", domain="d2", shape="sku", digest="d1"))
         await tx.subscriptions.add(message_wait("msg", "order.paid", "product:1"))
 
-    async def find(subject: str | None, shape: str = "sku", digest: str = "d1",
-                   kind: str = "event") -> list[str]:  # fmt: skip
+    async def find(
+        subject: str | None, shape: str = "sku", digest: str = "d1", kind: str = "event"
+    ) -> list[str]:
         async with store.transaction() as tx:
             found = await tx.subscriptions.find(
                 WaitKey(
@@ -111,10 +115,20 @@ async def test_subscriptions_are_found_by_exact_key_or_wildcard(store: Store) ->
 
 async def test_a_subscription_round_trips_every_field(store: Store) -> None:
     full = sub(
-        "r", 7, kind="event", domain="shop", name="paid", subject="client:5", shape="a|b",
-        digest="ff00", match=b'{"a": 1, "b": [2]}', wait="wait_for_event:paid#7",
-        expires_at=NOW + 99.5, created_at=NOW + 0.25, deadline=NOW + 60,
-    )  # fmt: skip
+        "r",
+        7,
+        kind="event",
+        domain="shop",
+        name="paid",
+        subject="client:5",
+        shape="a|b",
+        digest="ff00",
+        match=b'{"a": 1, "b": [2]}',
+        wait="wait_for_event:paid#7",
+        expires_at=NOW + 99.5,
+        created_at=NOW + 0.25,
+        deadline=NOW + 60,
+    )
     async with store.transaction() as tx:
         await tx.subscriptions.add(full)
         await tx.subscriptions.add(sub("bare", 0))
@@ -138,8 +152,10 @@ async def test_list_and_delete_subscriptions(store: Store) -> None:
         await tx.subscriptions.add(sub("s", 1, created_at=NOW))
     async with store.transaction() as tx:
         assert [(s.run_id, s.pos) for s in await tx.subscriptions.list()] == [
-            ("s", 1), ("r", 2), ("r", 1),
-        ]  # fmt: skip
+            ("s", 1),
+            ("r", 2),
+            ("r", 1),
+        ]
         assert [s.pos for s in await tx.subscriptions.list(run_id="r")] == [2, 1]
         assert [s.run_id for s in await tx.subscriptions.list(name="order.paid")] == ["s", "r"]
         assert [s.pos for s in await tx.subscriptions.list(run_id="r", name="other")] == [2]

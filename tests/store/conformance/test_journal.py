@@ -74,8 +74,9 @@ async def test_values_are_set_replaced_and_read_by_run(store: Store) -> None:
         await tx.values.put("a", {"n": b"3"}, NOW + 1)
     async with store.transaction(readonly=True) as tx:
         assert await tx.values.of_runs(["a", "b", "none"]) == {
-            "a": {"link": b'"x"', "n": b"3"}, "b": {"n": b"2"},
-        }  # fmt: skip
+            "a": {"link": b'"x"', "n": b"3"},
+            "b": {"n": b"2"},
+        }
         assert await tx.values.of_runs([]) == {}
     with contextlib.suppress(_Rollback):
         async with store.transaction() as tx:
@@ -102,8 +103,10 @@ async def test_stream_items_are_numbered_in_commit_order_and_read_from_an_offset
         items, closed = await tx.streams.read("r", "out", 0, 100)
         assert not closed
         assert [(i.offset, i.value, i.attempt, i.written_at) for i in items] == [
-            (0, b'"a"', None, NOW), (1, b'"b"', None, NOW), (2, b'"c"', 3, NOW + 1),
-        ]  # fmt: skip
+            (0, b'"a"', None, NOW),
+            (1, b'"b"', None, NOW),
+            (2, b'"c"', 3, NOW + 1),
+        ]
         assert [i.offset for i in (await tx.streams.read("r", "out", 1, 1))[0]] == [1]
         assert (await tx.streams.read("r", "out", 3, 10))[0] == []
         assert await tx.streams.read("r", "never", 0, 10) == ([], False)

@@ -61,9 +61,13 @@ async def test_stats_of_an_empty_store(store: Store) -> None:
 async def test_stats_count_parked_runs_the_due_backlog_and_dead_letters(store: Store) -> None:
     async with store.transaction() as tx:
         for run_id, workflow, status in [
-            ("p1", "order", "parked"), ("p2", "order", "parked"), ("p3", "refund", "parked"),
-            ("r1", "order", "running"), ("c1", "order", "completed"), ("x1", "order", "pending"),
-        ]:  # fmt: skip
+            ("p1", "order", "parked"),
+            ("p2", "order", "parked"),
+            ("p3", "refund", "parked"),
+            ("r1", "order", "running"),
+            ("c1", "order", "completed"),
+            ("x1", "order", "pending"),
+        ]:
             await tx.runs.insert(run(run_id, workflow=workflow, status=status))
         await tx.tasks.add(
             [
@@ -100,8 +104,9 @@ async def test_stats_count_the_runs_taken_over_from_an_expired_lease(store: Stor
     assert await store.claim("w2", now=NOW, wall_now=WALL + 5, lease_until=WALL + 35, limit=5) == []
     assert (await store.stats(NOW)).takeovers == 0
     assert await store.claim("w2", now=NOW, wall_now=WALL + 11, lease_until=WALL + 41, limit=1) in (
-        ["a"], ["b"],
-    )  # fmt: skip
+        ["a"],
+        ["b"],
+    )
     assert (await store.stats(NOW)).takeovers == 1
     async with store.transaction() as tx:  # w1 died: its other run, handed over (not counted)
         leases = [

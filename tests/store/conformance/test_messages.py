@@ -84,10 +84,18 @@ async def test_deliver_message_with_nobody_waiting_writes_nothing(store: Store) 
         nobody = await deliver_message(
             tx, "payment", "K1", b"b", NOW, message_id="m-1", fresh_after=NOW - 60
         )
-        timed_out = await deliver_message(tx,
-            "payment", "K2", b"b", NOW, message_id=None, fresh_after=NOW - 60,
-            owner="w", wall_now=WALL, lease_until=WALL + 30,
-        )  # fmt: skip
+        timed_out = await deliver_message(
+            tx,
+            "payment",
+            "K2",
+            b"b",
+            NOW,
+            message_id=None,
+            fresh_after=NOW - 60,
+            owner="w",
+            wall_now=WALL,
+            lease_until=WALL + 30,
+        )
     assert (nobody.known, nobody.outcome, nobody.run_id) == (True, None, None)
     # A wait past its deadline stays: its timeout wins. Nothing is leased.
     assert (timed_out.known, timed_out.outcome, timed_out.lease) == (True, None, None)
@@ -132,10 +140,18 @@ async def test_deliver_message_leases_the_run_it_delivers_to(store: Store) -> No
         await tx.runs.insert(run("held", status="parked", lease_owner="x", lease_until=WALL + 9))
         await tx.subscriptions.add(message_wait("held", "payment", "K2"))
     async with store.transaction() as tx:
-        delivery = await deliver_message(tx,
-            "payment", "K1", b"body", NOW, message_id=None, fresh_after=NOW - 60,
-            owner="w", wall_now=WALL, lease_until=WALL + 30,
-        )  # fmt: skip
+        delivery = await deliver_message(
+            tx,
+            "payment",
+            "K1",
+            b"body",
+            NOW,
+            message_id=None,
+            fresh_after=NOW - 60,
+            owner="w",
+            wall_now=WALL,
+            lease_until=WALL + 30,
+        )
     assert (delivery.outcome, delivery.run_id) == ("delivered", "r")
     lease = delivery.lease
     assert lease is not None and lease.run_id == "r" and lease.taken is True
@@ -145,10 +161,18 @@ async def test_deliver_message_leases_the_run_it_delivers_to(store: Store) -> No
     assert await store.claim("other", now=NOW, wall_now=WALL, lease_until=WALL + 30, limit=5) == []
     # A run leased to another worker gets the message all the same, but no lease.
     async with store.transaction() as tx:
-        busy = await deliver_message(tx,
-            "payment", "K2", b"b", NOW, message_id=None, fresh_after=NOW - 60,
-            owner="w", wall_now=WALL, lease_until=WALL + 30,
-        )  # fmt: skip
+        busy = await deliver_message(
+            tx,
+            "payment",
+            "K2",
+            b"b",
+            NOW,
+            message_id=None,
+            fresh_after=NOW - 60,
+            owner="w",
+            wall_now=WALL,
+            lease_until=WALL + 30,
+        )
     assert busy.outcome == "delivered" and busy.lease is not None
     assert busy.lease.taken is False
     async with store.transaction(readonly=True) as tx:
@@ -163,10 +187,18 @@ async def test_deliver_message_rolls_back_with_its_transaction(store: Store) -> 
         await tx.subscriptions.add(message_wait("r", "payment", "K1"))
     with pytest.raises(RuntimeError):
         async with store.transaction() as tx:
-            await deliver_message(tx,
-                "payment", "K1", b"b", NOW, message_id="m", fresh_after=NOW - 60,
-                owner="w", wall_now=WALL, lease_until=WALL + 30,
-            )  # fmt: skip
+            await deliver_message(
+                tx,
+                "payment",
+                "K1",
+                b"b",
+                NOW,
+                message_id="m",
+                fresh_after=NOW - 60,
+                owner="w",
+                wall_now=WALL,
+                lease_until=WALL + 30,
+            )
             raise RuntimeError("roll back")
     async with store.transaction(readonly=True) as tx:
         assert await tx.messages.wait("payment", "K1") is not None

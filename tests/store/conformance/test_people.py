@@ -26,9 +26,15 @@ async def test_a_callback_is_found_by_its_hash_and_keeps_its_outcome(store: Stor
 async def test_a_human_task_round_trips_every_field_and_finishes_once(store: Store) -> None:
     full = human_task("t1")
     bare = human_task(
-        "t2", title=None, form_schema=None, form_model=None, data=None, assignees="[]",
-        due_at=None, created_at=NOW + 1,
-    )  # fmt: skip
+        "t2",
+        title=None,
+        form_schema=None,
+        form_model=None,
+        data=None,
+        assignees="[]",
+        due_at=None,
+        created_at=NOW + 1,
+    )
     await one(store, lambda tx: tx.human_tasks.add([full, bare]))
     await one(store, lambda tx: tx.human_tasks.add([human_task("t1", name="again")]))
     assert await one(store, lambda tx: tx.human_tasks.get("t1"), readonly=True) == full
@@ -40,19 +46,27 @@ async def test_a_human_task_round_trips_every_field_and_finishes_once(store: Sto
     assert await one(store, finish) is False  # (no longer open)
     done = await one(store, lambda tx: tx.human_tasks.get("t1"))
     assert (done.status, done.completed_by, done.completed_at, done.result) == (
-        "completed", "ana", NOW + 9, b"1",
-    )  # fmt: skip
+        "completed",
+        "ana",
+        NOW + 9,
+        b"1",
+    )
 
 
 async def test_human_tasks_are_listed_oldest_first_by_status_assignee_and_workflow(
     store: Store,
 ) -> None:
-    await one(store, lambda tx: tx.human_tasks.add([
-        human_task("a", created_at=NOW, assignees='["ana"]'),
-        human_task("b", created_at=NOW + 1, assignees="[]", workflow="other"),
-        human_task("c", created_at=NOW + 2, assignees='["ben", "cy"]'),
-        human_task("d", created_at=NOW + 3, status="completed"),
-    ]))  # fmt: skip
+    await one(
+        store,
+        lambda tx: tx.human_tasks.add(
+            [
+                human_task("a", created_at=NOW, assignees='["ana"]'),
+                human_task("b", created_at=NOW + 1, assignees="[]", workflow="other"),
+                human_task("c", created_at=NOW + 2, assignees='["ben", "cy"]'),
+                human_task("d", created_at=NOW + 3, status="completed"),
+            ]
+        ),
+    )
 
     async def listed(**options: Any) -> list[str]:
         query = {"status": "open", "assignee": None, "workflow": None, "limit": 10, **options}
@@ -77,10 +91,13 @@ async def test_a_runs_end_cancels_only_its_open_tasks_and_deletion_removes_all(
     async with store.transaction() as tx:
         for run_id in ("r1", "r2"):
             await tx.runs.insert(run(run_id))
-        await tx.human_tasks.add([
-            human_task("open1"), human_task("done1", status="completed"),
-            human_task("other", run_id="r2"),
-        ])  # fmt: skip
+        await tx.human_tasks.add(
+            [
+                human_task("open1"),
+                human_task("done1", status="completed"),
+                human_task("other", run_id="r2"),
+            ]
+        )
         await tx.callbacks.add(CallbackRecord(token_digest("t"), "r1", "s", NOW))
     await one(store, lambda tx: tx.human_tasks.close_run("r1", NOW + 5))
     async with store.transaction(readonly=True) as tx:

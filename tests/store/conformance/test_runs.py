@@ -24,11 +24,21 @@ from tests.store.conformance.support import (
 
 async def test_a_run_round_trips_every_field(store: Store) -> None:
     full = run(
-        "r1", workflow="order", version="2", status="parked", input=b'{"x": [1, 2]}',
-        output=b'"out"', error=b'{"type": "E"}', domain="shop", subject="client:5",
-        parent_id="p", trigger=b'{"id": "e1"}', generation=3, created_at=NOW + 0.125,
+        "r1",
+        workflow="order",
+        version="2",
+        status="parked",
+        input=b'{"x": [1, 2]}',
+        output=b'"out"',
+        error=b'{"type": "E"}',
+        domain="shop",
+        subject="client:5",
+        parent_id="p",
+        trigger=b'{"id": "e1"}',
+        generation=3,
+        created_at=NOW + 0.125,
         updated_at=NOW + 0.5,
-    )  # fmt: skip
+    )
     async with store.transaction() as tx:
         await tx.runs.insert(full)
         await tx.runs.insert(run("r2"))
@@ -213,15 +223,21 @@ async def test_a_held_run_is_a_live_run_of_its_subject(store: Store) -> None:
 
 async def test_a_journal_is_outlined_and_copied_in_the_store(store: Store) -> None:
     source = [
-        entry(0), entry(1, value=b'{"big": [1, 2, 3]}', branch="0.1", seq=4),
-        entry(2, "error", b'{"type": "X", "message": "m"}'), entry(3, "pending", None),
+        entry(0),
+        entry(1, value=b'{"big": [1, 2, 3]}', branch="0.1", seq=4),
+        entry(2, "error", b'{"type": "X", "message": "m"}'),
+        entry(3, "pending", None),
         entry(5, deadline=NOW + 9),
-    ]  # fmt: skip
+    ]
     async with store.transaction() as tx:
         await tx.journal.put("src", source)
         assert await tx.journal.outline("src") == [
-            (0, "done"), (1, "done"), (2, "error"), (3, "pending"), (5, "done"),
-        ]  # fmt: skip
+            (0, "done"),
+            (1, "done"),
+            (2, "error"),
+            (3, "pending"),
+            (5, "done"),
+        ]
         assert await tx.journal.outline("nothing") == []
         await tx.journal.copy("src", "two", 2)
         await tx.journal.copy("src", "all", None)
@@ -242,7 +258,7 @@ async def test_a_fork_records_where_it_came_from(store: Store) -> None:
         got = await tx.runs.get("fork")
         plain = await tx.runs.get("plain")
         listed = await tx.runs.list(RunFilter(limit=10))
-        found = await tx.runs.find(RunSelection(statuses=["pending"], limit=10))  # fmt: skip
+        found = await tx.runs.find(RunSelection(statuses=["pending"], limit=10))
     assert got is not None and (got.forked_from, got.forked_at) == ("src", 3)
     assert plain is not None and (plain.forked_from, plain.forked_at) == (None, None)
     assert {r.id: r.forked_from for r in listed} == {"fork": "src", "plain": None}
@@ -331,9 +347,10 @@ async def test_event_links_are_listed_with_their_events_and_go_with_them(store: 
         assert [r[0] for r in await tx.events.list(EventFilter(since=NOW + 1, limit=10))] == ["e2"]
         assert [r[0] for r in await tx.events.list(EventFilter(limit=1))] == ["e2"]
         assert await tx.events.links(["e1", "e2"]) == [
-            EventLink("e1", "resumed", "r1"), EventLink("e1", "resumed", "r2"),
+            EventLink("e1", "resumed", "r1"),
+            EventLink("e1", "resumed", "r2"),
             EventLink("e1", "started", "r3"),
-        ]  # fmt: skip
+        ]
     async with store.transaction() as tx:
         assert await tx.events.prune(NOW + 0.5) == 1
     async with store.transaction(readonly=True) as tx:

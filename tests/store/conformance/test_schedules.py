@@ -38,8 +38,9 @@ async def test_a_schedule_round_trips_every_field_and_is_replaced_by_id(store: S
         await tx.schedules.put(full)
     assert await one(store, lambda tx: tx.schedules.get("b"), readonly=True) == full
     assert await one(store, lambda tx: tx.schedules.list(), readonly=True) == [
-        schedule("a"), full,
-    ]  # fmt: skip
+        schedule("a"),
+        full,
+    ]
     moved = schedule("a", last_tick=NOW + 300, next_at=NOW + 600, last_run_id="r", cron="0 * * * *")
     async with store.transaction() as tx:
         await tx.schedules.put(moved)
@@ -333,9 +334,13 @@ async def test_find_runs_selects_by_filters_in_id_batches(store: Store) -> None:
 
     async def find(**filters: Any) -> list[str]:
         options: dict[str, Any] = dict(
-            statuses=["failed"], workflow=None, subject=None, created_before=None, after=None,
+            statuses=["failed"],
+            workflow=None,
+            subject=None,
+            created_before=None,
+            after=None,
             limit=100,
-        )  # fmt: skip
+        )
         options.update(filters)
         found = await one(store, lambda tx: tx.runs.find(RunSelection(**options)), readonly=True)
         return [r.id for r in found]

@@ -119,8 +119,10 @@ async def test_signals_keep_send_order_and_are_deleted_by_id(store: Store) -> No
     async with store.transaction() as tx:
         mailbox = await tx.signals.list("r")
         assert [(s.name, s.payload, s.at) for s in mailbox] == [
-            ("go", b"1", NOW), ("stop", None, NOW + 1), ("go", b"2", NOW + 2),
-        ]  # fmt: skip
+            ("go", b"1", NOW),
+            ("stop", None, NOW + 1),
+            ("go", b"2", NOW + 2),
+        ]
         assert mailbox[0].id < mailbox[1].id < mailbox[2].id
         await tx.signals.delete([mailbox[0].id, mailbox[2].id])
         await tx.signals.delete([])
@@ -139,8 +141,10 @@ async def test_send_signal_buffers_it_with_its_task_only_for_a_live_run(store: S
         sent.append(await tx.signals.send("nobody", "go", b"3", NOW + 1))
     # Known once committed (a store may send them with the COMMIT).
     assert [(s.known, s.status) for s in sent] == [
-        (True, "running"), (True, "completed"), (True, None)
-    ]  # fmt: skip
+        (True, "running"),
+        (True, "completed"),
+        (True, None),
+    ]
     for one in ("live", "done", "nobody"):  # alone in its transaction, too
         async with store.transaction() as tx:
             alone = await tx.signals.send(one, "again", b"4", NOW + 2)

@@ -53,9 +53,11 @@ class OperationHandlers(Handlers):
         except ParkwayError as exc:
             wait = exc.retry_after if isinstance(exc, StoreError) else 5.0
             raise Problem(
-                503, f"the store does not answer: {exc}", type(exc).__name__,
+                503,
+                f"the store does not answer: {exc}",
+                type(exc).__name__,
                 {"Retry-After": f"{math.ceil(wait):d}"},
-            ) from exc  # fmt: skip
+            ) from exc
         return json_response({"status": "ok"})
 
     async def metrics(self, request: Request) -> Response:

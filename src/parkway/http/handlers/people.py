@@ -52,8 +52,10 @@ class PeopleHandlers(Handlers):
         self._require_open()
         found = await self.engine.tasks(
             status=None if query.status == "all" else query.status,
-            assignee=query.assignee, workflow=query.workflow, limit=query.limit,
-        )  # fmt: skip
+            assignee=query.assignee,
+            workflow=query.workflow,
+            limit=query.limit,
+        )
         return json_response([task.to_dict() for task in found])
 
     async def get_task(self, request: Request) -> Response:

@@ -38,9 +38,14 @@ class RunHandlers(Handlers):
         self._require_open()
         with json_at("input"):  # (a client engine starts a name it does not know unchecked)
             handle = await self.engine.start(
-                body.workflow, body.input, id=body.id, subject=body.subject,
-                domain=body.domain, priority=body.priority, timeout=body.timeout,
-            )  # fmt: skip
+                body.workflow,
+                body.input,
+                id=body.id,
+                subject=body.subject,
+                domain=body.domain,
+                priority=body.priority,
+                timeout=body.timeout,
+            )
         return json_response({"id": handle.id}, 201)
 
     async def list_runs(self, request: Request) -> Response:
@@ -48,11 +53,17 @@ class RunHandlers(Handlers):
         self._require_open()
         try:  # one run more than asked for tells whether another page follows
             runs = await self.engine.list_runs(
-                workflow=query.workflow, status=query.status, subject=query.subject,
-                domain=query.domain, limit=query.limit + 1, search=query.search,
-                parent_id=query.parent_id, created_after=query.created_after,
-                created_before=query.created_before, before=query.before,
-            )  # fmt: skip
+                workflow=query.workflow,
+                status=query.status,
+                subject=query.subject,
+                domain=query.domain,
+                limit=query.limit + 1,
+                search=query.search,
+                parent_id=query.parent_id,
+                created_after=query.created_after,
+                created_before=query.created_before,
+                before=query.before,
+            )
         except InvalidInputError as exc:
             if exc.field not in requests.RunsQuery.model_fields:
                 raise
@@ -185,18 +196,24 @@ class RunHandlers(Handlers):
         body = await parse_body(request, requests.BulkRequest)
         self._require_open()
         count = await self.engine.cancel_runs(
-            workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before, by=by(request),
-        )  # fmt: skip
+            workflow=body.workflow,
+            status=body.status,
+            subject=body.subject,
+            created_before=body.created_before,
+            by=by(request),
+        )
         return json_response({"count": count})
 
     async def retry_runs(self, request: Request) -> Response:
         body = await parse_body(request, requests.BulkRequest)
         self._require_open()
         count = await self.engine.retry_runs(
-            workflow=body.workflow, status=body.status, subject=body.subject,
-            created_before=body.created_before, by=by(request),
-        )  # fmt: skip
+            workflow=body.workflow,
+            status=body.status,
+            subject=body.subject,
+            created_before=body.created_before,
+            by=by(request),
+        )
         return json_response({"count": count})
 
 

@@ -32,10 +32,11 @@ class MemoryJournal(_Part):
         await self.put(
             run_id,
             [
-                e for e in await self.read(source_id)
+                e
+                for e in await self.read(source_id)
                 if (before is None or e.pos < before) and e.state != "pending"
             ],
-        )  # fmt: skip
+        )
 
     async def clear(self, run_id: str) -> None:
         old = self._s.journal.pop(run_id, None)

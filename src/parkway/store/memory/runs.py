@@ -124,7 +124,8 @@ class MemoryRuns(_Part):
         wanted = set(query.statuses)
         out = sorted(
             (
-                r for r in self._s.runs.values()
+                r
+                for r in self._s.runs.values()
                 if r.status in wanted
                 and (r.workflow == workflow if workflow is not None else not _internal(r.workflow))
                 and (subject is None or r.subject == subject)
@@ -132,7 +133,7 @@ class MemoryRuns(_Part):
                 and (after is None or r.id > after)
             ),
             key=lambda r: r.id,
-        )  # fmt: skip
+        )
         return [_copy(r) for r in out[: query.limit]]
 
     async def expired(
@@ -141,12 +142,14 @@ class MemoryRuns(_Part):
         skip = set(exclude)
         out = sorted(
             (
-                r for r in self._s.runs.values()
-                if r.status in ENDED and r.updated_at < before
+                r
+                for r in self._s.runs.values()
+                if r.status in ENDED
+                and r.updated_at < before
                 and (r.workflow == workflow if workflow is not None else r.workflow not in skip)
             ),
             key=lambda r: (r.updated_at, r.id),
-        )  # fmt: skip
+        )
         return [r.id for r in out[:limit]]
 
     async def delete(self, run_ids: Sequence[str]) -> None:

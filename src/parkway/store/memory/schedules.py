@@ -42,9 +42,10 @@ class MemorySchedules(_Part):
 
     async def due(self, now: float, limit: int) -> builtins.list[ScheduleRecord]:
         due = [
-            s for s in self._s.schedules.values()
+            s
+            for s in self._s.schedules.values()
             if not s.paused and s.next_at is not None and s.next_at <= now
-        ]  # fmt: skip
+        ]
         due.sort(key=lambda s: (s.next_at, s.id))
         return [dataclasses.replace(s) for s in due[:limit]]
 

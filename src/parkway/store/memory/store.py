@@ -144,14 +144,19 @@ class MemoryStore:
                 r.workflow for r in state.runs.values() if r.status == "parked"
             )
             due = [
-                t.due_at for t in state.tasks.values()
+                t.due_at
+                for t in state.tasks.values()
                 if t.due_at <= now and t.run_id in state.runs and claimable(state.runs[t.run_id])
-            ]  # fmt: skip
+            ]
             dead = sum(1 for m in state.messages.values() if m.status == "expired")
             held = collections.Counter(
                 r.workflow for r in state.runs.values() if r.status == "held"
             )
             return StoreStats(
-                dict(parked), len(due), min(due, default=None), dead, state.takeovers,
+                dict(parked),
+                len(due),
+                min(due, default=None),
+                dead,
+                state.takeovers,
                 held=dict(held),
-            )  # fmt: skip
+            )

@@ -41,9 +41,10 @@ class MemoryUpdates(_Part):
 
     async def pending(self, run_id: str) -> list[UpdateRecord]:
         found = [
-            _copy(u) for (r, _), u in self._s.updates.items()
+            _copy(u)
+            for (r, _), u in self._s.updates.items()
             if r == run_id and u.status == UPDATE_PENDING
-        ]  # fmt: skip
+        ]
         return sorted(found, key=lambda u: u.seq)
 
     async def finish(

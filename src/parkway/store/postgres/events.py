@@ -40,8 +40,7 @@ class PostgresEvents(Part):
         # and .find() then hand them over.
         t = self._t
         name = (event.domain, event.name)
-        row = (event.id, event.name, event.domain, event.subject, event.payload,
-               event.published_at)  # fmt: skip
+        row = (event.id, event.name, event.domain, event.subject, event.payload, event.published_at)
         steps: builtins.list[Step] = [
             (Q["xact_lock"], (lock_key("event-id", event.id),)),
             (Q["get_event"], (event.id,)),
@@ -102,12 +101,20 @@ class PostgresEvents(Part):
         delivery = EventDelivery()
         token, unannounce = t._announce_maybe(now)
         params: dict[str, Any] = dict(
-            domain=event.domain, name=event.name, known=orjson.dumps(known).decode(), id=event.id,
+            domain=event.domain,
+            name=event.name,
+            known=orjson.dumps(known).decode(),
+            id=event.id,
             cancels=CANCEL_PREFIX + event.name,
-            subject=event.subject, subject_or_any=event.subject or "*", payload=event.payload,
-            now=now, fresh=fresh_after, envelope=envelope, mark=new_mark(),
+            subject=event.subject,
+            subject_or_any=event.subject or "*",
+            payload=event.payload,
+            now=now,
+            fresh=fresh_after,
+            envelope=envelope,
+            mark=new_mark(),
             token=token,
-        )  # fmt: skip
+        )
         for i, (shape, digest) in enumerate(digested):
             params[f"shape{i}"], params[f"digest{i}"] = shape, digest
 
@@ -126,10 +133,17 @@ class PostgresEvents(Part):
                 delivery.lease = None
 
         delivery.lease = await deliver_leased(
-            t, DELIVER_EVENT[len(digested)], params, found,
-            lock=lock_key("event-name", *name), shared=True,
-            owner=owner, now=now, wall_now=wall_now, lease_until=lease_until,
-        )  # fmt: skip
+            t,
+            DELIVER_EVENT[len(digested)],
+            params,
+            found,
+            lock=lock_key("event-name", *name),
+            shared=True,
+            owner=owner,
+            now=now,
+            wall_now=wall_now,
+            lease_until=lease_until,
+        )
         return delivery
 
     async def get(self, event_id: str) -> EventRecord | None:

@@ -21,9 +21,14 @@ class PostgresWorkers(Part):
     async def beat(self, worker: WorkerRecord) -> None:
         workflows = orjson.dumps(worker.workflows).decode()
         row = (
-            worker.id, worker.host, worker.pid, worker.started_at, worker.last_seen,
-            worker.alive_until, workflows,
-        )  # fmt: skip
+            worker.id,
+            worker.host,
+            worker.pid,
+            worker.started_at,
+            worker.last_seen,
+            worker.alive_until,
+            workflows,
+        )
         await self._t._write(S["beat_worker"], row, idempotent=True)
 
     async def list(self, now: float) -> builtins.list[WorkerRecord]:

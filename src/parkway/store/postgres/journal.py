@@ -54,11 +54,17 @@ class PostgresJournal(Part):
                 await t._write(Q["put_journal_entry"], one)
             return
         params = (
-            run_id, [e.pos for e in latest], [e.kind for e in latest],
-            [e.name for e in latest], [e.state for e in latest],
-            [e.value for e in latest], [e.deadline for e in latest],
-            [e.at for e in latest], [e.branch for e in latest], [e.seq for e in latest],
-        )  # fmt: skip
+            run_id,
+            [e.pos for e in latest],
+            [e.kind for e in latest],
+            [e.name for e in latest],
+            [e.state for e in latest],
+            [e.value for e in latest],
+            [e.deadline for e in latest],
+            [e.at for e in latest],
+            [e.branch for e in latest],
+            [e.seq for e in latest],
+        )
         if not t._fuse("put_journal", params, run_id):
             await t._write(Q["put_journal"], params)
 

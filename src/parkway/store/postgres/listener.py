@@ -109,8 +109,10 @@ class Listener:
             except Exception as exc:
                 log.warning(
                     "notification connection to %s lost (%s); reconnecting in %.1fs",
-                    self.display, first_line(exc), delay,
-                )  # fmt: skip
+                    self.display,
+                    first_line(exc),
+                    delay,
+                )
                 self._change()
                 self._streamed(None)
             await asyncio.sleep(delay)

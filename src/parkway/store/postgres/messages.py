@@ -55,9 +55,15 @@ class PostgresMessages(Part):
         delivery = MessageDelivery()
         token, unannounce = t._announce_maybe(now)
         params: dict[str, Any] = dict(
-            mid=message_id, fresh=fresh_after, name=name, key=key, now=now, body=body,
-            mark=new_mark(), token=token,
-        )  # fmt: skip
+            mid=message_id,
+            fresh=fresh_after,
+            name=name,
+            key=key,
+            now=now,
+            body=body,
+            mark=new_mark(),
+            token=token,
+        )
 
         def found(result: str | None) -> None:
             delivery.known = True
@@ -75,18 +81,33 @@ class PostgresMessages(Part):
         if message_id is not None:
             await t._write(Q["xact_lock"], (lock_key("message-id", message_id),))
         delivery.lease = await deliver_leased(
-            t, Q["deliver_message"], params, found, lock=subject_lock("default", key),
-            owner=owner, now=now, wall_now=wall_now, lease_until=lease_until,
-        )  # fmt: skip
+            t,
+            Q["deliver_message"],
+            params,
+            found,
+            lock=subject_lock("default", key),
+            owner=owner,
+            now=now,
+            wall_now=wall_now,
+            lease_until=lease_until,
+        )
         return delivery
 
     async def add(self, message: MessageRecord) -> int:
         m = message
         row = await self._t._one(
             Q["add_message"],
-            (m.name, m.key, m.payload, m.message_id, m.status, m.reason, m.received_at,
-             m.expires_at),
-        )  # fmt: skip
+            (
+                m.name,
+                m.key,
+                m.payload,
+                m.message_id,
+                m.status,
+                m.reason,
+                m.received_at,
+                m.expires_at,
+            ),
+        )
         assert row is not None
         return int(row[0])
 

@@ -56,9 +56,11 @@ class PostgresHumanTasks(Part):
 
     async def list(self, query: HumanTaskFilter) -> builtins.list[HumanTaskRecord]:
         params = dict(
-            status=query.status, assignee=query.assignee, workflow=query.workflow,
+            status=query.status,
+            assignee=query.assignee,
+            workflow=query.workflow,
             limit=query.limit,
-        )  # fmt: skip
+        )
         return [task_record(row) for row in await self._t._all(S["list_human_tasks"], params)]
 
     async def finish(

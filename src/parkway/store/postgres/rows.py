@@ -32,10 +32,23 @@ def run_row(run: RunRecord, lease: tuple[str, float] | None = None) -> tuple[Any
         (run.status, run.lease_owner, run.lease_until) if lease is None else ("running", *lease)
     )
     return (
-        run.id, run.workflow, run.version, status, run.input, run.output, run.error,
-        run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-        run.created_at, run.updated_at, owner, until,
-    )  # fmt: skip
+        run.id,
+        run.workflow,
+        run.version,
+        status,
+        run.input,
+        run.output,
+        run.error,
+        run.domain,
+        run.subject,
+        run.parent_id,
+        run.trigger,
+        run.generation,
+        run.created_at,
+        run.updated_at,
+        owner,
+        until,
+    )
 
 
 def started_run(row: Row) -> LoadedRun:
@@ -58,27 +71,57 @@ def claimed_run(row: Row, owner: str) -> LoadedRun:
     m_ids, m_names, m_payloads, m_ats = row[31:35]
     tasks = [
         TaskRecord(*task)
-        for task in sorted(zip(
-            t_ids or (), [run.id] * len(t_ids or ()), t_dues or (), t_kinds or (),
-            t_poss or (), t_payloads or (), strict=True,
-        ), key=_first)
-    ]  # fmt: skip
-    journal: list[JournalEntry] | None = None if holds_journal(run, owner) else [
-        JournalEntry(*entry)
-        for entry in sorted(zip(
-            j_poss or (), j_kinds or (), j_names or (), j_states or (), j_values or (),
-            j_deadlines or (), j_ats or (), j_branches or (), j_seqs or (), strict=True,
-        ), key=_first)
-    ]  # fmt: skip
+        for task in sorted(
+            zip(
+                t_ids or (),
+                [run.id] * len(t_ids or ()),
+                t_dues or (),
+                t_kinds or (),
+                t_poss or (),
+                t_payloads or (),
+                strict=True,
+            ),
+            key=_first,
+        )
+    ]
+    journal: list[JournalEntry] | None = (
+        None
+        if holds_journal(run, owner)
+        else [
+            JournalEntry(*entry)
+            for entry in sorted(
+                zip(
+                    j_poss or (),
+                    j_kinds or (),
+                    j_names or (),
+                    j_states or (),
+                    j_values or (),
+                    j_deadlines or (),
+                    j_ats or (),
+                    j_branches or (),
+                    j_seqs or (),
+                    strict=True,
+                ),
+                key=_first,
+            )
+        ]
+    )
     signals = None
     if reads_mailbox(run, tasks):
         signals = [
             SignalRecord(*signal)
-            for signal in sorted(zip(
-                m_ids or (), [run.id] * len(m_ids or ()), m_names or (), m_payloads or (),
-                m_ats or (), strict=True,
-            ), key=_first)
-        ]  # fmt: skip
+            for signal in sorted(
+                zip(
+                    m_ids or (),
+                    [run.id] * len(m_ids or ()),
+                    m_names or (),
+                    m_payloads or (),
+                    m_ats or (),
+                    strict=True,
+                ),
+                key=_first,
+            )
+        ]
     return LoadedRun(run, tasks, journal, signals)
 
 

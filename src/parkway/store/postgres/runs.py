@@ -69,9 +69,12 @@ async def deliver_leased(
     lease_from)."""
     params["quiet"] = owner is not None
     await t._write(
-        query, params, lock=lock, shared=shared,
+        query,
+        params,
+        lock=lock,
+        shared=shared,
         on_result=lambda result: found(str(result.rows[0][0]) if result.rows else None),
-    )  # fmt: skip
+    )
     await t._mark(params, found)
     if owner is None:
         return None
@@ -81,9 +84,11 @@ async def deliver_leased(
         took(t, lease, leased_run(result, owner))
 
     await t._write(
-        LEASE_RUN, dict(run=None, owner=owner, now=now, wall=wall_now, until=lease_until),
-        on_result=leased, idempotent=True,
-    )  # fmt: skip
+        LEASE_RUN,
+        dict(run=None, owner=owner, now=now, wall=wall_now, until=lease_until),
+        on_result=leased,
+        idempotent=True,
+    )
     return lease
 
 
@@ -203,10 +208,13 @@ class PostgresRuns(Part):
 
     async def find(self, query: RunSelection) -> builtins.list[RunRecord]:
         params = dict(
-            statuses=builtins.list(query.statuses), workflow=query.workflow,
-            subject=query.subject, before=query.created_before, after=query.after,
+            statuses=builtins.list(query.statuses),
+            workflow=query.workflow,
+            subject=query.subject,
+            before=query.created_before,
+            after=query.after,
             limit=query.limit,
-        )  # fmt: skip
+        )
         return [RunRecord(*row) for row in await self._t._all(Q["find_runs"], params)]
 
     async def expired(

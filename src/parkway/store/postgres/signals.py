@@ -36,9 +36,15 @@ class PostgresSignals(Part):
         sent = Sent()
         token, unannounce = t._announce_maybe(at)
         params: dict[str, Any] = dict(
-            run=run_id, name=name, payload=payload, at=at, token=token,
-            mark=new_mark(), quiet=False, task_payload=task_payload,
-        )  # fmt: skip
+            run=run_id,
+            name=name,
+            payload=payload,
+            at=at,
+            token=token,
+            mark=new_mark(),
+            quiet=False,
+            task_payload=task_payload,
+        )
         t._signal = (run_id, params)
         t._task_runs.add(run_id)
 

@@ -36,10 +36,15 @@ def _lines(*parts: str) -> str:
 
 # A claim of whatever is due (claim_settings goes before it, in its pipeline). Both
 # claims bring the runs' journals as arrays, read in binary (see wire.BinaryRows).
-CLAIM_DUE = BinaryRows(_lines(
-    Q["claim_due"], Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
-    Q["claimed_loads"],
-))  # fmt: skip
+CLAIM_DUE = BinaryRows(
+    _lines(
+        Q["claim_due"],
+        Q["claimed_columns"],
+        Q["claim_takeovers"],
+        Q["claimed_from"],
+        Q["claimed_loads"],
+    )
+)
 
 
 def _served(claim: str) -> str:
@@ -51,10 +56,15 @@ def _served(claim: str) -> str:
 
 
 # The same, of the runs whose workflow and version the worker serves.
-CLAIM_SERVED = BinaryRows(_lines(
-    _served(Q["claim_due"]), Q["claimed_columns"], Q["claim_takeovers"], Q["claimed_from"],
-    Q["claimed_loads"],
-))  # fmt: skip
+CLAIM_SERVED = BinaryRows(
+    _lines(
+        _served(Q["claim_due"]),
+        Q["claimed_columns"],
+        Q["claim_takeovers"],
+        Q["claimed_from"],
+        Q["claimed_loads"],
+    )
+)
 # A lease of one run in the sender's transaction: of the run named (``run``), or
 # with ``run`` None of the run the delivery statement just before it delivered to.
 LEASE_RUN = BinaryRows(

@@ -30,9 +30,14 @@ class PostgresStreams(Part):
     ) -> int | None:
         t = self._t
         params = dict(
-            run=run_id, key=key, n=len(items), at=at, note=self._note(run_id),
-            values=[value for value, _ in items], attempts=[attempt for _, attempt in items],
-        )  # fmt: skip
+            run=run_id,
+            key=key,
+            n=len(items),
+            at=at,
+            note=self._note(run_id),
+            values=[value for value, _ in items],
+            attempts=[attempt for _, attempt in items],
+        )
         t._idempotent = False
         row = await t._one(S["append_stream"], params)
         return None if row is None else int(row[0])

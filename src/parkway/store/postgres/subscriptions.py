@@ -21,11 +21,21 @@ class PostgresSubscriptions(Part):
         await self._t._write(
             Q["add_subscription"],
             (
-                sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
-                sub.digest, sub.match, sub.stored_wait, sub.expires_at, sub.created_at,
+                sub.run_id,
+                sub.pos,
+                sub.kind,
+                sub.domain,
+                sub.name,
+                sub.subject,
+                sub.shape,
+                sub.digest,
+                sub.match,
+                sub.stored_wait,
+                sub.expires_at,
+                sub.created_at,
                 sub.deadline,
             ),
-        )  # fmt: skip
+        )
 
     async def shapes(self, domain: str, name: str) -> builtins.list[str]:
         t = self._t

@@ -121,10 +121,15 @@ class Transport(Recovery):
         return rows[0] if rows else None
 
     async def _write(
-        self, query: Query, params: Params = (), *,
-        lock: int | None = None, shared: bool = False, idempotent: bool = False,
+        self,
+        query: Query,
+        params: Params = (),
+        *,
+        lock: int | None = None,
+        shared: bool = False,
+        idempotent: bool = False,
         on_result: Callable[[Result], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Queue a write whose result is not needed now; it is sent with the next round trip.
 
         ``idempotent``: applying it twice is applying it once (see ``_commit``).

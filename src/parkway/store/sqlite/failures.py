@@ -137,8 +137,9 @@ class Reserve:
                 "the WAL of the SQLite store was checkpointed, but there is no room for its "
                 "%d-byte reserve file yet (%s): every commit checkpoints until there is; "
                 "free space on the volume",
-                RESERVE_BYTES, self.path,
-            )  # fmt: skip
+                RESERVE_BYTES,
+                self.path,
+            )
         elif was_full:
             log.warning("the SQLite store has room again: writes go on")
         return True

@@ -30,9 +30,17 @@ class SQLiteMessages(Part):
         m = message
         cursor = self._c.execute(
             Q["add_message"],
-            (m.name, m.key, m.payload, m.message_id, m.status, m.reason, m.received_at,
-             m.expires_at),
-        )  # fmt: skip
+            (
+                m.name,
+                m.key,
+                m.payload,
+                m.message_id,
+                m.status,
+                m.reason,
+                m.received_at,
+                m.expires_at,
+            ),
+        )
         return int(cursor.lastrowid or 0)
 
     async def oldest(self, name: str, key: str, now: float) -> MessageRecord | None:

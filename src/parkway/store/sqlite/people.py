@@ -51,9 +51,11 @@ class SQLiteHumanTasks(Part):
 
     async def list(self, query: HumanTaskFilter) -> builtins.list[HumanTaskRecord]:
         params = dict(
-            status=query.status, assignee=query.assignee, workflow=query.workflow,
+            status=query.status,
+            assignee=query.assignee,
+            workflow=query.workflow,
             limit=query.limit,
-        )  # fmt: skip
+        )
         return [task_record(row) for row in self._c.execute(S["list_human_tasks"], params)]
 
     async def finish(

@@ -38,17 +38,25 @@ RUNS_ORDER = "ORDER BY created_at DESC, id DESC LIMIT ?"
 
 # What deleting runs deletes with them, in order: each a statement for all the runs.
 _DELETE_RUNS = (
-    *(Q[name] for name in (
-        "delete_run", "clear_journal", "delete_all_tasks", "delete_run_subscriptions",
-        "delete_run_signals", "delete_run_values", "delete_run_updates",
-        "delete_run_attempts",
-    )),
+    *(
+        Q[name]
+        for name in (
+            "delete_run",
+            "clear_journal",
+            "delete_all_tasks",
+            "delete_run_subscriptions",
+            "delete_run_signals",
+            "delete_run_values",
+            "delete_run_updates",
+            "delete_run_attempts",
+        )
+    ),
     PEOPLE["delete_run_callbacks"],
     PEOPLE["delete_run_human_tasks"],
     STREAMS["delete_run_heads"],
     STREAMS["delete_run_items"],
     FLEET["delete_run_operator_entries"],
-)  # fmt: skip
+)
 
 
 class SQLiteRuns(Part):
@@ -179,9 +187,13 @@ class SQLiteRuns(Part):
 
     async def find(self, query: RunSelection) -> builtins.list[RunRecord]:
         params = (
-            json.dumps(builtins.list(query.statuses)), query.workflow, query.subject,
-            query.created_before, query.after, query.limit,
-        )  # fmt: skip
+            json.dumps(builtins.list(query.statuses)),
+            query.workflow,
+            query.subject,
+            query.created_before,
+            query.after,
+            query.limit,
+        )
         return [RunRecord(*row) for row in self._c.execute(Q["find_runs"], params)]
 
     async def expired(
@@ -210,7 +222,20 @@ class SQLiteRuns(Part):
 
 def _run_row(run: RunRecord) -> tuple[object, ...]:
     return (
-        run.id, run.workflow, run.version, run.status, run.input, run.output, run.error,
-        run.domain, run.subject, run.parent_id, run.trigger, run.generation,
-        run.created_at, run.updated_at, run.lease_owner, run.lease_until,
-    )  # fmt: skip
+        run.id,
+        run.workflow,
+        run.version,
+        run.status,
+        run.input,
+        run.output,
+        run.error,
+        run.domain,
+        run.subject,
+        run.parent_id,
+        run.trigger,
+        run.generation,
+        run.created_at,
+        run.updated_at,
+        run.lease_owner,
+        run.lease_until,
+    )

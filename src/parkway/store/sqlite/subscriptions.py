@@ -18,11 +18,21 @@ class SQLiteSubscriptions(Part):
         self._c.execute(
             Q["add_subscription"],
             (
-                sub.run_id, sub.pos, sub.kind, sub.domain, sub.name, sub.subject, sub.shape,
-                sub.digest, sub.match, sub.stored_wait, sub.expires_at, sub.created_at,
+                sub.run_id,
+                sub.pos,
+                sub.kind,
+                sub.domain,
+                sub.name,
+                sub.subject,
+                sub.shape,
+                sub.digest,
+                sub.match,
+                sub.stored_wait,
+                sub.expires_at,
+                sub.created_at,
                 sub.deadline,
             ),
-        )  # fmt: skip
+        )
         self._c.execute(Q["add_shape"], (sub.domain, sub.name, sub.shape))
 
     async def shapes(self, domain: str, name: str) -> builtins.list[str]:

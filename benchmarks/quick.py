@@ -27,7 +27,7 @@ from benchmarks.procs import PROJECT_ROOT, python_env
 MODULES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("benchmarks.callbacks", ["--n", "5", "--db", "sqlite"], ()),
     ("benchmarks.fleet", ["--n", "20", "--rounds", "1", "--db", "sqlite"], ()),
-    ("benchmarks.flow", ["--n", "30", "--window", "5"], ()),
+    ("benchmarks.admission", ["--n", "30", "--window", "5"], ()),
     ("benchmarks.repairs", ["--runs", "20", "--entries", "10", "--forks", "2"], ()),
     ("benchmarks.failures", ["--rounds", "1", "--n", "20", "--beats-n", "5", "--db", "sqlite"], ()),
     (

@@ -20,7 +20,7 @@ from parkway import _json
 from parkway.core.runs import insert_run
 from parkway.core.runtime import Runtime
 from parkway.durations import to_seconds
-from parkway.errors import InvalidInputError, InvalidWorkflowError, WaitTimeoutError, shown
+from parkway.errors import InvalidInputError, WaitTimeoutError
 from parkway.events import Batch, Debounce, Event
 from parkway.registry import WorkflowDef
 from parkway.replay.context import WorkflowContext
@@ -30,45 +30,6 @@ from parkway.store.vocabulary import TaskKind
 log = logging.getLogger("parkway.accumulate")
 
 SIGNAL = "parkway.event"
-
-
-def normalise(debounce: Any, batch: Any, name: str) -> tuple[Debounce | None, Batch | None]:
-    """Check the debounce/batch options of workflow ``name`` at registration."""
-    if debounce is not None and batch is not None:
-        raise InvalidWorkflowError(
-            f"workflow {shown(name)} declares both debounce and batch; they are mutually exclusive"
-        )
-    if debounce is not None:
-        if not isinstance(debounce, Debounce):
-            debounce = Debounce(window=debounce)
-        to_seconds(debounce.window, f"debounce window of {shown(name)}")
-        if debounce.max_wait is not None:
-            to_seconds(debounce.max_wait, f"debounce max_wait of {shown(name)}")
-        _check_key(debounce.key, name)
-    if batch is not None:
-        if not isinstance(batch, Batch):
-            raise InvalidWorkflowError(
-                f"batch of workflow {shown(name)} must be a parkway.Batch, got {shown(batch)}"
-            )
-        if (
-            not isinstance(batch.max_size, int)
-            or isinstance(batch.max_size, bool)
-            or (batch.max_size < 1)
-        ):
-            raise InvalidWorkflowError(
-                f"batch max_size of {shown(name)} must be a whole number >= 1, got "
-                f"{shown(batch.max_size)}"
-            )
-        to_seconds(batch.within, f"batch within of {shown(name)}")
-        _check_key(batch.key, name)
-    return debounce, batch
-
-
-def _check_key(key: Any, name: str) -> None:
-    if key is not None and (not isinstance(key, str) or not key):
-        raise InvalidWorkflowError(
-            f"the key of {shown(name)} must be a payload field name, got {shown(key)}"
-        )
 
 
 def accumulator_name(wf: WorkflowDef) -> str:

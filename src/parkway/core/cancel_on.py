@@ -16,8 +16,7 @@ import logging
 from typing import Any
 
 from parkway import _json
-from parkway.errors import InvalidInputError, InvalidWorkflowError, shown
-from parkway.events import CancelOn
+from parkway.errors import InvalidInputError
 from parkway.matching import check_match, match_digest, matches, payload_digest, shape_of
 from parkway.registry import Registry, WorkflowDef
 from parkway.store.base import EventRecord, NewTask, RunRecord, SubscriptionRecord, Tx
@@ -30,41 +29,6 @@ log = logging.getLogger("parkway.events")
 # A condition lives as long as its run (its subscriptions go when it ends); this
 # safety net is only for one whose run is gone without ending (none should be).
 CANCEL_TTL = 10 * 365.25 * 86400.0
-
-
-def check(cancel_on: Any, workflow: str) -> tuple[CancelOn, ...]:
-    """Validate ``@engine.workflow(cancel_on=...)`` at registration."""
-    if cancel_on is None:
-        return ()
-    items = [cancel_on] if isinstance(cancel_on, CancelOn) else cancel_on
-    if not isinstance(items, list | tuple):
-        raise InvalidWorkflowError(
-            f"cancel_on of workflow {shown(workflow)} must be a list of parkway.CancelOn, "
-            f"got {shown(cancel_on)}",
-            field="cancel_on",
-        )
-    for index, item in enumerate(items):
-        if not isinstance(item, CancelOn):
-            raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {shown(workflow)} must be a parkway.CancelOn, "
-                f"got {shown(item)}",
-                field=f"cancel_on[{index}]",
-            )
-        if not isinstance(item.event, str) or not item.event.strip():
-            raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {shown(workflow)}: the event must be a name, "
-                f"got {shown(item.event)}",
-                field=f"cancel_on[{index}].event",
-            )
-        if not callable(item.match):
-            check_match(item.match)
-        if item.subject is not None and (not isinstance(item.subject, str) or not item.subject):
-            raise InvalidWorkflowError(
-                f"cancel_on[{index}] of workflow {shown(workflow)}: subject must be a subject, "
-                f"'*' or None, got {shown(item.subject)}",
-                field=f"cancel_on[{index}].subject",
-            )
-    return tuple(items)
 
 
 def subscriptions(wf: WorkflowDef, run: RunRecord, now: float) -> list[SubscriptionRecord]:

@@ -18,31 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from parkway import _json
-from parkway.durations import Duration, to_seconds
-from parkway.errors import InvalidArgumentError, RunCancelledError, RunTimeoutError, shown
+from parkway.errors import RunCancelledError, RunTimeoutError
 from parkway.replay.sagas import DEADLINE_BRANCH, REGISTERED, STOP_BRANCH
 from parkway.store.base import JournalEntry, NewTask, RunRecord, TaskRecord, Tx
 from parkway.store.vocabulary import EntryKind, EntryState, TaskKind
 
 DEADLINE = TaskKind.DEADLINE
 CANCEL = TaskKind.CANCEL
-
-
-def check_timeout(value: Duration | None, field: str = "timeout") -> float | None:
-    """A run timeout in seconds (``None``: none); it must be longer than zero.
-
-    Raises:
-        InvalidDurationError: ``value`` is not a duration.
-        InvalidArgumentError: It is zero.
-    """
-    if value is None:
-        return None
-    seconds = to_seconds(value, field)
-    if seconds <= 0:
-        raise InvalidArgumentError(
-            f"{field} must be longer than zero, got {shown(value)}", field=field
-        )
-    return seconds
 
 
 async def add_deadline(tx: Tx, run: RunRecord, timeout: float | None) -> None:

@@ -42,6 +42,14 @@ def test_every_benchmark_runs_at_a_small_n() -> None:
     assert len(rows) > 40, out
     assert [row for row in rows if row.split(" | ")[1] == "—"] == [], out
     # Every other module printed its own table (or a note saying why it was skipped).
-    for module in ("callbacks", "fleet", "admission", "repairs", "failures", "telemetry", "streams"):
+    for module in (
+        "callbacks",
+        "fleet",
+        "admission",
+        "repairs",
+        "failures",
+        "telemetry",
+        "streams",
+    ):
         assert f"$ python -m benchmarks.{module} " in out, out
     assert "quick run: every benchmark ran." in out, out

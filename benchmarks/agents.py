@@ -20,7 +20,10 @@ tool calls is ``base + r*m + t*c``; the three shapes give ``m`` (per model
 request), ``c`` (per tool call) and ``base`` (a run's start and end). Printed:
 those, in ms, from the medians of each shape, and parkway's against DBOS's; then
 the same from the process's CPU time per conversation, which a machine busy
-with other work disturbs far less than the wall clock.
+with other work disturbs far less than the wall clock. On PostgreSQL, also what
+each sends to the server per model request and per tool call, fitted the same
+way: parkway's round trips and statements (its wire, ``parkway.store.postgres.wire``)
+and DBOS's statements and commits (SQLAlchemy's engine events).
 Targets: parkway's ``m`` ≤ 1/5 of DBOS's, and ≤ 1 ms on SQLite.
 """
 
@@ -162,6 +165,7 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
                 )
                 for system, (took, spent) in figures.items():
                     results[system][shape], cpu[system][shape] = took, spent
+            sent = await _sent(db, run_parkway_shape(engine), dbos_agents)
         DBOS.destroy()
         over = {
             system: fit({s: results[system][s] - results["plain"][s] for s in SHAPES})
@@ -178,6 +182,7 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
             "overhead_ms": over,
             "cpu_s": cpu,
             "cpu_overhead_ms": over_cpu,
+            "sent": sent,
         }
     finally:
         bench.close()
@@ -188,6 +193,64 @@ async def measure(db: str, n: int, pg_admin: str, folder: Path) -> dict[str, Any
                 conn.execute(f"DROP DATABASE IF EXISTS {dbos_db} WITH (FORCE)")
 
 
+def run_parkway_shape(engine: Any) -> Callable[[str], Awaitable[Any]]:
+    async def run(shape: str) -> Any:
+        handle = await engine.start(f"conversation{shape}", "go")
+        return await handle.result(timeout=60)
+
+    return run
+
+
+async def _sent(
+    db: str, parkway: Callable[[str], Awaitable[Any]], dbos_agents: dict[str, Any], n: int = 20
+) -> dict[str, dict[str, float]]:
+    """What each system sends to PostgreSQL (round trips, statements, commits), fitted
+    per model request and per tool call as the times are; nothing on SQLite."""
+    if db != "postgres":
+        return {}
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine as SQLAlchemyEngine
+
+    from parkway.store.postgres import wire
+
+    counts = {"parkway round trips": 0, "parkway statements": 0}
+    counts |= {"dbos statements": 0, "dbos commits": 0}
+    send = wire.send
+
+    async def counted(conn: Any, steps: Any) -> Any:
+        counts["parkway round trips"] += 1
+        counts["parkway statements"] += len(steps)
+        return await send(conn, steps)
+
+    def statement(*_: Any) -> None:
+        counts["dbos statements"] += 1
+
+    def commit(*_: Any) -> None:
+        counts["dbos commits"] += 1
+
+    per_shape: dict[str, dict[str, float]] = {name: {} for name in counts}
+    wire.send = counted
+    event.listen(SQLAlchemyEngine, "before_cursor_execute", statement)
+    event.listen(SQLAlchemyEngine, "commit", commit)
+    try:
+        for shape in SHAPES:
+            await asyncio.sleep(0.2)  # (the engines' own background work settles)
+            for name in counts:
+                counts[name] = 0
+            for _ in range(n):
+                await parkway(shape)
+                await dbos_agents[shape].run("go")
+            for name, total in counts.items():
+                per_shape[name][shape] = total / n
+    finally:
+        wire.send = send
+        event.remove(SQLAlchemyEngine, "before_cursor_execute", statement)
+        event.remove(SQLAlchemyEngine, "commit", commit)
+    return {
+        name: fit({s: v / 1000 for s, v in shapes.items()}) for name, shapes in per_shape.items()
+    }
+
+
 def _workflow(agent: Any) -> Callable[..., Any]:
     async def conversation(ctx: Any, prompt: Any) -> Any:
         return (await agent.run(ctx, prompt)).output
@@ -196,12 +259,21 @@ def _workflow(agent: Any) -> Callable[..., Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    return "\n\n".join(
-        [
-            _table(rows, "overhead_ms", "median_s", "the medians of"),
-            _table(rows, "cpu_overhead_ms", "cpu_s", "the CPU per conversation (all threads) of"),
-        ]
-    )
+    parts = [
+        _table(rows, "overhead_ms", "median_s", "the medians of"),
+        _table(rows, "cpu_overhead_ms", "cpu_s", "the CPU per conversation (all threads) of"),
+    ]
+    for row in rows:
+        if row.get("sent"):
+            lines = [
+                f"Sent to the server ({row['db']}), fitted from the three shapes",
+                "| what | per model request | per tool call | per run (start, end) |",
+                "|------|-------------------|---------------|----------------------|",
+            ]
+            for name, o in row["sent"].items():
+                lines.append(f"| {name} | {o['model']:.2f} | {o['tool']:.2f} | {o['base']:.2f} |")
+            parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _table(rows: list[dict[str, Any]], figures: str, plain_key: str, what: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -10,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from parkway import Engine, Retry, RunStatus, StepFailedError, WorkflowFailedError
+from tests.conftest import Backend
 
 
 async def test_sync_and_async_steps_with_args_and_kwargs(engine: Engine) -> None:
@@ -272,3 +275,43 @@ async def test_now_is_aware_utc_engine_time(engine: Engine, clock, t0) -> None:
     await clock.advance("90s")
     h = await engine.start("when")
     assert await h.result(timeout=5) == [(t0 + timedelta(seconds=90)).isoformat(), 0.0]
+
+
+async def test_a_result_commits_while_the_workflow_awaits_a_plain_awaitable(
+    engine: Engine, backend: Backend
+) -> None:
+    """A workflow awaiting something outside parkway (an agent framework's loop deciding
+    its next request) has the results that must be durable before its next step
+    committed at once on a store whose commit is a round trip off the loop, so the
+    commit's wait overlaps that work; the next step still runs after it, and the run
+    ends as it would have."""
+    reached = asyncio.Event()
+    release: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def one() -> int:
+        return 1
+
+    async def two() -> int:
+        return 2
+
+    @engine.workflow()
+    async def thinking(ctx, _input: object) -> int:
+        first = await ctx.step(one, name="first")
+        reached.set()
+        await release  # (a plain asyncio future: nothing journaled)
+        return first + await ctx.step(two, name="second")
+
+    handle = await engine.start("thinking")
+    await asyncio.wait_for(reached.wait(), 10)
+    if backend.supports("persistent") and not backend.supports("loop_bound"):
+        deadline = time.monotonic() + 10
+        while not [e for e in await engine.history(handle.id) if e.name == "first"]:
+            assert time.monotonic() < deadline, "the first step's result was never committed"
+            await asyncio.sleep(0.01)
+    release.set_result(None)
+    assert await handle.result(timeout=10) == 3
+    history = await engine.history(handle.id)
+    assert [(e.kind, e.name, e.result) for e in history] == [
+        ("step", "first", 1),
+        ("step", "second", 2),
+    ]

@@ -49,10 +49,13 @@ def test_without_the_extra_the_import_names_it(module: str, extra: str, missing:
     assert MissingExtraError.__mro__[1].__name__ == "ParkwayError"
 
 
+# On PostgreSQL too: there a step's result commits while the agent decides its next
+# request (parkway.worker.drive), which must still precede the next step.
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 async def test_a_worker_killed_mid_conversation_repeats_no_completed_call(
-    tmp_path: Path,
+    engine_url: str, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'agent.db'}"
+    url = engine_url
     log = tmp_path / "calls.log"
     env = {**os.environ, "PARKWAY_URL": url, "AGENT_LOG": str(log)}
 

@@ -27,9 +27,9 @@ from parkway.replay.requests import (
     RunStep,
     StepResult,
 )
-from parkway.replay.writes import Outcome
+from parkway.replay.writes import Outcome, Writes
 from parkway.store.base import JournalEntry, RunRecord, Tx
-from parkway.store.vocabulary import EntryState
+from parkway.store.vocabulary import Capability, EntryState
 from parkway.worker import streams as step_streams
 from parkway.worker.commit import apply_writes
 from parkway.worker.deadlines import Deadlines
@@ -56,6 +56,11 @@ class Driver:
         self.executor = executor  # where sync steps run
         self.deadlines = Deadlines()  # of the attempts of steps with a timeout
         self.running = running
+        # Whether to commit ahead while the workflow awaits plain awaitables (see the
+        # module's docstring): not on a store whose commit holds the loop (SQLite's),
+        # nor in memory, where a commit costs no wait to overlap.
+        caps = rt.store.capabilities
+        self.ahead = Capability.PERSISTENT in caps and Capability.LOOP_BOUND not in caps
 
     async def drive(self, run: RunRecord, machine: Machine) -> Outcome:
         """Run ``machine`` to its outcome, doing each thing it asks for.
@@ -64,18 +69,34 @@ class Driver:
         is awaited here, without a task of its own.
         """
         inflight: dict[asyncio.Future[Any], Token] = {}
+        plain: set[asyncio.Future[Any]] = set()  # the inflight waits of plain awaitables
+        ahead: asyncio.Future[None] | None = None  # a commit started ahead (see above)
         try:
             while True:
                 requests = machine.take_requests()
                 if not requests:
                     if machine.outcome is not None:
+                        if ahead is not None:  # (the final commit comes after it)
+                            await self._settle(ahead)
+                            ahead = None
                         return machine.outcome
                     if not inflight:  # (cannot be: the machine answers or asks)
                         raise RuntimeError(f"run {run.id!r}: replay stopped with nothing to do")
-                    done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    if ahead is None and self.ahead and self._due(machine, plain, inflight):
+                        ahead = asyncio.ensure_future(self._commit(run, machine.take_writes()))
+                    waits = inflight if ahead is None else [*inflight, ahead]
+                    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                     for future in done:
-                        machine.resume(inflight.pop(future), future.result())
+                        if future is ahead:
+                            ahead = None
+                            future.result()  # (its failure is the advance's)
+                        else:
+                            plain.discard(future)
+                            machine.resume(inflight.pop(future), future.result())
                     continue
+                if ahead is not None:  # (durable before anything else is done)
+                    await self._settle(ahead)
+                    ahead = None
                 for token, request in requests:
                     if isinstance(request, RunStep):
                         if not machine.writes.may_wait_for_commit:
@@ -85,7 +106,9 @@ class Driver:
                         else:
                             inflight[asyncio.ensure_future(self._call(run, request))] = token
                     elif isinstance(request, AwaitFuture):
-                        inflight[asyncio.ensure_future(settled(request.future))] = token
+                        future = asyncio.ensure_future(settled(request.future))
+                        inflight[future] = token
+                        plain.add(future)
                     elif isinstance(request, Flush):
                         machine.resume(token, await self.flush(run, machine))
                     else:
@@ -96,10 +119,39 @@ class Driver:
             for future in inflight:
                 future.cancel()
             inflight.clear()
+            if ahead is not None:
+                ahead.cancel()
+                ahead = None
             raise
         finally:
+            if ahead is not None:  # (the advance failed meanwhile: its commit settles)
+                await asyncio.wait([ahead])
+                if not ahead.cancelled():
+                    ahead.exception()  # (retrieved: the advance's own failure goes on)
             if inflight:  # (the run ended with steps in flight: they settle, unheard)
                 await asyncio.wait(inflight)
+
+    @staticmethod
+    def _due(
+        machine: Machine,
+        plain: set[asyncio.Future[Any]],
+        inflight: dict[asyncio.Future[Any], Token],
+    ) -> bool:
+        """Whether to commit the machine's writes ahead: it awaits plain awaitables only
+        (no step is in flight), and its writes must be durable before its next step
+        (and carry no publish, whose entries a ``Flush`` hands back)."""
+        writes = machine.writes
+        return (
+            plain.issuperset(inflight)
+            and bool(writes)
+            and not writes.may_wait_for_commit
+            and not writes.publishes
+        )
+
+    @staticmethod
+    async def _settle(ahead: asyncio.Future[None]) -> None:
+        """Wait for a commit started ahead (raising its failure, the advance's own)."""
+        await ahead
 
     async def _call(self, run: RunRecord, request: RunStep) -> StepResult:
         # The attempt's stream writer, for step_context().write_stream: its writes
@@ -164,6 +216,11 @@ class Driver:
         writes = machine.take_writes()
         if not writes:
             return {}
+        await self._commit(run, writes)
+        return {pos: writes.journal[pos] for pos, _, _, _ in writes.publishes}
+
+    async def _commit(self, run: RunRecord, writes: Writes) -> None:
+        """Commit ``writes`` (taken from the machine), fenced by the lease."""
         rt = self.rt
 
         # The run's row says it runs and no worker keeps its machine (the journal
@@ -189,7 +246,6 @@ class Driver:
         if writes.tells_callers:
             rt.results.notify(run.id)
         rt.after_commit()
-        return {pos: writes.journal[pos] for pos, _, _, _ in writes.publishes}
 
     @contextlib.asynccontextmanager
     async def store_call(self, run: RunRecord) -> AsyncIterator[Tx]:

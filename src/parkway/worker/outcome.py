@@ -97,7 +97,10 @@ class FinalCommit:
         # Open human tasks to close at its end: only a run that opened one has any
         # (a task's id is journaled in the commit that opens it; an earlier
         # generation's, cleared from the journal, may still be open).
-        people = machine is None or run.generation > 0 or _opened_human_tasks(machine)
+        # (read only as the run ends: the scan is over the whole journal)
+        people = status in ENDED and (
+            machine is None or run.generation > 0 or _opened_human_tasks(machine)
+        )
         # Updates given that the run did not get to before it went on as new wait
         # for the new generation (an ended run's are closed: see core.updates).
         updates_left = machine is not None and machine.unhandled_updates

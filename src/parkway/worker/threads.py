@@ -22,6 +22,7 @@ import collections
 import contextvars
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,16 @@ _Call = tuple[
     asyncio.Future[Any], contextvars.Context, Callable[..., Any], tuple[Any, ...], dict[str, Any]
 ]
 _STOP = None
+
+# Every pool of this process, told to stop when the interpreter exits: its threads
+# are not daemons (a step running at shutdown is waited for), so an idle one left by
+# an engine that was never closed would otherwise keep the process from exiting.
+_POOLS: weakref.WeakSet[StepThreads] = weakref.WeakSet()
+
+
+def _stop_all() -> None:
+    for pool in list(_POOLS):
+        pool.shutdown()
 
 
 class Carried(Exception):
@@ -69,6 +80,7 @@ class StepThreads:
         self._handing = False  # a hand-over is scheduled on the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        _POOLS.add(self)
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         """Call ``fn(*args, **kwargs)`` in a thread, in a copy of the caller's context
@@ -102,6 +114,8 @@ class StepThreads:
 
     def shutdown(self) -> None:
         """Let the threads go once their current call, if any, returns (not waited for)."""
+        if self._closed:
+            return
         self._closed = True
         for _ in self._threads:
             self._calls.put(_STOP)
@@ -157,3 +171,10 @@ class StepThreads:
                 future.set_result(value)
             else:
                 future.set_exception(_passable(error))
+
+
+# Run before the interpreter joins its non-daemon threads (as concurrent.futures'
+# pools are stopped), unlike atexit, which runs after.
+_register = getattr(threading, "_register_atexit", None)
+if _register is not None:
+    _register(_stop_all)
